@@ -1,0 +1,3 @@
+//! kiln: the driver library (pipeline, reports) behind the `kiln` command.
+
+pub mod cli;

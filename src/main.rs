@@ -1,0 +1,7 @@
+//! The `kiln` command.
+
+use clap::Parser;
+
+fn main() -> miette::Result<()> {
+    kiln::cli::Cli::parse().run()
+}
