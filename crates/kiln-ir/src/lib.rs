@@ -1,1 +1,28 @@
-//! kiln IR.
+//! kiln's SSA machine IR (DESIGN.md §3): dense entities, the register model, instructions with
+//! seed 000's operand flags, structured SIMT control flow with its two CFGs, a builder, the
+//! `.kir` text format and the verifier.
+
+pub mod builder;
+pub mod cfg;
+pub mod dominance;
+mod entity;
+mod function;
+pub mod generate;
+mod inst;
+mod opcode;
+mod regs;
+pub mod text;
+pub mod verify;
+
+pub use cfg::{Cfg, LoopInfo};
+pub use dominance::DomTree;
+pub use entity::{Block, Temp};
+pub use function::{BlockData, Function};
+pub use inst::{Def, Inst, InstFlags, Operand, OperandFlags, Value};
+pub use opcode::{Arity, OpInfo, Opcode};
+pub use regs::{
+    Demand, FileId, GenericTarget, Lanes, MAX_FILES, PhysReg, RegClass, RegFile, RegSubset, Target,
+    TargetConstructor, TargetRegistry,
+};
+pub use text::{ParseError, parse_function, print_function};
+pub use verify::{VerifyError, verify};

@@ -1,0 +1,97 @@
+//! A function: its target, blocks in structured layout order, and per-temp classes.
+
+use crate::entity::{Block, Temp};
+use crate::inst::Inst;
+use crate::regs::{RegClass, Target};
+use std::sync::Arc;
+
+/// A basic block: instructions, phis first, one terminator last.
+#[derive(Clone, Default, PartialEq, Eq, Debug)]
+pub struct BlockData {
+    pub insts: Vec<Inst>,
+}
+
+impl BlockData {
+    /// The terminator, if the block has one.
+    pub fn terminator(&self) -> Option<&Inst> {
+        self.insts.last().filter(|i| i.op.is_terminator())
+    }
+
+    /// Number of leading phi instructions.
+    pub fn phi_count(&self) -> usize {
+        self.insts.iter().take_while(|i| i.op.is_phi()).count()
+    }
+}
+
+/// A shader function in SSA form.
+#[derive(Clone, Debug)]
+pub struct Function {
+    pub name: String,
+    pub target: Arc<dyn Target>,
+    pub blocks: Vec<BlockData>,
+    /// Class of every temp; [`RegClass::NONE`] for numbers no instruction defines.
+    pub temps: Vec<RegClass>,
+}
+
+impl Function {
+    pub fn new(name: impl Into<String>, target: Arc<dyn Target>) -> Function {
+        Function { name: name.into(), target, blocks: Vec::new(), temps: Vec::new() }
+    }
+
+    pub fn new_temp(&mut self, class: RegClass) -> Temp {
+        let t = Temp::new(self.temps.len());
+        self.temps.push(class);
+        t
+    }
+
+    pub fn class(&self, t: Temp) -> RegClass {
+        self.temps[t.index()]
+    }
+
+    pub fn new_block(&mut self) -> Block {
+        let b = Block::new(self.blocks.len());
+        self.blocks.push(BlockData::default());
+        b
+    }
+
+    pub fn block(&self, b: Block) -> &BlockData {
+        &self.blocks[b.index()]
+    }
+
+    pub fn block_mut(&mut self, b: Block) -> &mut BlockData {
+        &mut self.blocks[b.index()]
+    }
+
+    pub fn block_ids(&self) -> impl DoubleEndedIterator<Item = Block> + ExactSizeIterator {
+        (0..self.blocks.len()).map(Block::new)
+    }
+
+    /// Total number of instructions.
+    pub fn inst_count(&self) -> usize {
+        self.blocks.iter().map(|b| b.insts.len()).sum()
+    }
+
+    /// Whether a temp lives along the linear CFG: its file is uniform, or the instruction that
+    /// defines it writes all lanes. One entry per temp.
+    pub fn linear_temps(&self) -> Vec<bool> {
+        let files = self.target.files();
+        let mut linear: Vec<bool> = self
+            .temps
+            .iter()
+            .map(|c| {
+                !c.is_none()
+                    && files.get(c.file.index()).is_some_and(|f| f.lanes == crate::Lanes::Uniform)
+            })
+            .collect();
+        for block in &self.blocks {
+            for inst in block.insts.iter().filter(|i| i.writes_all_lanes() || i.op == crate::Opcode::LinearPhi) {
+                for d in &inst.defs {
+                    if let Some(l) = linear.get_mut(d.temp.index()) {
+                        *l = true;
+                    }
+                }
+            }
+        }
+        linear
+    }
+}
