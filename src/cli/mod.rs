@@ -1,5 +1,7 @@
 //! Command-line interface: one module per group of subcommands.
 
+pub mod ir;
+
 use clap::{Parser, Subcommand};
 
 /// kiln — a GPU shader compiler back end.
@@ -11,10 +13,22 @@ pub struct Cli {
 }
 
 #[derive(Debug, Subcommand)]
-pub enum Command {}
+pub enum Command {
+    /// Parse, verify and print a `.kir` file.
+    Print(ir::FileArg),
+    /// Parse and verify a `.kir` file.
+    Verify(ir::FileArg),
+    /// Liveness: kill flags, live-in/live-out per block, and with --demand the register demand
+    /// stages of every instruction.
+    Liveness(ir::LivenessArgs),
+}
 
 impl Cli {
     pub fn run(self) -> miette::Result<()> {
-        match self.command {}
+        match self.command {
+            Command::Print(a) => ir::print(a),
+            Command::Verify(a) => ir::verify_cmd(a),
+            Command::Liveness(a) => ir::liveness(a),
+        }
     }
 }

@@ -1,1 +1,13 @@
-//! kiln analyses.
+//! kiln analyses: liveness with seed 000's kill flags and seed 003's loop rule, and register
+//! demand. The CFGs, loops and dominance that the verifier also needs live in `kiln-ir`
+//! (`kiln_ir::cfg`, `kiln_ir::dominance`) and are re-exported here.
+
+pub mod demand;
+pub mod live_set;
+pub mod liveness;
+
+pub use demand::InstDemand;
+pub use kiln_ir::cfg::{Cfg, Edges, IfInfo, LoopInfo};
+pub use kiln_ir::dominance::DomTree;
+pub use live_set::LiveSet;
+pub use liveness::{Liveness, compute_liveness};

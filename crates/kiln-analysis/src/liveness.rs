@@ -1,0 +1,248 @@
+//! Live variables, kill flags and register demand (seed 000; ACO's `aco_live_var_analysis.cpp`).
+//!
+//! - Per-lane temps are live along the logical CFG, linear temps (uniform files, values written
+//!   in all lanes, linear phis) along the linear CFG.
+//! - Live-in/live-out per block by backward dataflow to a fixpoint over sparse sets, blocks
+//!   visited from the highest index down, a block revisited when a successor's live-in grows.
+//! - Seed 003 (i965's `compute_start_end`): a per-lane temp defined inside a loop that leaves
+//!   it — live into the exit, or read by a phi of the exit — stays live across the whole loop,
+//!   because lanes that left keep its value while the others iterate and may be overwritten by
+//!   an all-lanes write.
+//! - A backward walk of every block then sets the operand flags (kill, first_kill, copy_kill,
+//!   clobbered, late_kill for vector operands) and dead definitions, and computes the demand of
+//!   every instruction with [`InstDemand::compute`].
+
+use crate::demand::InstDemand;
+use crate::live_set::LiveSet;
+use kiln_ir::{Block, Cfg, Demand, Function, OperandFlags, Temp};
+
+/// The result of liveness analysis.
+#[derive(Clone, Debug)]
+pub struct Liveness {
+    pub live_in: Vec<LiveSet>,
+    pub live_out: Vec<LiveSet>,
+    /// Whether each temp lives along the linear CFG.
+    pub linear: Vec<bool>,
+    /// Demand quantities per block, per instruction.
+    pub demand: Vec<Vec<InstDemand>>,
+    /// Maximum register demand per block.
+    pub block_max: Vec<Demand>,
+    /// Maximum register demand of the function.
+    pub max: Demand,
+}
+
+impl Liveness {
+    /// Demand of the live-in set of a block (its first instruction's stage 0).
+    pub fn live_in_demand(&self, func: &Function, b: Block) -> Demand {
+        sum(func, &self.live_in[b.index()])
+    }
+}
+
+fn sum(func: &Function, set: &LiveSet) -> Demand {
+    set.iter().fold(Demand::ZERO, |d, t| d + Demand::of(func.class(t)))
+}
+
+/// Runs liveness on `func`, writing kill flags and dead flags into it.
+pub fn compute_liveness(func: &mut Function, cfg: &Cfg) -> Liveness {
+    let n = func.blocks.len();
+    let linear = func.linear_temps();
+    // Upward-exposed uses, definitions, and phi uses at the end of each predecessor.
+    let mut gen_ = Vec::with_capacity(n);
+    let mut defs = Vec::with_capacity(n);
+    let mut phi_uses: Vec<Vec<u32>> = vec![Vec::new(); n];
+    let mut def_block = vec![u32::MAX; func.temps.len()];
+    for b in func.block_ids() {
+        let mut g = Vec::new();
+        let mut d = Vec::new();
+        for inst in &func.block(b).insts {
+            if inst.op.is_phi() {
+                let preds = if inst.op == kiln_ir::Opcode::Phi { &cfg.logical.preds } else { &cfg.linear.preds };
+                for (op, p) in inst.operands.iter().zip(&preds[b.index()]) {
+                    if let Some(t) = op.temp_id() {
+                        phi_uses[p.index()].push(t.0);
+                    }
+                }
+            } else {
+                // A use not preceded by its definition in the block (SSA: a def follows no use).
+                g.extend(inst.used_temps().filter(|t| def_block[t.index()] != b.0).map(|t| t.0));
+            }
+            for def in &inst.defs {
+                def_block[def.temp.index()] = b.0;
+                d.push(def.temp.0);
+            }
+        }
+        gen_.push(LiveSet::from_unsorted(g));
+        defs.push(LiveSet::from_unsorted(d));
+    }
+    let phi_uses: Vec<LiveSet> = phi_uses.into_iter().map(LiveSet::from_unsorted).collect();
+
+    let mut live_in = vec![LiveSet::new(); n];
+    let mut live_out = vec![LiveSet::new(); n];
+    let mut dirty = vec![true; n];
+    let mut i = n;
+    while i > 0 {
+        i -= 1;
+        if !std::mem::take(&mut dirty[i]) {
+            continue;
+        }
+        let mut out = phi_uses[i].clone();
+        for s in &cfg.logical.succs[i] {
+            out = out.union_filtered(&live_in[s.index()], |t| !linear[t as usize]);
+        }
+        for s in &cfg.linear.succs[i] {
+            out = out.union_filtered(&live_in[s.index()], |t| linear[t as usize]);
+        }
+        let inn = gen_[i].union(&out.difference(&defs[i]));
+        live_out[i] = out;
+        if inn != live_in[i] {
+            live_in[i] = inn;
+            for p in cfg.logical.preds[i].iter().chain(&cfg.linear.preds[i]) {
+                dirty[p.index()] = true;
+                i = i.max(p.index() + 1);
+            }
+        }
+    }
+
+    extend_across_loops(func, cfg, &linear, &def_block, &mut live_in, &mut live_out);
+
+    let mut liveness = Liveness {
+        live_in,
+        live_out,
+        linear,
+        demand: Vec::with_capacity(n),
+        block_max: Vec::with_capacity(n),
+        max: Demand::ZERO,
+    };
+    let mut live = vec![false; func.temps.len()];
+    for b in (0..n).map(Block::new) {
+        let (dem, max) = walk_block(func, cfg, &mut liveness, b, &mut live);
+        liveness.demand.push(dem);
+        liveness.block_max.push(max);
+        liveness.max = liveness.max.max(max);
+    }
+    liveness
+}
+
+/// Seed 003: a per-lane temp defined in a loop and leaving it is live across the whole loop.
+fn extend_across_loops(
+    func: &Function,
+    cfg: &Cfg,
+    linear: &[bool],
+    def_block: &[u32],
+    live_in: &mut [LiveSet],
+    live_out: &mut [LiveSet],
+) {
+    for lp in &cfg.loops {
+        let inside = |t: Temp| !linear[t.index()] && lp.contains(Block(def_block[t.index()]));
+        let mut leaving: Vec<u32> = live_in[lp.exit.index()].iter().filter(|&t| inside(t)).map(|t| t.0).collect();
+        for inst in func.block(lp.exit).insts.iter().filter(|i| i.op == kiln_ir::Opcode::Phi) {
+            for (op, p) in inst.operands.iter().zip(&cfg.logical.preds[lp.exit.index()]) {
+                if let Some(t) = op.temp_id()
+                    && lp.contains(*p)
+                    && inside(t)
+                {
+                    leaving.push(t.0);
+                }
+            }
+        }
+        if leaving.is_empty() {
+            continue;
+        }
+        let leaving = LiveSet::from_unsorted(leaving);
+        for b in lp.header.index()..lp.exit.index() {
+            live_in[b] = live_in[b].union(&leaving);
+            live_out[b] = live_out[b].union(&leaving);
+        }
+    }
+}
+
+/// Walks a block backwards: flags, dead definitions, per-instruction demand.
+fn walk_block(func: &mut Function, cfg: &Cfg, lv: &mut Liveness, b: Block, live: &mut [bool]) -> (Vec<InstDemand>, Demand) {
+    let bi = b.index();
+    let mut cur = sum(func, &lv.live_out[bi]);
+    for t in lv.live_out[bi].iter() {
+        live[t.index()] = true;
+    }
+    let live_in = &lv.live_in[bi];
+    let ninst = func.block(b).insts.len();
+    let mut dem = vec![InstDemand::default(); ninst];
+    let mut max = Demand::ZERO;
+    for k in (0..ninst).rev() {
+        let mut inst = std::mem::replace(&mut func.block_mut(b).insts[k], kiln_ir::Inst::new(kiln_ir::Opcode::Return));
+        // Definitions: dead when not live after; leave the live set (unless extended by seed 003).
+        for d in inst.defs.iter_mut() {
+            let extended = live_in.contains(d.temp);
+            d.dead = !live[d.temp.index()];
+            if !extended {
+                live[d.temp.index()] = false;
+            }
+        }
+        if !inst.op.is_phi() {
+            let vector = |ops: &[kiln_ir::Operand], k: usize| ops[k].is_vector_aligned() || (k > 0 && ops[k - 1].is_vector_aligned());
+            for k in 0..inst.operands.len() {
+                let tied = inst.tied_def(k).is_some();
+                let in_vector = vector(&inst.operands, k);
+                let op = &mut inst.operands[k];
+                // Constraints given by instruction selection stay; the rest is recomputed.
+                let user = op.flags;
+                op.flags = OperandFlags::empty();
+                for f in [OperandFlags::LATE_KILL, OperandFlags::VECTOR_ALIGNED] {
+                    op.flags.set(f, user.contains(f));
+                }
+                op.flags.set(OperandFlags::CLOBBERED, tied);
+                if in_vector && !tied {
+                    op.flags.set(OperandFlags::LATE_KILL, true);
+                }
+            }
+            for k in 0..inst.operands.len() {
+                let Some(t) = inst.operands[k].temp_id() else { continue };
+                let killed = !live[t.index()];
+                let earlier = &inst.operands[..k];
+                let first = !earlier.iter().any(|o| o.temp_id() == Some(t));
+                let tied_k = inst.tied_def(k).is_some();
+                let in_vector = vector(&inst.operands, k);
+                // A second instance tied to another definition, or in a second vector, is copied.
+                let copy = !first
+                    && earlier.iter().enumerate().any(|(j, o)| {
+                        o.temp_id() == Some(t) && ((tied_k && inst.tied_def(j).is_some()) || (in_vector && vector(&inst.operands, j)))
+                    });
+                let op = &mut inst.operands[k];
+                op.flags.set(OperandFlags::KILL, killed || copy);
+                op.flags.set(OperandFlags::COPY_KILL, copy);
+                op.flags.set(OperandFlags::FIRST_KILL, killed && first);
+            }
+            for t in inst.used_temps().collect::<smallvec::SmallVec<[Temp; 4]>>() {
+                live[t.index()] = true;
+            }
+        } else {
+            // Phi operands are read at the end of the predecessors: kill when not live out of
+            // the predecessor through its successors.
+            let preds = if inst.op == kiln_ir::Opcode::Phi { &cfg.logical.preds[bi] } else { &cfg.linear.preds[bi] };
+            for (k, op) in inst.operands.iter_mut().enumerate() {
+                op.flags = OperandFlags::empty();
+                let (Some(t), Some(p)) = (op.temp_id(), preds.get(k)) else { continue };
+                let lin = lv.linear[t.index()];
+                let succs = if lin { &cfg.linear.succs[p.index()] } else { &cfg.logical.succs[p.index()] };
+                let live_after = succs.iter().any(|s| lv.live_in[s.index()].contains(t));
+                op.flags.set(OperandFlags::KILL, !live_after);
+                op.flags.set(OperandFlags::FIRST_KILL, !live_after);
+            }
+        }
+        let d = InstDemand::compute(func, &inst, cur, |t| live_in.contains(t) && inst.defs.iter().any(|d| d.temp == t));
+        cur = d.live_in();
+        max = max.max(d.register_demand());
+        dem[k] = d;
+        func.block_mut(b).insts[k] = inst;
+    }
+    for t in live_in.iter() {
+        live[t.index()] = false;
+    }
+    // Anything still marked is a temp used before its definition, which the verifier rejects;
+    // clear it so the next block starts clean.
+    for inst in &func.block(b).insts {
+        for t in inst.used_temps() {
+            live[t.index()] = false;
+        }
+    }
+    (dem, max)
+}
