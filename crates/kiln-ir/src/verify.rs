@@ -249,7 +249,7 @@ impl Verifier<'_> {
         let def_class = |k: usize| inst.defs.get(k).and_then(|d| func.temps.get(d.temp.index()).copied()).filter(|c| !c.is_none());
         let mut e = |rule, msg: String| self.errors.push(VerifyError { block: Some(b), inst: Some(i), rule, message: msg });
         let size = |op: &Operand| match op.value {
-            Value::Temp(t) => func.temps.get(t.index()).map_or(1, |c| c.size as u32),
+            Value::Temp(t) => func.temps.get(t.index()).filter(|c| !c.is_none()).map_or(1, |c| c.size as u32),
             Value::Undef(c) => c.size as u32,
             Value::Const(_) => 1,
         };
