@@ -27,7 +27,10 @@ fn run(command: &str, source: &str) -> String {
         };
     }
     if let Err(errs) = verdict {
-        return errs.iter().map(|e| format!("verify error: {e}\n")).collect();
+        return errs
+            .iter()
+            .map(|e| format!("verify error: {e}\n"))
+            .collect();
     }
     let cfg = Cfg::compute(&func).expect("verified functions are structured");
     match command {
@@ -49,7 +52,12 @@ fn run(command: &str, source: &str) -> String {
 fn cfg_report(func: &kiln_ir::Function, cfg: &Cfg) -> String {
     let dom_logical = DomTree::compute(&cfg.logical);
     let dom_linear = DomTree::compute(&cfg.linear);
-    let list = |v: &[kiln_ir::Block]| v.iter().map(|b| b.to_string()).collect::<Vec<_>>().join(" ");
+    let list = |v: &[kiln_ir::Block]| {
+        v.iter()
+            .map(|b| b.to_string())
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
     let mut out = String::new();
     for b in func.block_ids() {
         let i = b.index();
@@ -82,7 +90,11 @@ fn cfg_report(func: &kiln_ir::Function, cfg: &Cfg) -> String {
 }
 
 fn files(dir: &Path, out: &mut Vec<PathBuf>) {
-    let mut entries: Vec<_> = std::fs::read_dir(dir).expect("filetests directory").flatten().map(|e| e.path()).collect();
+    let mut entries: Vec<_> = std::fs::read_dir(dir)
+        .expect("filetests directory")
+        .flatten()
+        .map(|e| e.path())
+        .collect();
     entries.sort();
     for p in entries {
         if p.is_dir() {
@@ -98,7 +110,11 @@ fn filetests() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/filetests");
     let mut paths = Vec::new();
     files(&root, &mut paths);
-    assert!(paths.len() >= 30, "expected at least 30 filetests, found {}", paths.len());
+    assert!(
+        paths.len() >= 30,
+        "expected at least 30 filetests, found {}",
+        paths.len()
+    );
     let bless = std::env::var_os("KILN_BLESS").is_some();
     let mut failures = Vec::new();
     for path in &paths {
@@ -113,7 +129,11 @@ fn filetests() {
             Some(at) => (&text[..at], &text[at + EXPECTED.len()..]),
             None => (text.as_str(), ""),
         };
-        let expected: String = expected.lines().filter_map(|l| l.strip_prefix("; ").or(l.strip_prefix(";"))).map(|l| format!("{l}\n")).collect();
+        let expected: String = expected
+            .lines()
+            .filter_map(|l| l.strip_prefix("; ").or(l.strip_prefix(";")))
+            .map(|l| format!("{l}\n"))
+            .collect();
         let actual = run(command, source);
         if actual.trim_end() != expected.trim_end() {
             if bless {
@@ -128,9 +148,17 @@ fn filetests() {
                 }
                 std::fs::write(path, new).expect("writable filetest");
             } else {
-                failures.push(format!("{}:\n--- expected\n{expected}--- actual\n{actual}", path.display()));
+                failures.push(format!(
+                    "{}:\n--- expected\n{expected}--- actual\n{actual}",
+                    path.display()
+                ));
             }
         }
     }
-    assert!(failures.is_empty(), "{} filetests failed (KILN_BLESS=1 rewrites them):\n{}", failures.len(), failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} filetests failed (KILN_BLESS=1 rewrites them):\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
 }

@@ -43,19 +43,29 @@ pub fn read_input(path: &PathBuf) -> miette::Result<(String, String)> {
     let name = path.display().to_string();
     if name == "-" {
         let mut s = String::new();
-        std::io::stdin().read_to_string(&mut s).map_err(|e| miette::miette!("cannot read standard input: {e}"))?;
+        std::io::stdin()
+            .read_to_string(&mut s)
+            .map_err(|e| miette::miette!("cannot read standard input: {e}"))?;
         return Ok(("<stdin>".into(), s));
     }
     let bytes = std::fs::read(path).map_err(|e| miette::miette!("cannot read {name}: {e}"))?;
-    let text = String::from_utf8(bytes).map_err(|e| miette::miette!("{name} is not UTF-8 text: {e}"))?;
+    let text =
+        String::from_utf8(bytes).map_err(|e| miette::miette!("{name} is not UTF-8 text: {e}"))?;
     Ok((name, text))
 }
 
 /// Parses `.kir` text into a function, or a diagnostic pointing at line:column.
 pub fn parse_source(name: &str, text: &str) -> miette::Result<Function> {
     parse_function(text).map_err(|e| {
-        let offset: usize = text.split_inclusive('\n').take(e.line - 1).map(str::len).sum::<usize>()
-            + text.split_inclusive('\n').nth(e.line - 1).map_or(0, |l| l.chars().take(e.col - 1).map(char::len_utf8).sum());
+        let offset: usize = text
+            .split_inclusive('\n')
+            .take(e.line - 1)
+            .map(str::len)
+            .sum::<usize>()
+            + text
+                .split_inclusive('\n')
+                .nth(e.line - 1)
+                .map_or(0, |l| l.chars().take(e.col - 1).map(char::len_utf8).sum());
         let offset = offset.min(text.len());
         ParseDiagnostic {
             message: format!("{name}:{}:{}: {}", e.line, e.col, e.message),
@@ -77,7 +87,11 @@ pub fn load_verified(path: &PathBuf) -> miette::Result<Function> {
 fn check(name: &str, func: &Function) -> miette::Result<()> {
     verify(func).map_err(|errs| {
         let lines: Vec<String> = errs.iter().map(|e| format!("  {e}")).collect();
-        miette::miette!("{name}: the function does not verify ({} errors):\n{}", errs.len(), lines.join("\n"))
+        miette::miette!(
+            "{name}: the function does not verify ({} errors):\n{}",
+            errs.len(),
+            lines.join("\n")
+        )
     })
 }
 
@@ -89,12 +103,22 @@ pub fn print(args: FileArg) -> miette::Result<()> {
 
 pub fn verify_cmd(args: FileArg) -> miette::Result<()> {
     let func = load_verified(&args.file)?;
-    println!("ok: {} blocks, {} instructions, {} temps", func.blocks.len(), func.inst_count(), func.temps.iter().filter(|c| !c.is_none()).count());
+    println!(
+        "ok: {} blocks, {} instructions, {} temps",
+        func.blocks.len(),
+        func.inst_count(),
+        func.temps.iter().filter(|c| !c.is_none()).count()
+    );
     Ok(())
 }
 
 fn fmt_demand(target: &dyn Target, d: Demand) -> String {
-    let parts: Vec<String> = target.files().iter().enumerate().map(|(i, f)| format!("{}={}", f.name, d.0[i])).collect();
+    let parts: Vec<String> = target
+        .files()
+        .iter()
+        .enumerate()
+        .map(|(i, f)| format!("{}={}", f.name, d.0[i]))
+        .collect();
     parts.join(" ")
 }
 
@@ -117,13 +141,32 @@ pub fn liveness_text(func: &Function, cfg: &Cfg, lv: &Liveness, demand: bool) ->
                 .files()
                 .iter()
                 .enumerate()
-                .map(|(i, f)| format!("{}:{}", f.name, d.stages().iter().map(|s| s.0[i].to_string()).collect::<Vec<_>>().join(",")))
+                .map(|(i, f)| {
+                    format!(
+                        "{}:{}",
+                        f.name,
+                        d.stages()
+                            .iter()
+                            .map(|s| s.0[i].to_string())
+                            .collect::<Vec<_>>()
+                            .join(",")
+                    )
+                })
                 .collect();
-            Some(format!("demand {} | stages {}", fmt_demand(target, d.register_demand()), stages.join(" ")))
+            Some(format!(
+                "demand {} | stages {}",
+                fmt_demand(target, d.register_demand()),
+                stages.join(" ")
+            ))
         },
         |b| {
             let i = b.index();
-            let preds = |p: &[Block]| p.iter().map(|b| b.to_string()).collect::<Vec<_>>().join(" ");
+            let preds = |p: &[Block]| {
+                p.iter()
+                    .map(|b| b.to_string())
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            };
             let mut note = format!(
                 "preds {} | linear preds {} | live-in {} | live-out {}",
                 preds(&cfg.logical.preds[i]),
@@ -137,18 +180,28 @@ pub fn liveness_text(func: &Function, cfg: &Cfg, lv: &Liveness, demand: bool) ->
             Some(note)
         },
     );
-    if demand { format!("{text}; max demand: {}\n", fmt_demand(target, lv.max)) } else { text }
+    if demand {
+        format!("{text}; max demand: {}\n", fmt_demand(target, lv.max))
+    } else {
+        text
+    }
 }
 
 fn demand_json(target: &dyn Target, d: Demand) -> Json {
-    let map: serde_json::Map<String, Json> = target.files().iter().enumerate().map(|(i, f)| (f.name.clone(), json!(d.0[i]))).collect();
+    let map: serde_json::Map<String, Json> = target
+        .files()
+        .iter()
+        .enumerate()
+        .map(|(i, f)| (f.name.clone(), json!(d.0[i])))
+        .collect();
     Json::Object(map)
 }
 
 /// The liveness report as JSON.
 pub fn liveness_json(func: &Function, cfg: &Cfg, lv: &Liveness) -> Json {
     let target = &*func.target;
-    let names = |set: &kiln_analysis::LiveSet| set.iter().map(|t| t.to_string()).collect::<Vec<_>>();
+    let names =
+        |set: &kiln_analysis::LiveSet| set.iter().map(|t| t.to_string()).collect::<Vec<_>>();
     let blocks: Vec<Json> = func
         .block_ids()
         .map(|b| {
@@ -195,7 +248,11 @@ pub fn liveness(args: LivenessArgs) -> miette::Result<()> {
     let cfg = Cfg::compute(&func).map_err(|e| miette::miette!("{}: {}", e.block, e.message))?;
     let lv = compute_liveness(&mut func, &cfg);
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&liveness_json(&func, &cfg, &lv)).expect("JSON values serialize"));
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&liveness_json(&func, &cfg, &lv))
+                .expect("JSON values serialize")
+        );
     } else {
         print!("{}", liveness_text(&func, &cfg, &lv, args.demand));
     }

@@ -2,7 +2,7 @@
 //! `aco_live_var_analysis.cpp` description) defines it. [`InstDemand::compute`] is the one
 //! function that computes it; liveness, spiller, scheduler and allocator all call it.
 
-use kiln_ir::{Demand, Function, Inst, Temp};
+use kiln_ir::{Demand, Inst, RegClass, Temp};
 
 /// The quantities of seed 000 for one instruction, each a per-file [`Demand`].
 #[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
@@ -24,17 +24,26 @@ pub struct InstDemand {
 }
 
 impl InstDemand {
-    /// Computes the quantities from the instruction's flags and the demand live after it.
+    /// Computes the quantities from the instruction's flags and the demand live after it;
+    /// `classes` is the function's per-temp class table ([`kiln_ir::Function::temps`]).
     /// `already_live(t)` says a definition's temp was live before the instruction too (seed
     /// 003's loop extension); such a definition adds no demand. Phi operands are used at the
     /// predecessors and count nothing here.
-    pub fn compute(func: &Function, inst: &Inst, live_out: Demand, already_live: impl Fn(Temp) -> bool) -> InstDemand {
-        let mut d = InstDemand { live_out, ..InstDemand::default() };
+    pub fn compute(
+        classes: &[RegClass],
+        inst: &Inst,
+        live_out: Demand,
+        already_live: impl Fn(Temp) -> bool,
+    ) -> InstDemand {
+        let mut d = InstDemand {
+            live_out,
+            ..InstDemand::default()
+        };
         for def in &inst.defs {
             if already_live(def.temp) {
                 continue;
             }
-            let size = Demand::of(func.class(def.temp));
+            let size = Demand::of(classes[def.temp.index()]);
             if def.dead {
                 d.dead_definitions += size;
             } else {
@@ -46,7 +55,7 @@ impl InstDemand {
         }
         for op in &inst.operands {
             let Some(t) = op.temp_id() else { continue };
-            let size = Demand::of(func.class(t));
+            let size = Demand::of(classes[t.index()]);
             if op.is_first_kill() {
                 if op.is_late_kill() {
                     d.late_kill_operands += size;
@@ -82,9 +91,19 @@ impl InstDemand {
         let base = self.live_out - self.live_definitions;
         match k {
             0 => base + self.late_kill_operands + self.early_kill_operands,
-            1 => base + self.late_kill_operands + self.early_kill_operands + self.early_kill_copies + self.late_kill_copies,
+            1 => {
+                base + self.late_kill_operands
+                    + self.early_kill_operands
+                    + self.early_kill_copies
+                    + self.late_kill_copies
+            }
             2 => base + self.late_kill_operands + self.late_kill_copies,
-            3 => self.live_out + self.dead_definitions + self.late_kill_operands + self.late_kill_copies,
+            3 => {
+                self.live_out
+                    + self.dead_definitions
+                    + self.late_kill_operands
+                    + self.late_kill_copies
+            }
             4 => self.live_out,
             _ => panic!("register demand has stages 0..=4, not {k}"),
         }
@@ -108,7 +127,10 @@ impl InstDemand {
     /// The temporary increase for copies, late kills and dead definitions
     /// (= register_demand - live_out).
     pub fn temp_registers(&self) -> Demand {
-        let a = self.early_kill_operands + self.late_kill_operands + self.early_kill_copies + self.late_kill_copies
+        let a = self.early_kill_operands
+            + self.late_kill_operands
+            + self.early_kill_copies
+            + self.late_kill_copies
             - self.live_definitions;
         let b = self.late_kill_operands + self.late_kill_copies + self.dead_definitions;
         a.max(b)
@@ -117,6 +139,8 @@ impl InstDemand {
     /// `live_definitions + dead_definitions - early_kill_operands - early_kill_copies`
     /// (= stage3 - stage1).
     pub fn temp_reg_changes(&self) -> Demand {
-        self.live_definitions + self.dead_definitions - self.early_kill_operands - self.early_kill_copies
+        self.live_definitions + self.dead_definitions
+            - self.early_kill_operands
+            - self.early_kill_copies
     }
 }

@@ -39,7 +39,8 @@ impl Liveness {
 }
 
 fn sum(func: &Function, set: &LiveSet) -> Demand {
-    set.iter().fold(Demand::ZERO, |d, t| d + Demand::of(func.class(t)))
+    set.iter()
+        .fold(Demand::ZERO, |d, t| d + Demand::of(func.class(t)))
 }
 
 /// Runs liveness on `func`, writing kill flags and dead flags into it.
@@ -56,7 +57,11 @@ pub fn compute_liveness(func: &mut Function, cfg: &Cfg) -> Liveness {
         let mut d = Vec::new();
         for inst in &func.block(b).insts {
             if inst.op.is_phi() {
-                let preds = if inst.op == kiln_ir::Opcode::Phi { &cfg.logical.preds } else { &cfg.linear.preds };
+                let preds = if inst.op == kiln_ir::Opcode::Phi {
+                    &cfg.logical.preds
+                } else {
+                    &cfg.linear.preds
+                };
                 for (op, p) in inst.operands.iter().zip(&preds[b.index()]) {
                     if let Some(t) = op.temp_id() {
                         phi_uses[p.index()].push(t.0);
@@ -64,7 +69,11 @@ pub fn compute_liveness(func: &mut Function, cfg: &Cfg) -> Liveness {
                 }
             } else {
                 // A use not preceded by its definition in the block (SSA: a def follows no use).
-                g.extend(inst.used_temps().filter(|t| def_block[t.index()] != b.0).map(|t| t.0));
+                g.extend(
+                    inst.used_temps()
+                        .filter(|t| def_block[t.index()] != b.0)
+                        .map(|t| t.0),
+                );
             }
             for def in &inst.defs {
                 def_block[def.temp.index()] = b.0;
@@ -115,7 +124,7 @@ pub fn compute_liveness(func: &mut Function, cfg: &Cfg) -> Liveness {
     };
     let mut live = vec![false; func.temps.len()];
     for b in (0..n).map(Block::new) {
-        let (dem, max) = walk_block(func, cfg, &mut liveness, b, &mut live);
+        let (dem, max) = walk_block(func, cfg, &liveness, b, &mut live);
         liveness.demand.push(dem);
         liveness.block_max.push(max);
         liveness.max = liveness.max.max(max);
@@ -134,9 +143,22 @@ fn extend_across_loops(
 ) {
     for lp in &cfg.loops {
         let inside = |t: Temp| !linear[t.index()] && lp.contains(Block(def_block[t.index()]));
-        let mut leaving: Vec<u32> = live_in[lp.exit.index()].iter().filter(|&t| inside(t)).map(|t| t.0).collect();
-        for inst in func.block(lp.exit).insts.iter().filter(|i| i.op == kiln_ir::Opcode::Phi) {
-            for (op, p) in inst.operands.iter().zip(&cfg.logical.preds[lp.exit.index()]) {
+        let mut leaving: Vec<u32> = live_in[lp.exit.index()]
+            .iter()
+            .filter(|&t| inside(t))
+            .map(|t| t.0)
+            .collect();
+        for inst in func
+            .block(lp.exit)
+            .insts
+            .iter()
+            .filter(|i| i.op == kiln_ir::Opcode::Phi)
+        {
+            for (op, p) in inst
+                .operands
+                .iter()
+                .zip(&cfg.logical.preds[lp.exit.index()])
+            {
                 if let Some(t) = op.temp_id()
                     && lp.contains(*p)
                     && inside(t)
@@ -157,92 +179,126 @@ fn extend_across_loops(
 }
 
 /// Walks a block backwards: flags, dead definitions, per-instruction demand.
-fn walk_block(func: &mut Function, cfg: &Cfg, lv: &mut Liveness, b: Block, live: &mut [bool]) -> (Vec<InstDemand>, Demand) {
+fn walk_block(
+    func: &mut Function,
+    cfg: &Cfg,
+    lv: &Liveness,
+    b: Block,
+    live: &mut [bool],
+) -> (Vec<InstDemand>, Demand) {
     let bi = b.index();
     let mut cur = sum(func, &lv.live_out[bi]);
     for t in lv.live_out[bi].iter() {
         live[t.index()] = true;
     }
     let live_in = &lv.live_in[bi];
-    let ninst = func.block(b).insts.len();
-    let mut dem = vec![InstDemand::default(); ninst];
+    let Function { blocks, temps, .. } = func;
+    let insts = &mut blocks[bi].insts;
+    let mut dem = vec![InstDemand::default(); insts.len()];
     let mut max = Demand::ZERO;
-    for k in (0..ninst).rev() {
-        let mut inst = std::mem::replace(&mut func.block_mut(b).insts[k], kiln_ir::Inst::new(kiln_ir::Opcode::Return));
+    for (k, inst) in insts.iter_mut().enumerate().rev() {
         // Definitions: dead when not live after; leave the live set (unless extended by seed 003).
         for d in inst.defs.iter_mut() {
-            let extended = live_in.contains(d.temp);
             d.dead = !live[d.temp.index()];
-            if !extended {
+            if !live_in.contains(d.temp) {
                 live[d.temp.index()] = false;
             }
         }
-        if !inst.op.is_phi() {
-            let vector = |ops: &[kiln_ir::Operand], k: usize| ops[k].is_vector_aligned() || (k > 0 && ops[k - 1].is_vector_aligned());
-            for k in 0..inst.operands.len() {
-                let tied = inst.tied_def(k).is_some();
-                let in_vector = vector(&inst.operands, k);
-                let op = &mut inst.operands[k];
-                // Constraints given by instruction selection stay; the rest is recomputed.
-                let user = op.flags;
-                op.flags = OperandFlags::empty();
-                for f in [OperandFlags::LATE_KILL, OperandFlags::VECTOR_ALIGNED] {
-                    op.flags.set(f, user.contains(f));
-                }
-                op.flags.set(OperandFlags::CLOBBERED, tied);
-                if in_vector && !tied {
-                    op.flags.set(OperandFlags::LATE_KILL, true);
-                }
-            }
-            for k in 0..inst.operands.len() {
-                let Some(t) = inst.operands[k].temp_id() else { continue };
-                let killed = !live[t.index()];
-                let earlier = &inst.operands[..k];
-                let first = !earlier.iter().any(|o| o.temp_id() == Some(t));
-                let tied_k = inst.tied_def(k).is_some();
-                let in_vector = vector(&inst.operands, k);
-                // A second instance tied to another definition, or in a second vector, is copied.
-                let copy = !first
-                    && earlier.iter().enumerate().any(|(j, o)| {
-                        o.temp_id() == Some(t) && ((tied_k && inst.tied_def(j).is_some()) || (in_vector && vector(&inst.operands, j)))
-                    });
-                let op = &mut inst.operands[k];
-                op.flags.set(OperandFlags::KILL, killed || copy);
-                op.flags.set(OperandFlags::COPY_KILL, copy);
-                op.flags.set(OperandFlags::FIRST_KILL, killed && first);
-            }
-            for t in inst.used_temps().collect::<smallvec::SmallVec<[Temp; 4]>>() {
-                live[t.index()] = true;
-            }
+        if inst.op.is_phi() {
+            set_phi_flags(cfg, lv, b, inst);
         } else {
-            // Phi operands are read at the end of the predecessors: kill when not live out of
-            // the predecessor through its successors.
-            let preds = if inst.op == kiln_ir::Opcode::Phi { &cfg.logical.preds[bi] } else { &cfg.linear.preds[bi] };
-            for (k, op) in inst.operands.iter_mut().enumerate() {
-                op.flags = OperandFlags::empty();
-                let (Some(t), Some(p)) = (op.temp_id(), preds.get(k)) else { continue };
-                let lin = lv.linear[t.index()];
-                let succs = if lin { &cfg.linear.succs[p.index()] } else { &cfg.logical.succs[p.index()] };
-                let live_after = succs.iter().any(|s| lv.live_in[s.index()].contains(t));
-                op.flags.set(OperandFlags::KILL, !live_after);
-                op.flags.set(OperandFlags::FIRST_KILL, !live_after);
+            set_operand_flags(inst, live);
+            for op in &inst.operands {
+                if let Some(t) = op.temp_id() {
+                    live[t.index()] = true;
+                }
             }
         }
-        let d = InstDemand::compute(func, &inst, cur, |t| live_in.contains(t) && inst.defs.iter().any(|d| d.temp == t));
+        let d = InstDemand::compute(temps, inst, cur, |t| {
+            live_in.contains(t) && inst.defs.iter().any(|d| d.temp == t)
+        });
         cur = d.live_in();
         max = max.max(d.register_demand());
         dem[k] = d;
-        func.block_mut(b).insts[k] = inst;
     }
     for t in live_in.iter() {
         live[t.index()] = false;
     }
     // Anything still marked is a temp used before its definition, which the verifier rejects;
     // clear it so the next block starts clean.
-    for inst in &func.block(b).insts {
+    for inst in insts.iter() {
         for t in inst.used_temps() {
             live[t.index()] = false;
         }
     }
     (dem, max)
+}
+
+/// Whether operand `k` belongs to a vector of operands (seed 000's `isVectorAligned` runs).
+fn in_vector(ops: &[kiln_ir::Operand], k: usize) -> bool {
+    ops[k].is_vector_aligned() || (k > 0 && ops[k - 1].is_vector_aligned())
+}
+
+/// Seed 000's operand flags of a non-phi instruction, given what is live after it.
+fn set_operand_flags(inst: &mut kiln_ir::Inst, live: &[bool]) {
+    for k in 0..inst.operands.len() {
+        let tied = inst.tied_def(k).is_some();
+        let vector = in_vector(&inst.operands, k);
+        let op = &mut inst.operands[k];
+        // Constraints given by instruction selection stay; the rest is recomputed.
+        let user = op.flags;
+        op.flags = OperandFlags::empty();
+        for f in [OperandFlags::LATE_KILL, OperandFlags::VECTOR_ALIGNED] {
+            op.flags.set(f, user.contains(f));
+        }
+        op.flags.set(OperandFlags::CLOBBERED, tied);
+        if vector && !tied {
+            op.flags.set(OperandFlags::LATE_KILL, true);
+        }
+    }
+    for k in 0..inst.operands.len() {
+        let Some(t) = inst.operands[k].temp_id() else {
+            continue;
+        };
+        let killed = !live[t.index()];
+        let earlier = &inst.operands[..k];
+        let first = !earlier.iter().any(|o| o.temp_id() == Some(t));
+        let tied_k = inst.tied_def(k).is_some();
+        let vector = in_vector(&inst.operands, k);
+        // A second instance tied to another definition, or in a second vector, is copied.
+        let copy = !first
+            && earlier.iter().enumerate().any(|(j, o)| {
+                o.temp_id() == Some(t)
+                    && ((tied_k && inst.tied_def(j).is_some())
+                        || (vector && in_vector(&inst.operands, j)))
+            });
+        let op = &mut inst.operands[k];
+        op.flags.set(OperandFlags::KILL, killed || copy);
+        op.flags.set(OperandFlags::COPY_KILL, copy);
+        op.flags.set(OperandFlags::FIRST_KILL, killed && first);
+    }
+}
+
+/// Phi operands are read at the end of the predecessors: killed when not live out of the
+/// predecessor through its successors.
+fn set_phi_flags(cfg: &Cfg, lv: &Liveness, b: Block, inst: &mut kiln_ir::Inst) {
+    let preds = if inst.op == kiln_ir::Opcode::Phi {
+        &cfg.logical.preds[b.index()]
+    } else {
+        &cfg.linear.preds[b.index()]
+    };
+    for (k, op) in inst.operands.iter_mut().enumerate() {
+        op.flags = OperandFlags::empty();
+        let (Some(t), Some(p)) = (op.temp_id(), preds.get(k)) else {
+            continue;
+        };
+        let succs = if lv.linear[t.index()] {
+            &cfg.linear.succs[p.index()]
+        } else {
+            &cfg.logical.succs[p.index()]
+        };
+        let live_after = succs.iter().any(|s| lv.live_in[s.index()].contains(t));
+        op.flags.set(OperandFlags::KILL, !live_after);
+        op.flags.set(OperandFlags::FIRST_KILL, !live_after);
+    }
 }

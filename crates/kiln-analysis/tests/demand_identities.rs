@@ -10,7 +10,12 @@ fn check(d: &InstDemand) -> Result<(), TestCaseError> {
     let live_in = d.live_in();
     let through = d.live_through();
     let out = d.live_out;
-    let (ek, lk, ekc, lkc) = (d.early_kill_operands, d.late_kill_operands, d.early_kill_copies, d.late_kill_copies);
+    let (ek, lk, ekc, lkc) = (
+        d.early_kill_operands,
+        d.late_kill_operands,
+        d.early_kill_copies,
+        d.late_kill_copies,
+    );
     let (ld, dd) = (d.live_definitions, d.dead_definitions);
     // live_out, live_in and live_through in their equivalent forms.
     prop_assert_eq!(out, through + ld);
@@ -18,20 +23,38 @@ fn check(d: &InstDemand) -> Result<(), TestCaseError> {
     prop_assert_eq!(live_in, through + d.first_kill_operands());
     prop_assert_eq!(through, live_in - d.first_kill_operands());
     // Stages, using live_in.
-    let by_in = [live_in, live_in + ekc + lkc, live_in - ek + lkc, live_in - ek + lkc + ld + dd, live_in - ek - lk + ld];
+    let by_in = [
+        live_in,
+        live_in + ekc + lkc,
+        live_in - ek + lkc,
+        live_in - ek + lkc + ld + dd,
+        live_in - ek - lk + ld,
+    ];
     // Stages, using live_through.
-    let by_through = [through + lk + ek, through + lk + ek + ekc + lkc, through + lk + lkc, through + lk + lkc + ld + dd, through + ld];
+    let by_through = [
+        through + lk + ek,
+        through + lk + ek + ekc + lkc,
+        through + lk + lkc,
+        through + lk + lkc + ld + dd,
+        through + ld,
+    ];
     for k in 0..5 {
         prop_assert_eq!(d.stage(k), by_in[k], "stage {} by live_in", k);
         prop_assert_eq!(d.stage(k), by_through[k], "stage {} by live_through", k);
     }
     // register_demand = max(stage1, stage3) = max of all stages.
-    let all = d.stages().into_iter().fold(Demand([i32::MIN; kiln_ir::MAX_FILES]), Demand::max);
+    let all = d
+        .stages()
+        .into_iter()
+        .fold(Demand([i32::MIN; kiln_ir::MAX_FILES]), Demand::max);
     prop_assert_eq!(d.register_demand(), all);
     prop_assert_eq!(d.live_changes(), out - live_in);
     prop_assert_eq!(d.temp_registers(), d.register_demand() - out);
     prop_assert_eq!(d.temp_reg_changes(), d.stage(3) - d.stage(1));
-    prop_assert_eq!(d.register_demand(), live_in + d.live_changes() + d.temp_registers());
+    prop_assert_eq!(
+        d.register_demand(),
+        live_in + d.live_changes() + d.temp_registers()
+    );
     prop_assert_eq!(d.register_demand(), out + d.temp_registers());
     Ok(())
 }

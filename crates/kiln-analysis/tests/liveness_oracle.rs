@@ -21,9 +21,14 @@ fn oracle(func: &Function, cfg: &Cfg) -> (Sets, Sets) {
             }
         }
     }
-    let (mut live_in, mut live_out): (Sets, Sets) = (vec![BTreeSet::new(); n], vec![BTreeSet::new(); n]);
-    let mut mark_out = |t: u32, start: usize, live_in: &mut Sets, live_out: &mut Sets| {
-        let preds = if linear[t as usize] { &cfg.linear.preds } else { &cfg.logical.preds };
+    let (mut live_in, mut live_out): (Sets, Sets) =
+        (vec![BTreeSet::new(); n], vec![BTreeSet::new(); n]);
+    let mark_out = |t: u32, start: usize, live_in: &mut Sets, live_out: &mut Sets| {
+        let preds = if linear[t as usize] {
+            &cfg.linear.preds
+        } else {
+            &cfg.logical.preds
+        };
         let mut stack = vec![start];
         while let Some(b) = stack.pop() {
             if !live_out[b].insert(t) || def_block[t as usize] == b {
@@ -36,7 +41,11 @@ fn oracle(func: &Function, cfg: &Cfg) -> (Sets, Sets) {
     for b in 0..n {
         for (k, inst) in func.blocks[b].insts.iter().enumerate() {
             if inst.op.is_phi() {
-                let preds = if inst.op == Opcode::Phi { &cfg.logical.preds[b] } else { &cfg.linear.preds[b] };
+                let preds = if inst.op == Opcode::Phi {
+                    &cfg.logical.preds[b]
+                } else {
+                    &cfg.linear.preds[b]
+                };
                 for (op, p) in inst.operands.iter().zip(preds) {
                     if let Some(t) = op.temp_id() {
                         mark_out(t.0, p.index(), &mut live_in, &mut live_out);
@@ -45,10 +54,16 @@ fn oracle(func: &Function, cfg: &Cfg) -> (Sets, Sets) {
                 continue;
             }
             for t in inst.used_temps() {
-                let defined_before = func.blocks[b].insts[..k].iter().any(|i| i.defs.iter().any(|d| d.temp == t));
+                let defined_before = func.blocks[b].insts[..k]
+                    .iter()
+                    .any(|i| i.defs.iter().any(|d| d.temp == t));
                 if !defined_before {
                     live_in[b].insert(t.0);
-                    let preds = if linear[t.index()] { &cfg.linear.preds[b] } else { &cfg.logical.preds[b] };
+                    let preds = if linear[t.index()] {
+                        &cfg.linear.preds[b]
+                    } else {
+                        &cfg.logical.preds[b]
+                    };
                     for p in preds {
                         mark_out(t.0, p.index(), &mut live_in, &mut live_out);
                     }
@@ -59,9 +74,21 @@ fn oracle(func: &Function, cfg: &Cfg) -> (Sets, Sets) {
     // Seed 003.
     for lp in &cfg.loops {
         let inside = |t: u32| !linear[t as usize] && lp.contains(Block::new(def_block[t as usize]));
-        let mut leaving: BTreeSet<u32> = live_in[lp.exit.index()].iter().copied().filter(|&t| inside(t)).collect();
-        for inst in func.blocks[lp.exit.index()].insts.iter().filter(|i| i.op == Opcode::Phi) {
-            for (op, p) in inst.operands.iter().zip(&cfg.logical.preds[lp.exit.index()]) {
+        let mut leaving: BTreeSet<u32> = live_in[lp.exit.index()]
+            .iter()
+            .copied()
+            .filter(|&t| inside(t))
+            .collect();
+        for inst in func.blocks[lp.exit.index()]
+            .insts
+            .iter()
+            .filter(|i| i.op == Opcode::Phi)
+        {
+            for (op, p) in inst
+                .operands
+                .iter()
+                .zip(&cfg.logical.preds[lp.exit.index()])
+            {
                 if let Some(t) = op.temp_id().filter(|t| lp.contains(*p) && inside(t.0)) {
                     leaving.insert(t.0);
                 }
@@ -97,13 +124,20 @@ proptest! {
 /// colour defined in the loop and used after it — both live at the header's definition.
 #[test]
 fn seed_003_color2_is_live_across_the_loop() {
-    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/seed003_loop.kir")).unwrap();
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../examples/seed003_loop.kir"
+    ))
+    .unwrap();
     let mut func = kiln_ir::parse_function(&text).unwrap();
     let cfg = Cfg::compute(&func).unwrap();
     let lv = compute_liveness(&mut func, &cfg);
     let header = cfg.loops[0].header;
     for t in [12, 13, 14, 15] {
-        assert!(lv.live_in[header.index()].contains(kiln_ir::Temp(t)), "%{t} live into the loop header");
+        assert!(
+            lv.live_in[header.index()].contains(kiln_ir::Temp(t)),
+            "%{t} live into the loop header"
+        );
     }
     // The loop's linear temp %4 is defined in the header while %12 is live there.
     assert!(lv.linear[4]);

@@ -51,7 +51,11 @@ impl<'f> Builder<'f> {
 
     /// Appends `inst` to the current block.
     pub fn push(&mut self, inst: Inst) -> &mut Inst {
-        assert!(!self.is_terminated(), "instruction after the terminator of {}", self.cur);
+        assert!(
+            !self.is_terminated(),
+            "instruction after the terminator of {}",
+            self.cur
+        );
         let insts = &mut self.func.block_mut(self.cur).insts;
         insts.push(inst);
         insts.last_mut().expect("just pushed")
@@ -75,12 +79,23 @@ impl<'f> Builder<'f> {
     }
 
     /// Appends an instruction with one definition and returns its temp.
-    pub fn op(&mut self, op: Opcode, class: RegClass, operands: impl IntoIterator<Item = Operand>) -> Temp {
+    pub fn op(
+        &mut self,
+        op: Opcode,
+        class: RegClass,
+        operands: impl IntoIterator<Item = Operand>,
+    ) -> Temp {
         self.inst(op, &[], &[class], operands)[0]
     }
 
     /// Appends a phi (or linear phi) at the start of `block`, after its other phis.
-    pub fn phi(&mut self, block: Block, op: Opcode, class: RegClass, operands: Vec<Operand>) -> Temp {
+    pub fn phi(
+        &mut self,
+        block: Block,
+        op: Opcode,
+        class: RegClass,
+        operands: Vec<Operand>,
+    ) -> Temp {
         assert!(op.is_phi());
         let t = self.func.new_temp(class);
         let mut inst = Inst::new(op);
@@ -105,7 +120,12 @@ impl<'f> Builder<'f> {
     }
 
     fn set_targets(&mut self, b: Block, targets: &[Block]) {
-        let inst = self.func.block_mut(b).insts.last_mut().expect("block has a terminator");
+        let inst = self
+            .func
+            .block_mut(b)
+            .insts
+            .last_mut()
+            .expect("block has a terminator");
         inst.targets = targets.iter().copied().collect();
     }
 
@@ -113,9 +133,19 @@ impl<'f> Builder<'f> {
     pub fn begin_if(&mut self, cond: Operand, divergent: bool) -> IfScope {
         let head = self.cur;
         self.terminate(Opcode::If, &[cond], &[]);
-        self.func.block_mut(head).insts.last_mut().expect("if").flags.divergent = divergent;
+        self.func
+            .block_mut(head)
+            .insts
+            .last_mut()
+            .expect("if")
+            .flags
+            .divergent = divergent;
         self.start_block();
-        IfScope { head, then_end: None, else_start: None }
+        IfScope {
+            head,
+            then_end: None,
+            else_start: None,
+        }
     }
 
     /// Ends the then region and starts the else block.
@@ -153,7 +183,11 @@ impl<'f> Builder<'f> {
         let preheader = self.cur;
         self.terminate(Opcode::Loop, &[], &[]);
         let header = self.start_block();
-        LoopScope { preheader, header, breaks: Vec::new() }
+        LoopScope {
+            preheader,
+            header,
+            breaks: Vec::new(),
+        }
     }
 
     /// Ends the current block with `break`; the region must end here.

@@ -30,7 +30,10 @@ pub struct Edges {
 
 impl Edges {
     fn new(n: usize) -> Edges {
-        Edges { preds: vec![SmallVec::new(); n], succs: vec![SmallVec::new(); n] }
+        Edges {
+            preds: vec![SmallVec::new(); n],
+            succs: vec![SmallVec::new(); n],
+        }
     }
 
     fn add(&mut self, from: Block, to: Block) {
@@ -144,12 +147,18 @@ impl Cfg {
     pub fn compute(func: &Function) -> Result<Cfg, StructureError> {
         let n = func.blocks.len();
         if n == 0 {
-            return Err(StructureError { block: Block(0), message: "function has no blocks".into() });
+            return Err(StructureError {
+                block: Block(0),
+                message: "function has no blocks".into(),
+            });
         }
         for (i, block) in func.blocks.iter().enumerate() {
             for inst in &block.insts {
                 if let Some(t) = inst.targets.iter().find(|t| t.index() >= n) {
-                    return Err(StructureError { block: Block::new(i), message: format!("target {t} does not exist") });
+                    return Err(StructureError {
+                        block: Block::new(i),
+                        message: format!("target {t} does not exist"),
+                    });
                 }
             }
         }
@@ -177,7 +186,9 @@ impl Cfg {
         if let Some(i) = b.covered.iter().position(|c| !c) {
             return Err(StructureError {
                 block: Block::new(i),
-                message: "block is not part of the structured program (it follows the final return)".into(),
+                message:
+                    "block is not part of the structured program (it follows the final return)"
+                        .into(),
             });
         }
         let mut cfg = b.cfg;
@@ -189,7 +200,10 @@ impl Cfg {
 
 impl Builder<'_> {
     fn err<T>(&self, block: Block, message: impl Into<String>) -> Result<T, StructureError> {
-        Err(StructureError { block, message: message.into() })
+        Err(StructureError {
+            block,
+            message: message.into(),
+        })
     }
 
     fn edge(&mut self, from: Block, to: Block) {
@@ -199,7 +213,10 @@ impl Builder<'_> {
 
     fn region(&mut self, r: Region) -> Result<(), StructureError> {
         if r.depth > MAX_NESTING {
-            return self.err(r.start, format!("control flow nested deeper than {MAX_NESTING}"));
+            return self.err(
+                r.start,
+                format!("control flow nested deeper than {MAX_NESTING}"),
+            );
         }
         let mut b = r.start;
         loop {
@@ -213,7 +230,14 @@ impl Builder<'_> {
             };
             let t = &term.targets;
             if t.len() != term.op.info().targets as usize {
-                return self.err(b, format!("`{}` needs {} block targets", term.op, term.op.info().targets));
+                return self.err(
+                    b,
+                    format!(
+                        "`{}` needs {} block targets",
+                        term.op,
+                        term.op.info().targets
+                    ),
+                );
             }
             let last = b.0 + 1 == r.end.0;
             match term.op {
@@ -236,11 +260,18 @@ impl Builder<'_> {
                 }
                 Opcode::If => {
                     let (then_b, else_b, endif) = (t[0], t[1], t[2]);
-                    if then_b.0 != b.0 + 1 || !(then_b < else_b && else_b <= endif && endif < r.end) {
+                    if then_b.0 != b.0 + 1 || !(then_b < else_b && else_b <= endif && endif < r.end)
+                    {
                         return self.err(b, format!("if targets must satisfy {} = then < else <= endif < {} (the enclosing region's end)", Block(b.0 + 1), r.end));
                     }
                     let divergent = term.flags.divergent;
-                    self.cfg.ifs.push(IfInfo { head: b, then_start: then_b, else_start: else_b, endif, divergent });
+                    self.cfg.ifs.push(IfInfo {
+                        head: b,
+                        then_start: then_b,
+                        else_start: else_b,
+                        endif,
+                        divergent,
+                    });
                     self.cfg.logical.add(b, then_b);
                     self.cfg.logical.add(b, else_b);
                     self.cfg.linear.add(b, then_b);
@@ -249,14 +280,25 @@ impl Builder<'_> {
                     }
                     let inner = Region {
                         follow: Some(endif),
-                        divergent_in_loop: r.divergent_in_loop || (divergent && r.in_loop.is_some()),
+                        divergent_in_loop: r.divergent_in_loop
+                            || (divergent && r.in_loop.is_some()),
                         depth: r.depth + 1,
                         ..r
                     };
                     let then_cont = if divergent { else_b } else { endif };
-                    self.region(Region { start: then_b, end: else_b, cont: Some(then_cont), ..inner })?;
+                    self.region(Region {
+                        start: then_b,
+                        end: else_b,
+                        cont: Some(then_cont),
+                        ..inner
+                    })?;
                     if else_b < endif {
-                        self.region(Region { start: else_b, end: endif, cont: Some(endif), ..inner })?;
+                        self.region(Region {
+                            start: else_b,
+                            end: endif,
+                            cont: Some(endif),
+                            ..inner
+                        })?;
                     }
                     b = endif;
                 }
@@ -268,7 +310,15 @@ impl Builder<'_> {
                     let latch = Block(exit.0 - 1);
                     let idx = self.cfg.loops.len();
                     let depth = r.in_loop.map_or(1, |p| self.cfg.loops[p].depth + 1);
-                    self.cfg.loops.push(LoopInfo { preheader: b, header, latch, exit, parent: r.in_loop, depth, divergent: false });
+                    self.cfg.loops.push(LoopInfo {
+                        preheader: b,
+                        header,
+                        latch,
+                        exit,
+                        parent: r.in_loop,
+                        depth,
+                        divergent: false,
+                    });
                     self.edge(b, header);
                     match self.func.block(latch).terminator() {
                         Some(i) if i.op == Opcode::Continue => {}
@@ -293,12 +343,25 @@ impl Builder<'_> {
                         return self.err(b, format!("`{}` outside a loop", term.op));
                     };
                     let info = &self.cfg.loops[l];
-                    let want = if term.op == Opcode::Break { info.exit } else { info.header };
+                    let want = if term.op == Opcode::Break {
+                        info.exit
+                    } else {
+                        info.header
+                    };
                     if t[0] != want {
-                        return self.err(b, format!("`{}` must target {want} of the innermost loop", term.op));
+                        return self.err(
+                            b,
+                            format!("`{}` must target {want} of the innermost loop", term.op),
+                        );
                     }
                     if !last {
-                        return self.err(b, format!("`{}` must end its region (no block may follow it before {})", term.op, r.end));
+                        return self.err(
+                            b,
+                            format!(
+                                "`{}` must end its region (no block may follow it before {})",
+                                term.op, r.end
+                            ),
+                        );
                     }
                     self.cfg.logical.add(b, want);
                     match (r.divergent_in_loop, r.cont) {

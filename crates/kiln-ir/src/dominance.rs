@@ -20,7 +20,11 @@ impl DomTree {
         let n = edges.preds.len();
         let mut idom: Vec<Option<Block>> = vec![None; n];
         if n == 0 {
-            return DomTree { idom, pre: vec![], post: vec![] };
+            return DomTree {
+                idom,
+                pre: vec![],
+                post: vec![],
+            };
         }
         idom[0] = Some(Block(0));
         let mut changed = true;

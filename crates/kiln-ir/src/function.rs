@@ -35,7 +35,12 @@ pub struct Function {
 
 impl Function {
     pub fn new(name: impl Into<String>, target: Arc<dyn Target>) -> Function {
-        Function { name: name.into(), target, blocks: Vec::new(), temps: Vec::new() }
+        Function {
+            name: name.into(),
+            target,
+            blocks: Vec::new(),
+            temps: Vec::new(),
+        }
     }
 
     pub fn new_temp(&mut self, class: RegClass) -> Temp {
@@ -80,11 +85,17 @@ impl Function {
             .iter()
             .map(|c| {
                 !c.is_none()
-                    && files.get(c.file.index()).is_some_and(|f| f.lanes == crate::Lanes::Uniform)
+                    && files
+                        .get(c.file.index())
+                        .is_some_and(|f| f.lanes == crate::Lanes::Uniform)
             })
             .collect();
         for block in &self.blocks {
-            for inst in block.insts.iter().filter(|i| i.writes_all_lanes() || i.op == crate::Opcode::LinearPhi) {
+            for inst in block
+                .insts
+                .iter()
+                .filter(|i| i.writes_all_lanes() || i.op == crate::Opcode::LinearPhi)
+            {
                 for d in &inst.defs {
                     if let Some(l) = linear.get_mut(d.temp.index()) {
                         *l = true;

@@ -51,7 +51,11 @@ impl GenConfig {
 
     /// Many simultaneously live values, wide vectors and fixed registers: allocator stress.
     pub fn high_pressure(seed: u64) -> GenConfig {
-        GenConfig { size: 150, pressure: 64, ..GenConfig::new(seed) }
+        GenConfig {
+            size: 150,
+            pressure: 64,
+            ..GenConfig::new(seed)
+        }
     }
 }
 
@@ -122,8 +126,15 @@ pub fn generate(cfg: &GenConfig) -> Function {
     for k in 0..outputs {
         let t = g.pool[g.pool.len() - 1 - k];
         let mut op = Operand::temp(t);
-        if cfg.constraints && g.b.func.class(t).size == 1 && g.b.func.class(t).file == GenericTarget::V && k < 4 {
-            op.fixed = Some(PhysReg { file: GenericTarget::V, unit: k as u32 });
+        if cfg.constraints
+            && g.b.func.class(t).size == 1
+            && g.b.func.class(t).file == GenericTarget::V
+            && k < 4
+        {
+            op.fixed = Some(PhysReg {
+                file: GenericTarget::V,
+                unit: k as u32,
+            });
         }
         let mut inst = crate::Inst::new(Opcode::Output);
         inst.imms.push(g.next_location + k as u32);
@@ -132,7 +143,11 @@ pub fn generate(cfg: &GenConfig) -> Function {
     }
     g.b.ret();
     g.record_end();
-    let (phis, end_pools, mut rng) = (std::mem::take(&mut g.phis), std::mem::take(&mut g.end_pools), g.rng.clone());
+    let (phis, end_pools, mut rng) = (
+        std::mem::take(&mut g.phis),
+        std::mem::take(&mut g.end_pools),
+        g.rng.clone(),
+    );
     drop(g);
     fill_phis(&mut func, &phis, &end_pools, &mut rng);
     func
@@ -142,22 +157,45 @@ fn fill_phis(func: &mut Function, phis: &[PendingPhi], end_pools: &[Vec<Temp>], 
     let cfg = Cfg::compute(func).expect("generated programs are structured");
     for p in phis {
         let class = func.class(p.temp);
-        let (op, idx) = func.block(p.block).insts.iter().enumerate().find(|(_, i)| i.defs.first().is_some_and(|d| d.temp == p.temp)).map(|(k, i)| (i.op, k)).expect("phi exists");
-        let preds = if op == Opcode::Phi { &cfg.logical.preds[p.block.index()] } else { &cfg.linear.preds[p.block.index()] };
+        let (op, idx) = func
+            .block(p.block)
+            .insts
+            .iter()
+            .enumerate()
+            .find(|(_, i)| i.defs.first().is_some_and(|d| d.temp == p.temp))
+            .map(|(k, i)| (i.op, k))
+            .expect("phi exists");
+        let preds = if op == Opcode::Phi {
+            &cfg.logical.preds[p.block.index()]
+        } else {
+            &cfg.linear.preds[p.block.index()]
+        };
         let operands: Vec<Operand> = preds
             .iter()
             .enumerate()
             .map(|(k, pred)| {
-                if k == 0 && let Some(v) = p.entry_value {
+                if k == 0
+                    && let Some(v) = p.entry_value
+                {
                     return v;
                 }
-                if k > 0 && let Some(t) = p.back_value {
+                if k > 0
+                    && let Some(t) = p.back_value
+                {
                     return Operand::temp(t);
                 }
                 let pool = &end_pools[pred.index()];
-                let same: Vec<Temp> = pool.iter().copied().filter(|t| func.class(*t) == class).collect();
+                let same: Vec<Temp> = pool
+                    .iter()
+                    .copied()
+                    .filter(|t| func.class(*t) == class)
+                    .collect();
                 if same.is_empty() {
-                    if class.size == 1 { Operand::constant(rng.below(100) as u32) } else { Operand::undef(class) }
+                    if class.size == 1 {
+                        Operand::constant(rng.below(100) as u32)
+                    } else {
+                        Operand::undef(class)
+                    }
                 } else {
                     Operand::temp(same[rng.below(same.len())])
                 }
@@ -167,9 +205,25 @@ fn fill_phis(func: &mut Function, phis: &[PendingPhi], end_pools: &[Vec<Temp>], 
     }
 }
 
-const INT_BINARY: [Opcode; 9] = [Opcode::Iadd, Opcode::Isub, Opcode::Imul, Opcode::Iand, Opcode::Ior, Opcode::Ixor, Opcode::Imin, Opcode::Umax, Opcode::Ishl];
+const INT_BINARY: [Opcode; 9] = [
+    Opcode::Iadd,
+    Opcode::Isub,
+    Opcode::Imul,
+    Opcode::Iand,
+    Opcode::Ior,
+    Opcode::Ixor,
+    Opcode::Imin,
+    Opcode::Umax,
+    Opcode::Ishl,
+];
 const FLOAT_BINARY: [Opcode; 4] = [Opcode::Fadd, Opcode::Fmul, Opcode::Fmin, Opcode::Fsub];
-const UNARY: [Opcode; 5] = [Opcode::Ineg, Opcode::Inot, Opcode::I2f, Opcode::Fabs, Opcode::Mov];
+const UNARY: [Opcode; 5] = [
+    Opcode::Ineg,
+    Opcode::Inot,
+    Opcode::I2f,
+    Opcode::Fabs,
+    Opcode::Mov,
+];
 
 impl Gen<'_> {
     fn v(&self, size: u8) -> RegClass {
@@ -254,7 +308,13 @@ impl Gen<'_> {
             // Two-address multiply-add: the definition shares the addend's registers.
             let c = self.scalar(!uniform);
             let t = self.b.op(Opcode::Ffma, class, [a, b, c]);
-            let inst = self.b.func.block_mut(self.b.current_block()).insts.last_mut().expect("ffma");
+            let inst = self
+                .b
+                .func
+                .block_mut(self.b.current_block())
+                .insts
+                .last_mut()
+                .expect("ffma");
             inst.defs[0].tied = Some(2);
             inst.operands[2].flags = inst.operands[2].flags | OperandFlags::CLOBBERED;
             if inst.operands[2].temp_id().is_none() {
@@ -293,7 +353,9 @@ impl Gen<'_> {
                 left -= s;
             }
             let classes: Vec<RegClass> = sizes.iter().map(|&s| self.v(s)).collect();
-            let parts = self.b.inst(Opcode::SplitVector, &[], &classes, [Operand::temp(vec)]);
+            let parts = self
+                .b
+                .inst(Opcode::SplitVector, &[], &classes, [Operand::temp(vec)]);
             for p in parts {
                 self.add(p);
             }
@@ -334,7 +396,13 @@ impl Gen<'_> {
             let a = self.scalar(true);
             let c = self.v(1);
             let t = self.b.op(Opcode::Mov, c, [a]);
-            let inst = self.b.func.block_mut(self.b.current_block()).insts.last_mut().expect("mov");
+            let inst = self
+                .b
+                .func
+                .block_mut(self.b.current_block())
+                .insts
+                .last_mut()
+                .expect("mov");
             inst.flags.all_lanes = true;
             self.add(t);
         } else {
@@ -362,7 +430,11 @@ impl Gen<'_> {
     fn if_(&mut self, depth: usize, mut lp: Option<&mut LoopScope>) {
         let divergent = self.rng.chance(60);
         let cond = self.scalar(divergent);
-        let cond = if divergent { cond } else { self.as_uniform(cond) };
+        let cond = if divergent {
+            cond
+        } else {
+            self.as_uniform(cond)
+        };
         let saved = self.pool.clone();
         let mut scope = self.b.begin_if(cond, divergent);
         self.region(depth + 1, lp.as_deref_mut());
@@ -375,7 +447,7 @@ impl Gen<'_> {
             self.region(depth + 1, lp.as_deref_mut());
             // The endif needs a predecessor: both sides may not leave.
             if !then_jumped {
-                self.maybe_jump(lp.as_deref_mut());
+                self.maybe_jump(lp);
             }
             self.record_end();
         }
@@ -388,7 +460,14 @@ impl Gen<'_> {
         match op.temp_id() {
             Some(t) if self.class(t).file == GenericTarget::V => {
                 let c = self.s1();
-                Operand::temp(self.b.op(Opcode::Iadd, c, [Operand::constant(1), Operand::constant(self.rng.below(3) as u32)]))
+                Operand::temp(self.b.op(
+                    Opcode::Iadd,
+                    c,
+                    [
+                        Operand::constant(1),
+                        Operand::constant(self.rng.below(3) as u32),
+                    ],
+                ))
             }
             _ => op,
         }
@@ -412,11 +491,22 @@ impl Gen<'_> {
     fn merge_phis(&mut self, block: Block) {
         let n = 1 + self.rng.below(3);
         for _ in 0..n {
-            let Some(&t) = self.pool.get(self.rng.below(self.pool.len().max(1))) else { return };
+            let Some(&t) = self.pool.get(self.rng.below(self.pool.len().max(1))) else {
+                return;
+            };
             let class = self.class(t);
-            let op = if class.file == GenericTarget::S { Opcode::LinearPhi } else { Opcode::Phi };
+            let op = if class.file == GenericTarget::S {
+                Opcode::LinearPhi
+            } else {
+                Opcode::Phi
+            };
             let p = self.b.phi(block, op, class, Vec::new());
-            self.phis.push(PendingPhi { block, temp: p, entry_value: None, back_value: None });
+            self.phis.push(PendingPhi {
+                block,
+                temp: p,
+                entry_value: None,
+                back_value: None,
+            });
             self.add(p);
         }
     }
@@ -438,19 +528,41 @@ impl Gen<'_> {
         let mut scope = self.b.begin_loop();
         let header = scope.header;
         let class = if divergent { self.v(1) } else { self.s1() };
-        let phi_op = if divergent { Opcode::Phi } else { Opcode::LinearPhi };
+        let phi_op = if divergent {
+            Opcode::Phi
+        } else {
+            Opcode::LinearPhi
+        };
         let counter = self.b.phi(header, phi_op, class, Vec::new());
-        let next = self.b.op(Opcode::Iadd, class, [Operand::temp(counter), Operand::constant(1)]);
-        self.phis.push(PendingPhi { block: header, temp: counter, entry_value: Some(Operand::constant(0)), back_value: Some(next) });
+        let next = self.b.op(
+            Opcode::Iadd,
+            class,
+            [Operand::temp(counter), Operand::constant(1)],
+        );
+        self.phis.push(PendingPhi {
+            block: header,
+            temp: counter,
+            entry_value: Some(Operand::constant(0)),
+            back_value: Some(next),
+        });
         self.add(counter);
         self.add(next);
         // Other loop-carried values.
         for _ in 0..self.rng.below(3) {
             if let Some(&t) = saved.get(self.rng.below(saved.len().max(1))) {
                 let c = self.class(t);
-                let op = if c.file == GenericTarget::S { Opcode::LinearPhi } else { Opcode::Phi };
+                let op = if c.file == GenericTarget::S {
+                    Opcode::LinearPhi
+                } else {
+                    Opcode::Phi
+                };
                 let p = self.b.phi(header, op, c, Vec::new());
-                self.phis.push(PendingPhi { block: header, temp: p, entry_value: Some(Operand::temp(t)), back_value: None });
+                self.phis.push(PendingPhi {
+                    block: header,
+                    temp: p,
+                    entry_value: Some(Operand::temp(t)),
+                    back_value: None,
+                });
                 self.add(p);
             }
         }
@@ -491,8 +603,16 @@ mod tests {
 
     #[test]
     fn size_knob_scales_the_program() {
-        let small = generate(&GenConfig { size: 100, ..GenConfig::new(1) }).inst_count();
-        let large = generate(&GenConfig { size: 10_000, ..GenConfig::new(1) }).inst_count();
+        let small = generate(&GenConfig {
+            size: 100,
+            ..GenConfig::new(1)
+        })
+        .inst_count();
+        let large = generate(&GenConfig {
+            size: 10_000,
+            ..GenConfig::new(1)
+        })
+        .inst_count();
         assert!(large > 20 * small, "{small} vs {large}");
     }
 }

@@ -127,7 +127,12 @@ impl Operand {
 
 impl From<Value> for Operand {
     fn from(value: Value) -> Operand {
-        Operand { value, flags: OperandFlags::empty(), fixed: None, reg: None }
+        Operand {
+            value,
+            flags: OperandFlags::empty(),
+            fixed: None,
+            reg: None,
+        }
     }
 }
 
@@ -152,7 +157,13 @@ pub struct Def {
 
 impl Def {
     pub fn new(temp: Temp) -> Def {
-        Def { temp, fixed: None, tied: None, dead: false, reg: None }
+        Def {
+            temp,
+            fixed: None,
+            tied: None,
+            dead: false,
+            reg: None,
+        }
     }
 }
 

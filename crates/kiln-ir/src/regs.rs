@@ -56,7 +56,12 @@ pub struct RegClass {
 
 impl RegClass {
     /// The class of a temp number that no instruction defines (never valid in a function).
-    pub const NONE: RegClass = RegClass { file: FileId(0), size: 0, align: 0, subset: None };
+    pub const NONE: RegClass = RegClass {
+        file: FileId(0),
+        size: 0,
+        align: 0,
+        subset: None,
+    };
 
     pub fn is_none(self) -> bool {
         self.size == 0
@@ -158,17 +163,28 @@ pub trait Target: fmt::Debug + Send + Sync {
 
     /// Looks a file up by name.
     fn file_by_name(&self, name: &str) -> Option<FileId> {
-        self.files().iter().position(|f| f.name == name).map(|i| FileId(i as u8))
+        self.files()
+            .iter()
+            .position(|f| f.name == name)
+            .map(|i| FileId(i as u8))
     }
 
     /// Looks a subset up by name.
     fn subset_by_name(&self, name: &str) -> Option<u16> {
-        self.subsets().iter().position(|s| s.name == name).map(|i| i as u16)
+        self.subsets()
+            .iter()
+            .position(|s| s.name == name)
+            .map(|i| i as u16)
     }
 
     /// The class of `size` units in `file` with the default alignment and no subset.
     fn class(&self, file: FileId, size: u8) -> RegClass {
-        RegClass { file, size, align: self.default_align(file, size), subset: None }
+        RegClass {
+            file,
+            size,
+            align: self.default_align(file, size),
+            subset: None,
+        }
     }
 
     /// Why `class` is not a valid class of this target, if it is not.
@@ -190,7 +206,9 @@ pub trait Target: fmt::Debug + Send + Sync {
         if let Some(s) = class.subset {
             match self.subsets().get(s as usize) {
                 Some(sub) if sub.file == class.file => {}
-                Some(sub) => return Err(format!("subset {} is not in file {}", sub.name, file.name)),
+                Some(sub) => {
+                    return Err(format!("subset {} is not in file {}", sub.name, file.name));
+                }
                 None => return Err(format!("subset {s} does not exist")),
             }
         }
@@ -203,7 +221,10 @@ pub trait Target: fmt::Debug + Send + Sync {
             return Err(format!("register file {} does not exist", reg.file.0));
         };
         if reg.file != class.file {
-            return Err(format!("register is in file {}, the value's class is not", file.name));
+            return Err(format!(
+                "register is in file {}, the value's class is not",
+                file.name
+            ));
         }
         if reg.unit + class.size as u32 > file.units {
             return Err(format!(
@@ -212,13 +233,19 @@ pub trait Target: fmt::Debug + Send + Sync {
             ));
         }
         if class.align > 1 && reg.unit % class.align as u32 != 0 {
-            return Err(format!("{}[{}] is not aligned to {}", file.name, reg.unit, class.align));
+            return Err(format!(
+                "{}[{}] is not aligned to {}",
+                file.name, reg.unit, class.align
+            ));
         }
         if let Some(s) = class.subset
             && let Some(sub) = self.subsets().get(s as usize)
             && sub.units.binary_search(&reg.unit).is_err()
         {
-            return Err(format!("{}[{}] is not in subset {}", file.name, reg.unit, sub.name));
+            return Err(format!(
+                "{}[{}] is not in subset {}",
+                file.name, reg.unit, sub.name
+            ));
         }
         Ok(())
     }
@@ -238,8 +265,16 @@ impl GenericTarget {
     pub fn new(v_units: u32, s_units: u32) -> Self {
         GenericTarget {
             files: [
-                RegFile { name: "v".into(), units: v_units, lanes: Lanes::PerLane },
-                RegFile { name: "s".into(), units: s_units, lanes: Lanes::Uniform },
+                RegFile {
+                    name: "v".into(),
+                    units: v_units,
+                    lanes: Lanes::PerLane,
+                },
+                RegFile {
+                    name: "s".into(),
+                    units: s_units,
+                    lanes: Lanes::Uniform,
+                },
             ],
         }
     }
@@ -254,7 +289,10 @@ impl Target for GenericTarget {
         "generic"
     }
     fn params(&self) -> Vec<(String, u32)> {
-        vec![("v".into(), self.files[0].units), ("s".into(), self.files[1].units)]
+        vec![
+            ("v".into(), self.files[0].units),
+            ("s".into(), self.files[1].units),
+        ]
     }
     fn files(&self) -> &[RegFile] {
         &self.files
@@ -273,7 +311,9 @@ pub struct TargetRegistry {
 impl TargetRegistry {
     /// A registry holding the generic test target.
     pub fn new() -> Self {
-        TargetRegistry { entries: vec![("generic", generic_from_params)] }
+        TargetRegistry {
+            entries: vec![("generic", generic_from_params)],
+        }
     }
 
     pub fn register(&mut self, name: &'static str, ctor: TargetConstructor) {
@@ -285,7 +325,10 @@ impl TargetRegistry {
             Some((_, ctor)) => ctor(params),
             None => {
                 let known: Vec<&str> = self.entries.iter().map(|(n, _)| *n).collect();
-                Err(format!("unknown target `{name}` (known: {})", known.join(", ")))
+                Err(format!(
+                    "unknown target `{name}` (known: {})",
+                    known.join(", ")
+                ))
             }
         }
     }
@@ -303,7 +346,11 @@ fn generic_from_params(params: &[(String, u32)]) -> Result<Arc<dyn Target>, Stri
         match k.as_str() {
             "v" => v = *val,
             "s" => s = *val,
-            _ => return Err(format!("unknown parameter `{k}` of target generic (known: v, s)")),
+            _ => {
+                return Err(format!(
+                    "unknown parameter `{k}` of target generic (known: v, s)"
+                ));
+            }
         }
         if *val == 0 || *val > 1 << 16 {
             return Err(format!("parameter `{k}` must be in 1..=65536"));

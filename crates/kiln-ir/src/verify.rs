@@ -33,9 +33,16 @@ impl fmt::Display for VerifyError {
 
 /// Checks every rule; `Ok` or all violations found.
 pub fn verify(func: &Function) -> Result<(), Vec<VerifyError>> {
-    let mut v = Verifier { func, errors: Vec::new() };
+    let mut v = Verifier {
+        func,
+        errors: Vec::new(),
+    };
     v.run();
-    if v.errors.is_empty() { Ok(()) } else { Err(v.errors) }
+    if v.errors.is_empty() {
+        Ok(())
+    } else {
+        Err(v.errors)
+    }
 }
 
 struct Verifier<'f> {
@@ -44,15 +51,34 @@ struct Verifier<'f> {
 }
 
 impl Verifier<'_> {
-    fn error(&mut self, block: Option<Block>, inst: Option<usize>, rule: &'static str, message: String) {
-        self.errors.push(VerifyError { block, inst, rule, message });
+    fn error(
+        &mut self,
+        block: Option<Block>,
+        inst: Option<usize>,
+        rule: &'static str,
+        message: String,
+    ) {
+        self.errors.push(VerifyError {
+            block,
+            inst,
+            rule,
+            message,
+        });
     }
 
     fn run(&mut self) {
         let func = self.func;
         let target = &*func.target;
         if target.files().len() > crate::MAX_FILES {
-            self.error(None, None, "target", format!("target declares more than {} register files", crate::MAX_FILES));
+            self.error(
+                None,
+                None,
+                "target",
+                format!(
+                    "target declares more than {} register files",
+                    crate::MAX_FILES
+                ),
+            );
             return;
         }
         for (i, &c) in func.temps.iter().enumerate() {
@@ -67,31 +93,56 @@ impl Verifier<'_> {
         for b in func.block_ids() {
             let insts = &func.block(b).insts;
             if insts.is_empty() {
-                self.error(Some(b), None, "structure", "block is empty: it needs a terminator".into());
+                self.error(
+                    Some(b),
+                    None,
+                    "structure",
+                    "block is empty: it needs a terminator".into(),
+                );
             }
             let mut phis_done = false;
             for (i, inst) in insts.iter().enumerate() {
                 if inst.op.is_phi() {
                     if phis_done {
-                        self.error(Some(b), Some(i), "structure", format!("`{}` after a non-phi instruction", inst.op));
+                        self.error(
+                            Some(b),
+                            Some(i),
+                            "structure",
+                            format!("`{}` after a non-phi instruction", inst.op),
+                        );
                     }
                 } else {
                     phis_done = true;
                 }
                 if inst.op.is_terminator() && i + 1 != insts.len() {
-                    self.error(Some(b), Some(i), "structure", format!("terminator `{}` is not the last instruction", inst.op));
+                    self.error(
+                        Some(b),
+                        Some(i),
+                        "structure",
+                        format!("terminator `{}` is not the last instruction", inst.op),
+                    );
                 }
                 if i + 1 == insts.len() && !inst.op.is_terminator() {
-                    self.error(Some(b), Some(i), "structure", "block does not end in a terminator".into());
+                    self.error(
+                        Some(b),
+                        Some(i),
+                        "structure",
+                        "block does not end in a terminator".into(),
+                    );
                 }
                 for d in &inst.defs {
                     match def_site.get_mut(d.temp.index()) {
                         Some(site @ None) => *site = Some((b, i)),
                         Some(Some((pb, pi))) => {
-                            let msg = format!("{} is defined more than once (first at {pb}:{pi})", d.temp);
+                            let msg = format!(
+                                "{} is defined more than once (first at {pb}:{pi})",
+                                d.temp
+                            );
                             self.error(Some(b), Some(i), "ssa", msg);
                         }
-                        None => self.error(Some(b), Some(i), "ssa", format!("{} has no class", d.temp)),
+                        None => {
+                            self.error(Some(b), Some(i), "ssa", format!("{} has no class", d.temp))
+                        }
                     }
                 }
                 self.inst(b, i, inst);
@@ -109,10 +160,20 @@ impl Verifier<'_> {
         };
         for b in func.block_ids().skip(1) {
             if cfg.logical.preds[b.index()].is_empty() {
-                self.error(Some(b), None, "cfg", "block has no logical predecessor (only the entry may have none)".into());
+                self.error(
+                    Some(b),
+                    None,
+                    "cfg",
+                    "block has no logical predecessor (only the entry may have none)".into(),
+                );
             }
             if cfg.linear.preds[b.index()].is_empty() {
-                self.error(Some(b), None, "cfg", "block has no linear predecessor (only the entry may have none)".into());
+                self.error(
+                    Some(b),
+                    None,
+                    "cfg",
+                    "block has no linear predecessor (only the entry may have none)".into(),
+                );
             }
         }
         if !self.errors.is_empty() {
@@ -123,7 +184,12 @@ impl Verifier<'_> {
 
     fn class_of(&self, op: &Operand) -> Option<RegClass> {
         match op.value {
-            Value::Temp(t) => self.func.temps.get(t.index()).copied().filter(|c| !c.is_none()),
+            Value::Temp(t) => self
+                .func
+                .temps
+                .get(t.index())
+                .copied()
+                .filter(|c| !c.is_none()),
             Value::Undef(c) => Some(c),
             Value::Const(_) => None,
         }
@@ -140,16 +206,52 @@ impl Verifier<'_> {
         let info = inst.op.info();
         let e = |s: &mut Self, rule, msg: String| s.error(Some(b), Some(i), rule, msg);
         if !info.defs.accepts(inst.defs.len()) {
-            e(self, "arity", format!("`{}` takes {:?} definitions, has {}", inst.op, info.defs, inst.defs.len()));
+            e(
+                self,
+                "arity",
+                format!(
+                    "`{}` takes {:?} definitions, has {}",
+                    inst.op,
+                    info.defs,
+                    inst.defs.len()
+                ),
+            );
         }
         if !info.operands.accepts(inst.operands.len()) {
-            e(self, "arity", format!("`{}` takes {:?} operands, has {}", inst.op, info.operands, inst.operands.len()));
+            e(
+                self,
+                "arity",
+                format!(
+                    "`{}` takes {:?} operands, has {}",
+                    inst.op,
+                    info.operands,
+                    inst.operands.len()
+                ),
+            );
         }
         if inst.imms.len() != info.imms as usize {
-            e(self, "arity", format!("`{}` takes {} immediates, has {}", inst.op, info.imms, inst.imms.len()));
+            e(
+                self,
+                "arity",
+                format!(
+                    "`{}` takes {} immediates, has {}",
+                    inst.op,
+                    info.imms,
+                    inst.imms.len()
+                ),
+            );
         }
         if inst.targets.len() != info.targets as usize {
-            e(self, "arity", format!("`{}` takes {} block targets, has {}", inst.op, info.targets, inst.targets.len()));
+            e(
+                self,
+                "arity",
+                format!(
+                    "`{}` takes {} block targets, has {}",
+                    inst.op,
+                    info.targets,
+                    inst.targets.len()
+                ),
+            );
         }
         for t in &inst.targets {
             if t.index() >= func.blocks.len() {
@@ -157,7 +259,11 @@ impl Verifier<'_> {
             }
         }
         if inst.flags.divergent && inst.op != Opcode::If {
-            e(self, "flags", format!("only `if` can be divergent, not `{}`", inst.op));
+            e(
+                self,
+                "flags",
+                format!("only `if` can be divergent, not `{}`", inst.op),
+            );
         }
         // Operands: temps exist, flag rules of seed 000.
         for (k, op) in inst.operands.iter().enumerate() {
@@ -173,34 +279,71 @@ impl Verifier<'_> {
                 e(self, "class", format!("operand {k}: undef class: {m}"));
             }
             if op.temp_id().is_none() && (op.is_kill() || op.is_first_kill() || op.is_copy_kill()) {
-                e(self, "flags", format!("operand {k}: kill flags on a value that is not a temp"));
+                e(
+                    self,
+                    "flags",
+                    format!("operand {k}: kill flags on a value that is not a temp"),
+                );
             }
             if op.is_first_kill() && !op.is_kill() {
-                e(self, "flags", format!("operand {k}: first_kill requires kill"));
+                e(
+                    self,
+                    "flags",
+                    format!("operand {k}: first_kill requires kill"),
+                );
             }
             if op.is_kill() && op.is_late_kill() && !op.is_first_kill() && !op.is_copy_kill() {
-                e(self, "flags", format!("operand {k}: a killed late_kill operand must be first_kill or copy_kill"));
+                e(
+                    self,
+                    "flags",
+                    format!(
+                        "operand {k}: a killed late_kill operand must be first_kill or copy_kill"
+                    ),
+                );
             }
             if op.is_copy_kill() && op.is_first_kill() {
-                e(self, "flags", format!("operand {k}: copy_kill is incompatible with first_kill"));
+                e(
+                    self,
+                    "flags",
+                    format!("operand {k}: copy_kill is incompatible with first_kill"),
+                );
             }
             if op.is_copy_kill() && !op.is_kill() {
-                e(self, "flags", format!("operand {k}: copy_kill requires kill"));
+                e(
+                    self,
+                    "flags",
+                    format!("operand {k}: copy_kill requires kill"),
+                );
             }
             let tied = inst.tied_def(k).is_some();
             if tied != op.is_clobbered() {
-                let msg = if tied { "is tied to a definition but not clobbered" } else { "is clobbered but tied to no definition" };
+                let msg = if tied {
+                    "is tied to a definition but not clobbered"
+                } else {
+                    "is clobbered but tied to no definition"
+                };
                 e(self, "flags", format!("operand {k} {msg}"));
             }
-            let in_vector = op.is_vector_aligned() || (k > 0 && inst.operands[k - 1].is_vector_aligned());
+            let in_vector =
+                op.is_vector_aligned() || (k > 0 && inst.operands[k - 1].is_vector_aligned());
             if in_vector && !tied && !op.is_late_kill() {
-                e(self, "flags", format!("operand {k} is part of a vector and not tied, so it must be late_kill"));
+                e(
+                    self,
+                    "flags",
+                    format!(
+                        "operand {k} is part of a vector and not tied, so it must be late_kill"
+                    ),
+                );
             }
             for (reg, what) in [(op.fixed, "fixed"), (op.reg, "assigned")] {
                 if let Some(r) = reg {
                     let class = self.class_of(op).unwrap_or_else(|| target.class(r.file, 1));
                     if let Err(m) = target.check_reg(r, class) {
-                        e(self, "register", format!("operand {k}: {what} register: {m}"));
+                        e(
+                            self,
+                            "register",
+                            format!("operand {k}: {what} register: {m}"),
+                        );
                     }
                 }
             }
@@ -209,25 +352,45 @@ impl Verifier<'_> {
         for (k, op) in inst.operands.iter().enumerate() {
             if let Some(t) = op.temp_id()
                 && op.is_late_kill()
-                && inst.operands.iter().any(|o| o.temp_id() == Some(t) && o.is_clobbered())
+                && inst
+                    .operands
+                    .iter()
+                    .any(|o| o.temp_id() == Some(t) && o.is_clobbered())
             {
-                e(self, "flags", format!("operand {k}: {t} is both late_kill and clobbered in one instruction"));
+                e(
+                    self,
+                    "flags",
+                    format!("operand {k}: {t} is both late_kill and clobbered in one instruction"),
+                );
             }
         }
         // Definitions: ties and registers.
         for (k, d) in inst.defs.iter().enumerate() {
-            let Some(class) = func.temps.get(d.temp.index()).copied().filter(|c| !c.is_none()) else {
+            let Some(class) = func
+                .temps
+                .get(d.temp.index())
+                .copied()
+                .filter(|c| !c.is_none())
+            else {
                 continue;
             };
             if let Some(t) = d.tied {
                 match inst.operands.get(t as usize) {
-                    None => e(self, "tie", format!("definition {k} is tied to operand {t}, which does not exist")),
-                    Some(op) if self.size_of(op) != class.size as u32 => {
-                        e(self, "tie", format!("definition {k} is tied to operand {t} of a different size"))
-                    }
-                    Some(_) if inst.defs.iter().filter(|o| o.tied == Some(t)).count() > 1 => {
-                        e(self, "tie", format!("operand {t} is tied to more than one definition"))
-                    }
+                    None => e(
+                        self,
+                        "tie",
+                        format!("definition {k} is tied to operand {t}, which does not exist"),
+                    ),
+                    Some(op) if self.size_of(op) != class.size as u32 => e(
+                        self,
+                        "tie",
+                        format!("definition {k} is tied to operand {t} of a different size"),
+                    ),
+                    Some(_) if inst.defs.iter().filter(|o| o.tied == Some(t)).count() > 1 => e(
+                        self,
+                        "tie",
+                        format!("operand {t} is tied to more than one definition"),
+                    ),
                     _ => {}
                 }
             }
@@ -235,7 +398,11 @@ impl Verifier<'_> {
                 if let Some(r) = reg
                     && let Err(m) = target.check_reg(r, class)
                 {
-                    e(self, "register", format!("definition {k}: {what} register: {m}"));
+                    e(
+                        self,
+                        "register",
+                        format!("definition {k}: {what} register: {m}"),
+                    );
                 }
             }
         }
@@ -246,15 +413,35 @@ impl Verifier<'_> {
     fn classes(&mut self, b: Block, i: usize, inst: &Inst) {
         let func = self.func;
         let files = func.target.files();
-        let def_class = |k: usize| inst.defs.get(k).and_then(|d| func.temps.get(d.temp.index()).copied()).filter(|c| !c.is_none());
-        let mut e = |rule, msg: String| self.errors.push(VerifyError { block: Some(b), inst: Some(i), rule, message: msg });
+        let def_class = |k: usize| {
+            inst.defs
+                .get(k)
+                .and_then(|d| func.temps.get(d.temp.index()).copied())
+                .filter(|c| !c.is_none())
+        };
+        let mut e = |rule, msg: String| {
+            self.errors.push(VerifyError {
+                block: Some(b),
+                inst: Some(i),
+                rule,
+                message: msg,
+            })
+        };
         let size = |op: &Operand| match op.value {
-            Value::Temp(t) => func.temps.get(t.index()).filter(|c| !c.is_none()).map_or(1, |c| c.size as u32),
+            Value::Temp(t) => func
+                .temps
+                .get(t.index())
+                .filter(|c| !c.is_none())
+                .map_or(1, |c| c.size as u32),
             Value::Undef(c) => c.size as u32,
             Value::Const(_) => 1,
         };
         let file_of = |op: &Operand| match op.value {
-            Value::Temp(t) => func.temps.get(t.index()).filter(|c| !c.is_none()).map(|c| c.file),
+            Value::Temp(t) => func
+                .temps
+                .get(t.index())
+                .filter(|c| !c.is_none())
+                .map(|c| c.file),
             Value::Undef(c) => Some(c.file),
             Value::Const(_) => None,
         };
@@ -263,69 +450,135 @@ impl Verifier<'_> {
                 if let Some(c) = def_class(0) {
                     let total: u32 = inst.operands.iter().map(size).sum();
                     if total != c.size as u32 {
-                        e("class", format!("create_vector of {total} units defines a value of {} units", c.size));
+                        e(
+                            "class",
+                            format!(
+                                "create_vector of {total} units defines a value of {} units",
+                                c.size
+                            ),
+                        );
                     }
                 }
             }
             Opcode::SplitVector => {
                 if let Some(op) = inst.operands.first() {
-                    let total: u32 = (0..inst.defs.len()).filter_map(def_class).map(|c| c.size as u32).sum();
+                    let total: u32 = (0..inst.defs.len())
+                        .filter_map(def_class)
+                        .map(|c| c.size as u32)
+                        .sum();
                     if total != size(op) {
-                        e("class", format!("split_vector of {} units defines {total} units", size(op)));
+                        e(
+                            "class",
+                            format!("split_vector of {} units defines {total} units", size(op)),
+                        );
                     }
                 }
             }
             Opcode::Mov => {
                 if let (Some(c), Some(op)) = (def_class(0), inst.operands.first()) {
                     if size(op) != c.size as u32 {
-                        e("class", "operand of `mov` differs in size from its definition".into());
+                        e(
+                            "class",
+                            "operand of `mov` differs in size from its definition".into(),
+                        );
                     }
-                    let uniform = |f: crate::FileId| files.get(f.index()).is_some_and(|f| f.lanes == Lanes::Uniform);
+                    let uniform = |f: crate::FileId| {
+                        files
+                            .get(f.index())
+                            .is_some_and(|f| f.lanes == Lanes::Uniform)
+                    };
                     if uniform(c.file) && file_of(op).is_some_and(|f| !uniform(f)) {
-                        e("class", "`mov` defines a uniform-file value from a per-lane operand".into());
+                        e(
+                            "class",
+                            "`mov` defines a uniform-file value from a per-lane operand".into(),
+                        );
                     }
                 }
             }
             Opcode::ParallelCopy | Opcode::Phi | Opcode::LinearPhi => {
                 if inst.op == Opcode::ParallelCopy && inst.defs.len() != inst.operands.len() {
-                    e("arity", "parallel_copy needs as many definitions as operands".into());
+                    e(
+                        "arity",
+                        "parallel_copy needs as many definitions as operands".into(),
+                    );
                 }
                 for (k, op) in inst.operands.iter().enumerate() {
-                    let d = if inst.op == Opcode::ParallelCopy { def_class(k) } else { def_class(0) };
+                    let d = if inst.op == Opcode::ParallelCopy {
+                        def_class(k)
+                    } else {
+                        def_class(0)
+                    };
                     if let Some(c) = d
                         && (size(op) != c.size as u32 || file_of(op).is_some_and(|f| f != c.file))
                     {
-                        e("class", format!("operand {k} of `{}` differs in class from its definition", inst.op));
+                        e(
+                            "class",
+                            format!(
+                                "operand {k} of `{}` differs in class from its definition",
+                                inst.op
+                            ),
+                        );
                     }
                 }
             }
-            Opcode::If => {
-                if inst.operands.first().is_some_and(|op| size(op) != 1) {
-                    e("class", "the condition of `if` must be one unit".into());
-                }
+            Opcode::If if inst.operands.first().is_some_and(|op| size(op) != 1) => {
+                e("class", "the condition of `if` must be one unit".into());
             }
+            Opcode::If => {}
             Opcode::Input => {
                 if let Some(c) = def_class(0)
-                    && files.get(c.file.index()).is_some_and(|f| f.lanes == Lanes::Uniform)
+                    && files
+                        .get(c.file.index())
+                        .is_some_and(|f| f.lanes == Lanes::Uniform)
                 {
-                    e("class", "`input` is per lane and cannot define a uniform-file value".into());
+                    e(
+                        "class",
+                        "`input` is per lane and cannot define a uniform-file value".into(),
+                    );
                 }
             }
-            op if !op.is_terminator() && !matches!(op, Opcode::Spill | Opcode::Reload | Opcode::TextureSample | Opcode::Output | Opcode::Uniform) => {
+            op if !op.is_terminator()
+                && !matches!(
+                    op,
+                    Opcode::Spill
+                        | Opcode::Reload
+                        | Opcode::TextureSample
+                        | Opcode::Output
+                        | Opcode::Uniform
+                ) =>
+            {
                 // Scalar generic arithmetic.
                 for (k, o) in inst.operands.iter().enumerate() {
                     if size(o) != 1 {
-                        e("class", format!("operand {k} of scalar `{}` is {} units", inst.op, size(o)));
+                        e(
+                            "class",
+                            format!("operand {k} of scalar `{}` is {} units", inst.op, size(o)),
+                        );
                     }
                 }
                 if let Some(c) = def_class(0) {
                     if c.size != 1 {
-                        e("class", format!("scalar `{}` defines {} units", inst.op, c.size));
+                        e(
+                            "class",
+                            format!("scalar `{}` defines {} units", inst.op, c.size),
+                        );
                     }
-                    if files.get(c.file.index()).is_some_and(|f| f.lanes == Lanes::Uniform)
-                        && inst.operands.iter().filter_map(file_of).any(|f| files.get(f.index()).is_some_and(|f| f.lanes == Lanes::PerLane))
+                    if files
+                        .get(c.file.index())
+                        .is_some_and(|f| f.lanes == Lanes::Uniform)
+                        && inst.operands.iter().filter_map(file_of).any(|f| {
+                            files
+                                .get(f.index())
+                                .is_some_and(|f| f.lanes == Lanes::PerLane)
+                        })
                     {
-                        e("class", format!("`{}` defines a uniform-file value from a per-lane operand", inst.op));
+                        e(
+                            "class",
+                            format!(
+                                "`{}` defines a uniform-file value from a per-lane operand",
+                                inst.op
+                            ),
+                        );
                     }
                 }
             }
@@ -348,17 +601,31 @@ impl Verifier<'_> {
                 if let Some(preds) = preds
                     && preds.len() != inst.operands.len()
                 {
-                    let msg = format!("`{}` has {} operands for {} predecessors", inst.op, inst.operands.len(), preds.len());
+                    let msg = format!(
+                        "`{}` has {} operands for {} predecessors",
+                        inst.op,
+                        inst.operands.len(),
+                        preds.len()
+                    );
                     self.error(Some(b), Some(i), "phi", msg);
                     continue;
                 }
                 for (k, op) in inst.operands.iter().enumerate() {
                     let Some(t) = op.temp_id() else { continue };
                     let Some((db, di)) = def_site[t.index()] else {
-                        self.error(Some(b), Some(i), "ssa", format!("operand {k}: {t} is never defined"));
+                        self.error(
+                            Some(b),
+                            Some(i),
+                            "ssa",
+                            format!("operand {k}: {t} is never defined"),
+                        );
                         continue;
                     };
-                    let dom = if is_linear[t.index()] { &linear } else { &logical };
+                    let dom = if is_linear[t.index()] {
+                        &linear
+                    } else {
+                        &logical
+                    };
                     let ok = match preds {
                         Some(preds) => dom.dominates(db, preds[k]),
                         None if db == b => di < i,
@@ -369,8 +636,14 @@ impl Verifier<'_> {
                             Some(p) => format!("the end of {}", p[k]),
                             None => "its use".into(),
                         };
-                        let cfgname = if is_linear[t.index()] { "linear" } else { "logical" };
-                        let msg = format!("operand {k}: the definition of {t} at {db}:{di} does not dominate {place} ({cfgname} CFG)");
+                        let cfgname = if is_linear[t.index()] {
+                            "linear"
+                        } else {
+                            "logical"
+                        };
+                        let msg = format!(
+                            "operand {k}: the definition of {t} at {db}:{di} does not dominate {place} ({cfgname} CFG)"
+                        );
                         self.error(Some(b), Some(i), "dominance", msg);
                     }
                 }

@@ -18,7 +18,9 @@ proptest! {
 }
 
 fn corpus() -> Vec<String> {
-    (0..20).map(|s| print_function(&generate(&GenConfig::new(s)))).collect()
+    (0..20)
+        .map(|s| print_function(&generate(&GenConfig::new(s))))
+        .collect()
 }
 
 /// Feeds truncated, mutated and random text to the reader; it must answer, never panic.
@@ -26,7 +28,9 @@ fn corpus() -> Vec<String> {
 fn reader_never_panics() {
     let texts = corpus();
     let mut rng = Rng::new(0x5eed);
-    let alphabet: Vec<char> = "%:@()[],={}.;\n -0123456789abvsx_fikldnuelpr\t".chars().collect();
+    let alphabet: Vec<char> = "%:@()[],={}.;\n -0123456789abvsx_fikldnuelpr\t"
+        .chars()
+        .collect();
     let mut cases = 0;
     for text in &texts {
         let chars: Vec<char> = text.chars().collect();
@@ -61,8 +65,12 @@ fn reader_never_panics() {
     // Random text.
     for _ in 0..2000 {
         let n = rng.below(200);
-        let s: String = (0..n).map(|_| alphabet[rng.below(alphabet.len())]).collect();
-        let _ = parse_function(&format!("target generic(v=8, s=4)\nfunction @f {{\n{s}\n}}\n"));
+        let s: String = (0..n)
+            .map(|_| alphabet[rng.below(alphabet.len())])
+            .collect();
+        let _ = parse_function(&format!(
+            "target generic(v=8, s=4)\nfunction @f {{\n{s}\n}}\n"
+        ));
         let _ = parse_function(&s);
         cases += 2;
     }
@@ -90,7 +98,14 @@ fn constants_round_trip_through_their_printed_form() {
             0 => rng.next_u64() as u32,
             1 => (rng.below(200_000) as i64 - 100_000) as u32,
             2 => (rng.below(1000) as f32 / 8.0 - 60.0).to_bits(),
-            _ => [0x8000_0000, 0x7f80_0000, 0xff80_0000, 0x7fc0_0001, 1, 0x0080_0000][k as usize / 4 % 6],
+            _ => [
+                0x8000_0000,
+                0x7f80_0000,
+                0xff80_0000,
+                0x7fc0_0001,
+                1,
+                0x0080_0000,
+            ][k as usize / 4 % 6],
         };
         let text = format!(
             "target generic(v=8, s=4)\nfunction @f {{\nbb0:\n    %0:v1 = mov {}\n    return\n}}\n",

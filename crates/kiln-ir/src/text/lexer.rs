@@ -34,7 +34,13 @@ pub fn lex(text: &str) -> Result<Vec<Token>, LexError> {
     while i < chars.len() {
         let c = chars[i];
         let (tl, tc) = (line, col);
-        let push = |toks: &mut Vec<Token>, tok| toks.push(Token { tok, line: tl, col: tc });
+        let push = |toks: &mut Vec<Token>, tok| {
+            toks.push(Token {
+                tok,
+                line: tl,
+                col: tc,
+            })
+        };
         if c == '\n' {
             push(&mut toks, Tok::Newline);
             i += 1;
@@ -60,21 +66,37 @@ pub fn lex(text: &str) -> Result<Vec<Token>, LexError> {
                 i += 1;
             }
             push(&mut toks, Tok::Ident(chars[start..i].iter().collect()));
-        } else if c.is_ascii_digit() || (c == '-' && chars.get(i + 1).is_some_and(|d| d.is_ascii_digit())) {
+        } else if c.is_ascii_digit()
+            || (c == '-' && chars.get(i + 1).is_some_and(|d| d.is_ascii_digit()))
+        {
             i = lex_number(&chars, i, tl, tc, &mut toks)?;
         } else if "%:@()[],={}.".contains(c) {
             push(&mut toks, Tok::Punct(c));
             i += 1;
         } else {
-            return Err(LexError { line: tl, col: tc, message: format!("unexpected character {c:?}") });
+            return Err(LexError {
+                line: tl,
+                col: tc,
+                message: format!("unexpected character {c:?}"),
+            });
         }
         col += i - start;
     }
-    toks.push(Token { tok: Tok::Eof, line, col });
+    toks.push(Token {
+        tok: Tok::Eof,
+        line,
+        col,
+    });
     Ok(toks)
 }
 
-fn lex_number(chars: &[char], mut i: usize, line: usize, col: usize, toks: &mut Vec<Token>) -> Result<usize, LexError> {
+fn lex_number(
+    chars: &[char],
+    mut i: usize,
+    line: usize,
+    col: usize,
+    toks: &mut Vec<Token>,
+) -> Result<usize, LexError> {
     let err = |message: String| LexError { line, col, message };
     let start = i;
     let neg = chars[i] == '-';
@@ -82,7 +104,13 @@ fn lex_number(chars: &[char], mut i: usize, line: usize, col: usize, toks: &mut 
         i += 1;
     }
     let digits_end = |mut j: usize, hex: bool| {
-        while j < chars.len() && (if hex { chars[j].is_ascii_hexdigit() } else { chars[j].is_ascii_digit() }) {
+        while j < chars.len()
+            && (if hex {
+                chars[j].is_ascii_hexdigit()
+            } else {
+                chars[j].is_ascii_digit()
+            })
+        {
             j += 1;
         }
         j
@@ -91,9 +119,12 @@ fn lex_number(chars: &[char], mut i: usize, line: usize, col: usize, toks: &mut 
         let s = i + 2;
         i = digits_end(s, true);
         let text: String = chars[s..i].iter().collect();
-        let v = u64::from_str_radix(&text, 16).map_err(|_| err(format!("malformed hex number `0x{text}`")))?;
+        let v = u64::from_str_radix(&text, 16)
+            .map_err(|_| err(format!("malformed hex number `0x{text}`")))?;
         if neg || v > u32::MAX as u64 {
-            return Err(err(format!("hex constant `0x{text}` does not fit in 32 bits")));
+            return Err(err(format!(
+                "hex constant `0x{text}` does not fit in 32 bits"
+            )));
         }
         Tok::Int(v as i64)
     } else {
@@ -115,14 +146,21 @@ fn lex_number(chars: &[char], mut i: usize, line: usize, col: usize, toks: &mut 
         }
         let text: String = chars[start..i].iter().collect();
         if is_float {
-            let v: f32 = text.parse().map_err(|_| err(format!("malformed float `{text}`")))?;
+            let v: f32 = text
+                .parse()
+                .map_err(|_| err(format!("malformed float `{text}`")))?;
             Tok::Float(v.to_bits())
         } else {
-            let v: i64 = text.parse().map_err(|_| err(format!("integer `{text}` is out of range")))?;
+            let v: i64 = text
+                .parse()
+                .map_err(|_| err(format!("integer `{text}` is out of range")))?;
             Tok::Int(v)
         }
     };
-    if chars.get(i).is_some_and(|c| c.is_ascii_alphanumeric() || *c == '_') {
+    if chars
+        .get(i)
+        .is_some_and(|c| c.is_ascii_alphanumeric() || *c == '_')
+    {
         return Err(err("malformed number: letters follow the digits".into()));
     }
     toks.push(Token { tok, line, col });

@@ -33,8 +33,18 @@ pub fn parse_function(text: &str) -> Result<Function, ParseError> {
 
 /// Reads one function, looking its target up in `registry`.
 pub fn parse_function_with(text: &str, registry: &TargetRegistry) -> Result<Function, ParseError> {
-    let toks = lex(text).map_err(|e| ParseError { line: e.line, col: e.col, message: e.message })?;
-    let mut p = Parser { toks, pos: 0, target: None, classes: Vec::new(), block_refs: Vec::new() };
+    let toks = lex(text).map_err(|e| ParseError {
+        line: e.line,
+        col: e.col,
+        message: e.message,
+    })?;
+    let mut p = Parser {
+        toks,
+        pos: 0,
+        target: None,
+        classes: Vec::new(),
+        block_refs: Vec::new(),
+    };
     p.function(registry)
 }
 
@@ -62,7 +72,11 @@ impl Parser {
 
     fn err<T>(&self, message: impl Into<String>) -> PResult<T> {
         let (line, col) = self.here();
-        Err(ParseError { line, col, message: message.into() })
+        Err(ParseError {
+            line,
+            col,
+            message: message.into(),
+        })
     }
 
     fn describe(tok: &Tok) -> String {
@@ -97,7 +111,10 @@ impl Parser {
         if self.eat(c) {
             Ok(())
         } else {
-            self.err(format!("expected `{c}` {what}, found {}", Self::describe(self.peek())))
+            self.err(format!(
+                "expected `{c}` {what}, found {}",
+                Self::describe(self.peek())
+            ))
         }
     }
 
@@ -172,7 +189,13 @@ impl Parser {
                 self.expect(',', "between target parameters")?;
             }
         }
-        let target = registry.make(&name, &params).map_err(|message| ParseError { line: tl, col: tc, message })?;
+        let target = registry
+            .make(&name, &params)
+            .map_err(|message| ParseError {
+                line: tl,
+                col: tc,
+                message,
+            })?;
         self.target = Some(target.clone());
         self.end_of_line()?;
         self.keyword("function")?;
@@ -188,7 +211,9 @@ impl Parser {
                 return Err(ParseError {
                     line: self.toks[self.pos - 1].line,
                     col: self.toks[self.pos - 1].col,
-                    message: format!("expected block label `{expected}` (blocks are numbered in order), found `{label}`"),
+                    message: format!(
+                        "expected block label `{expected}` (blocks are numbered in order), found `{label}`"
+                    ),
                 });
             }
             self.expect(':', "after the block label")?;
@@ -206,11 +231,18 @@ impl Parser {
         self.bump();
         self.end_of_line()?;
         if *self.peek() != Tok::Eof {
-            return self.err(format!("expected end of input after the function, found {}", Self::describe(self.peek())));
+            return self.err(format!(
+                "expected end of input after the function, found {}",
+                Self::describe(self.peek())
+            ));
         }
         for &(b, line, col) in &self.block_refs {
             if b.index() >= func.blocks.len() {
-                return Err(ParseError { line, col, message: format!("block {b} does not exist") });
+                return Err(ParseError {
+                    line,
+                    col,
+                    message: format!("block {b} does not exist"),
+                });
             }
         }
         func.temps = std::mem::take(&mut self.classes);
@@ -219,7 +251,10 @@ impl Parser {
 
     fn at_label(&self) -> bool {
         matches!(self.peek(), Tok::Ident(s) if s.starts_with("bb"))
-            && self.toks.get(self.pos + 1).is_some_and(|t| t.tok == Tok::Punct(':'))
+            && self
+                .toks
+                .get(self.pos + 1)
+                .is_some_and(|t| t.tok == Tok::Punct(':'))
     }
 
     fn temp(&mut self) -> PResult<Temp> {
@@ -234,15 +269,27 @@ impl Parser {
         let (file_name, size) = name.split_at(name.len() - digits);
         let target = self.target();
         let Some(file) = target.file_by_name(file_name) else {
-            return self.err_prev(format!("unknown register file `{file_name}` in class `{name}`"));
+            return self.err_prev(format!(
+                "unknown register file `{file_name}` in class `{name}`"
+            ));
         };
         let Ok(size) = size.parse::<u8>() else {
-            return self.err_prev(format!("class `{name}` needs a size in units after the file name"));
+            return self.err_prev(format!(
+                "class `{name}` needs a size in units after the file name"
+            ));
         };
-        let mut class = RegClass { file, size, align: target.default_align(file, size.max(1)), subset: None };
+        let mut class = RegClass {
+            file,
+            size,
+            align: target.default_align(file, size.max(1)),
+            subset: None,
+        };
         while self.eat('.') {
             let attr = self.ident("a class attribute (`alignN` or a subset name)")?;
-            if let Some(a) = attr.strip_prefix("align").and_then(|a| a.parse::<u8>().ok()) {
+            if let Some(a) = attr
+                .strip_prefix("align")
+                .and_then(|a| a.parse::<u8>().ok())
+            {
                 class.align = a;
             } else if let Some(s) = self.target().subset_by_name(&attr) {
                 class.subset = Some(s);
@@ -258,7 +305,11 @@ impl Parser {
 
     fn err_prev<T>(&self, message: String) -> PResult<T> {
         let t = &self.toks[self.pos.saturating_sub(1)];
-        Err(ParseError { line: t.line, col: t.col, message })
+        Err(ParseError {
+            line: t.line,
+            col: t.col,
+            message,
+        })
     }
 
     fn reg(&mut self) -> PResult<PhysReg> {
@@ -282,7 +333,11 @@ impl Parser {
             self.classes.resize(i + 1, RegClass::NONE);
         }
         if !self.classes[i].is_none() && self.classes[i] != class {
-            return Err(ParseError { line, col, message: format!("{temp} is defined again with a different class") });
+            return Err(ParseError {
+                line,
+                col,
+                message: format!("{temp} is defined again with a different class"),
+            });
         }
         self.classes[i] = class;
         let mut def = Def::new(temp);
@@ -351,7 +406,11 @@ impl Parser {
         let (ol, oc) = self.here();
         let name = self.ident("an opcode")?;
         let Some(op) = Opcode::from_name(&name) else {
-            return Err(ParseError { line: ol, col: oc, message: format!("unknown opcode `{name}`") });
+            return Err(ParseError {
+                line: ol,
+                col: oc,
+                message: format!("unknown opcode `{name}`"),
+            });
         };
         let mut inst = Inst::new(op);
         inst.defs = defs;
@@ -369,7 +428,11 @@ impl Parser {
             }
         }
         if op == Opcode::If && !divergence_given {
-            return Err(ParseError { line: ol, col: oc, message: "`if` must say `.uniform` or `.divergent`".into() });
+            return Err(ParseError {
+                line: ol,
+                col: oc,
+                message: "`if` must say `.uniform` or `.divergent`".into(),
+            });
         }
         let info = op.info();
         if !matches!(self.peek(), Tok::Newline | Tok::Eof) {
@@ -378,13 +441,15 @@ impl Parser {
                 match self.peek().clone() {
                     Tok::Int(v) if inst.imms.len() < info.imms as usize => {
                         if !(0..=u32::MAX as i64).contains(&v) {
-                            return self.err(format!("immediate {v} is out of range 0..=4294967295"));
+                            return self
+                                .err(format!("immediate {v} is out of range 0..=4294967295"));
                         }
                         self.bump();
                         inst.imms.push(v as u32);
                     }
                     _ if inst.imms.len() < info.imms as usize => {
-                        return self.err(format!("`{name}` takes {} immediate(s) first", info.imms));
+                        return self
+                            .err(format!("`{name}` takes {} immediate(s) first", info.imms));
                     }
                     Tok::Ident(s) if s.starts_with("bb") && s[2..].parse::<u32>().is_ok() => {
                         self.bump();
@@ -392,7 +457,9 @@ impl Parser {
                         self.block_refs.push((b, line, col));
                         inst.targets.push(b);
                     }
-                    _ if !inst.targets.is_empty() => return self.err("operands must come before block targets"),
+                    _ if !inst.targets.is_empty() => {
+                        return self.err("operands must come before block targets");
+                    }
                     Tok::Punct('%') => {
                         let t = self.temp()?;
                         let op = self.operand_suffix(Operand::temp(t))?;
@@ -418,7 +485,10 @@ impl Parser {
                         let op = self.operand_suffix(Operand::undef(class))?;
                         inst.operands.push(op);
                     }
-                    t => return self.err(format!("expected an operand, found {}", Self::describe(&t))),
+                    t => {
+                        return self
+                            .err(format!("expected an operand, found {}", Self::describe(&t)));
+                    }
                 }
                 if !self.eat(',') {
                     break;
@@ -426,7 +496,15 @@ impl Parser {
             }
         }
         if inst.imms.len() != info.imms as usize {
-            return Err(ParseError { line: ol, col: oc, message: format!("`{name}` takes {} immediate(s), found {}", info.imms, inst.imms.len()) });
+            return Err(ParseError {
+                line: ol,
+                col: oc,
+                message: format!(
+                    "`{name}` takes {} immediate(s), found {}",
+                    info.imms,
+                    inst.imms.len()
+                ),
+            });
         }
         Ok(inst)
     }

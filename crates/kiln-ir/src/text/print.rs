@@ -8,13 +8,19 @@ use std::fmt::Write;
 
 /// A class as `v1`, `v3.align1`, `r1.a_or_b`.
 pub fn fmt_class(target: &dyn Target, class: RegClass) -> String {
-    let file = target.files().get(class.file.index()).map_or("?", |f| f.name.as_str());
+    let file = target
+        .files()
+        .get(class.file.index())
+        .map_or("?", |f| f.name.as_str());
     let mut s = format!("{file}{}", class.size);
     if class.align != target.default_align(class.file, class.size) {
         let _ = write!(s, ".align{}", class.align);
     }
     if let Some(sub) = class.subset {
-        let name = target.subsets().get(sub as usize).map_or("?", |s| s.name.as_str());
+        let name = target
+            .subsets()
+            .get(sub as usize)
+            .map_or("?", |s| s.name.as_str());
         let _ = write!(s, ".{name}");
     }
     s
@@ -22,7 +28,10 @@ pub fn fmt_class(target: &dyn Target, class: RegClass) -> String {
 
 /// A physical register as `v[3]`.
 pub fn fmt_reg(target: &dyn Target, reg: PhysReg) -> String {
-    let file = target.files().get(reg.file.index()).map_or("?", |f| f.name.as_str());
+    let file = target
+        .files()
+        .get(reg.file.index())
+        .map_or("?", |f| f.name.as_str());
     format!("{file}[{}]", reg.unit)
 }
 
@@ -71,7 +80,11 @@ fn fmt_operand(out: &mut String, target: &dyn Target, op: &Operand) {
 
 fn fmt_def(out: &mut String, func: &Function, d: &Def) {
     let target = &*func.target;
-    let class = func.temps.get(d.temp.index()).copied().unwrap_or(RegClass::NONE);
+    let class = func
+        .temps
+        .get(d.temp.index())
+        .copied()
+        .unwrap_or(RegClass::NONE);
     let _ = write!(out, "{}:{}", d.temp, fmt_class(target, class));
     if let Some(r) = d.reg {
         let _ = write!(out, "@{}", fmt_reg(target, r));
@@ -105,7 +118,11 @@ pub fn print_inst(func: &Function, inst: &Inst) -> String {
     }
     out.push_str(inst.op.name());
     if inst.op == crate::Opcode::If {
-        out.push_str(if inst.flags.divergent { ".divergent" } else { ".uniform" });
+        out.push_str(if inst.flags.divergent {
+            ".divergent"
+        } else {
+            ".uniform"
+        });
     } else if inst.flags.divergent {
         out.push_str(".divergent");
     }
@@ -145,8 +162,17 @@ pub fn print_function_annotated(
     block_note: impl Fn(Block) -> Option<String>,
 ) -> String {
     let target = &*func.target;
-    let params: Vec<String> = target.params().iter().map(|(k, v)| format!("{k}={v}")).collect();
-    let mut out = format!("target {}({})\n\nfunction @{} {{\n", target.name(), params.join(", "), func.name);
+    let params: Vec<String> = target
+        .params()
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
+    let mut out = format!(
+        "target {}({})\n\nfunction @{} {{\n",
+        target.name(),
+        params.join(", "),
+        func.name
+    );
     for b in func.block_ids() {
         let _ = write!(out, "{b}:");
         if let Some(note) = block_note(b) {
