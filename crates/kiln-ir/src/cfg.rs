@@ -9,10 +9,11 @@
 //! The logical CFG is what one lane does. The linear CFG is what the wave executes:
 //! - a divergent `if` runs both sides: the if block flows only into `T`, the end of the then
 //!   region flows into `E` (or `M`), the end of the else region into `M`;
-//! - a divergent `break`/`continue` (one inside a divergent `if` of its loop) only masks lanes
-//!   off: linearly the block flows on to where its region continues;
-//! - a loop with a divergent break is left when no lane remains: its latch flows linearly both to
-//!   the header and to the exit.
+//! - a divergent `break`/`continue` (one inside a divergent `if` of its loop, or after a
+//!   divergent `continue` of its loop in layout order, as NIR's divergence analysis has it) only
+//!   masks lanes off: linearly the block flows on to where its region continues;
+//! - a loop with a divergent break is left when no lane remains: each of its uniform back edges
+//!   (the latch and any uniform `continue`) flows linearly both to the header and to the exit.
 //!
 //! Predecessors are listed in ascending block order; phi operands follow that order.
 
@@ -67,6 +68,11 @@ pub struct LoopInfo {
     pub depth: u32,
     /// Some break of this loop is divergent: lanes leave at different iterations.
     pub divergent: bool,
+    /// Some continue of this loop is divergent: from it on, lanes may wait for the next
+    /// iteration, so every later break or continue of the loop is divergent too.
+    pub divergent_continue: bool,
+    /// Blocks ending in a uniform `continue` of this loop (the back edges), the latch last.
+    pub back_edges: Vec<Block>,
 }
 
 impl LoopInfo {
@@ -318,6 +324,8 @@ impl Builder<'_> {
                         parent: r.in_loop,
                         depth,
                         divergent: false,
+                        divergent_continue: false,
+                        back_edges: Vec::new(),
                     });
                     self.edge(b, header);
                     match self.func.block(latch).terminator() {
@@ -334,7 +342,10 @@ impl Builder<'_> {
                         depth: r.depth + 1,
                     })?;
                     if self.cfg.loops[idx].divergent {
-                        self.cfg.linear.add(latch, exit);
+                        for k in 0..self.cfg.loops[idx].back_edges.len() {
+                            let from = self.cfg.loops[idx].back_edges[k];
+                            self.cfg.linear.add(from, exit);
+                        }
                     }
                     b = exit;
                 }
@@ -364,15 +375,23 @@ impl Builder<'_> {
                         );
                     }
                     self.cfg.logical.add(b, want);
-                    match (r.divergent_in_loop, r.cont) {
+                    let divergent = r.divergent_in_loop || self.cfg.loops[l].divergent_continue;
+                    match (divergent, r.cont) {
                         (true, Some(cont)) => {
                             self.cfg.linear.add(b, cont);
                             self.cfg.divergent_jump[b.index()] = true;
                             if term.op == Opcode::Break {
                                 self.cfg.loops[l].divergent = true;
+                            } else {
+                                self.cfg.loops[l].divergent_continue = true;
                             }
                         }
-                        _ => self.cfg.linear.add(b, want),
+                        _ => {
+                            self.cfg.linear.add(b, want);
+                            if term.op == Opcode::Continue {
+                                self.cfg.loops[l].back_edges.push(b);
+                            }
+                        }
                     }
                     return Ok(());
                 }

@@ -31,6 +31,10 @@ pub struct Function {
     pub blocks: Vec<BlockData>,
     /// Class of every temp; [`RegClass::NONE`] for numbers no instruction defines.
     pub temps: Vec<RegClass>,
+    /// After register assignment: every operand and definition carries its register, phis are
+    /// gone, and a temp may be written more than once (copies), so the SSA rules no longer
+    /// apply. Printed as `function @name allocated {`.
+    pub allocated: bool,
 }
 
 impl Function {
@@ -40,6 +44,7 @@ impl Function {
             target,
             blocks: Vec::new(),
             temps: Vec::new(),
+            allocated: false,
         }
     }
 

@@ -393,7 +393,8 @@ impl Gen<'_> {
         } else if pick < 15 && self.cfg.vectors {
             self.vector();
         } else if pick < 18 && self.cfg.all_lanes {
-            let a = self.scalar(true);
+            // Written in every lane, so it reads only what every lane has: a uniform value.
+            let a = self.scalar(false);
             let c = self.v(1);
             let t = self.b.op(Opcode::Mov, c, [a]);
             let inst = self
@@ -549,7 +550,10 @@ impl Gen<'_> {
         self.add(next);
         // Other loop-carried values.
         for _ in 0..self.rng.below(3) {
-            if let Some(&t) = saved.get(self.rng.below(saved.len().max(1))) {
+            if let Some(&t) = saved
+                .get(self.rng.below(saved.len().max(1)))
+                .filter(|&&t| self.class(t).size == 1)
+            {
                 let c = self.class(t);
                 let op = if c.file == GenericTarget::S {
                     Opcode::LinearPhi

@@ -133,6 +133,7 @@ impl Verifier<'_> {
                 for d in &inst.defs {
                     match def_site.get_mut(d.temp.index()) {
                         Some(site @ None) => *site = Some((b, i)),
+                        Some(Some(_)) if func.allocated => {}
                         Some(Some((pb, pi))) => {
                             let msg = format!(
                                 "{} is defined more than once (first at {pb}:{pi})",
@@ -179,7 +180,48 @@ impl Verifier<'_> {
         if !self.errors.is_empty() {
             return;
         }
-        self.dominance(&cfg, &def_site);
+        if func.allocated {
+            self.allocated();
+        } else {
+            self.dominance(&cfg, &def_site);
+        }
+    }
+
+    /// Allocated form: no phis, and every temp operand and definition has its register.
+    fn allocated(&mut self) {
+        let func = self.func;
+        for b in func.block_ids() {
+            for (i, inst) in func.block(b).insts.iter().enumerate() {
+                if inst.op.is_phi() {
+                    self.error(
+                        Some(b),
+                        Some(i),
+                        "allocated",
+                        format!("`{}` in an allocated function", inst.op),
+                    );
+                }
+                for (k, op) in inst.operands.iter().enumerate() {
+                    if op.temp_id().is_some() && op.reg.is_none() {
+                        self.error(
+                            Some(b),
+                            Some(i),
+                            "allocated",
+                            format!("operand {k} has no register"),
+                        );
+                    }
+                }
+                for (k, d) in inst.defs.iter().enumerate() {
+                    if d.reg.is_none() {
+                        self.error(
+                            Some(b),
+                            Some(i),
+                            "allocated",
+                            format!("definition {k} has no register"),
+                        );
+                    }
+                }
+            }
+        }
     }
 
     fn class_of(&self, op: &Operand) -> Option<RegClass> {

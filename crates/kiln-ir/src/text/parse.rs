@@ -201,9 +201,14 @@ impl Parser {
         self.keyword("function")?;
         self.expect('@', "before the function name")?;
         let fname = self.ident("a function name")?;
+        let allocated = matches!(self.peek(), Tok::Ident(s) if s == "allocated");
+        if allocated {
+            self.bump();
+        }
         self.expect('{', "to open the function body")?;
         self.end_of_line()?;
         let mut func = Function::new(fname, target);
+        func.allocated = allocated;
         while *self.peek() != Tok::Punct('}') {
             let label = self.ident("a block label `bbN:` or `}`")?;
             let expected = format!("bb{}", func.blocks.len());

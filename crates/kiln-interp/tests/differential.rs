@@ -1,0 +1,52 @@
+//! SIMT mode on the reference assignment agrees with SSA mode on random programs.
+
+use kiln_interp::out_of_ssa::reference_assignment;
+use kiln_interp::{Env, compare, run_ssa};
+use kiln_ir::generate::{GenConfig, generate};
+use kiln_ir::{print_function, verify};
+use proptest::prelude::*;
+
+fn check(cfg: &GenConfig, lanes: usize) -> Result<(), TestCaseError> {
+    let func = generate(cfg);
+    let env = Env::for_function(&func, lanes, cfg.seed ^ 0xabcd);
+    if let Err(e) = run_ssa(&func, &env) {
+        return Err(TestCaseError::fail(format!(
+            "SSA run fails: {e}\n{:?}\n{}",
+            e.trace(),
+            print_function(&func)
+        )));
+    }
+    let alloc = reference_assignment(&func).map_err(TestCaseError::fail)?;
+    if let Err(errs) = verify(&alloc) {
+        return Err(TestCaseError::fail(format!(
+            "allocated form does not verify: {}\n{}",
+            errs[0],
+            print_function(&alloc)
+        )));
+    }
+    if let Err(m) = compare(&func, &alloc, &env) {
+        return Err(TestCaseError::fail(format!(
+            "{m}\n{}",
+            print_function(&func)
+        )));
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 1500, ..ProptestConfig::default() })]
+
+    #[test]
+    fn simt_on_reference_assignment_matches_ssa(seed in any::<u64>(), size in 10usize..200) {
+        check(&GenConfig { size, ..GenConfig::new(seed) }, 16)?;
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
+
+    #[test]
+    fn high_pressure_programs_agree(seed in any::<u64>(), lanes in 1usize..=64) {
+        check(&GenConfig::high_pressure(seed), lanes)?;
+    }
+}
