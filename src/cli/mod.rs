@@ -1,5 +1,6 @@
 //! Command-line interface: one module per group of subcommands.
 
+pub mod interp;
 pub mod ir;
 
 use clap::{Parser, Subcommand};
@@ -21,6 +22,8 @@ pub enum Command {
     /// Liveness: kill flags, live-in/live-out per block, and with --demand the register demand
     /// stages of every instruction.
     Liveness(ir::LivenessArgs),
+    /// Run a `.kir` function in the reference interpreter and print its outputs per lane.
+    Interp(interp::InterpArgs),
 }
 
 impl Cli {
@@ -29,6 +32,7 @@ impl Cli {
             Command::Print(a) => ir::print(a),
             Command::Verify(a) => ir::verify_cmd(a),
             Command::Liveness(a) => ir::liveness(a),
+            Command::Interp(a) => interp::run(a),
         }
     }
 }

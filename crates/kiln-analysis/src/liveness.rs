@@ -302,3 +302,43 @@ fn set_phi_flags(cfg: &Cfg, lv: &Liveness, b: Block, inst: &mut kiln_ir::Inst) {
         op.flags.set(OperandFlags::FIRST_KILL, !live_after);
     }
 }
+
+impl Liveness {
+    /// Temps live right after instruction `index` of `block`: the block's live-out walked
+    /// backwards (temps extended across a loop by seed 003 stay live at their definition).
+    pub fn live_after(&self, func: &Function, block: Block, index: usize) -> LiveSet {
+        let live_in = &self.live_in[block.index()];
+        let mut live: Vec<u32> = self.live_out[block.index()].iter().map(|t| t.0).collect();
+        for inst in func.block(block).insts[index + 1..].iter().rev() {
+            live.retain(|&t| !inst.defs.iter().any(|d| d.temp.0 == t) || live_in.contains(Temp(t)));
+            if !inst.op.is_phi() {
+                live.extend(inst.used_temps().map(|t| t.0));
+            }
+            live.sort_unstable();
+            live.dedup();
+        }
+        LiveSet::from_unsorted(live)
+    }
+
+    /// Whether `a` and `b` interfere: one is live right after the other's definition (the SSA
+    /// criterion of Budimlić et al., "Fast copy coalescing and live-range identification", 2002),
+    /// or one instruction defines both.
+    pub fn interferes(&self, func: &Function, a: Temp, b: Temp) -> bool {
+        let def_site = |t: Temp| {
+            func.block_ids().find_map(|blk| {
+                func.block(blk)
+                    .insts
+                    .iter()
+                    .position(|i| i.defs.iter().any(|d| d.temp == t))
+                    .map(|k| (blk, k))
+            })
+        };
+        let (Some((ba, ka)), Some((bb, kb))) = (def_site(a), def_site(b)) else {
+            return false;
+        };
+        if (ba, ka) == (bb, kb) {
+            return true;
+        }
+        self.live_after(func, ba, ka).contains(b) || self.live_after(func, bb, kb).contains(a)
+    }
+}

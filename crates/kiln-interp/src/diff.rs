@@ -174,7 +174,7 @@ pub fn compare_outputs(want: &Outputs, got: &Outputs) -> Result<(), Mismatch> {
             }
         }
     }
-    for slot in got.slots.keys().filter(|s| !want.slots.contains_key(s)) {
+    if let Some(slot) = got.slots.keys().find(|s| !want.slots.contains_key(s)) {
         return Err(Mismatch::Presence {
             slot: Some(*slot),
             lane: 0,

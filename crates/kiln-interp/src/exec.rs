@@ -42,7 +42,8 @@ pub struct Machine<'a, S: Storage> {
     outputs: BTreeMap<u32, Vec<Option<Vec<Option<u32>>>>>,
     spill: BTreeMap<u32, Vec<Option<u32>>>,
     textures: BTreeMap<u32, Texture>,
-    pub trace: VecDeque<String>,
+    /// Last executed instructions: block, index, execution mask.
+    trace: VecDeque<(Block, usize, u64)>,
     /// Divergent if regions by their last blocks: (then end, else end) → if index.
     region_end: Vec<Option<usize>>,
 }
@@ -99,8 +100,22 @@ impl<'a, S: Storage> Machine<'a, S> {
             block: b,
             inst: i,
             message: message.into(),
-            trace: self.trace.iter().cloned().collect(),
+            trace: self.trace_text(),
         }
+    }
+
+    /// The trace as text: `bb3:2 exec=0xff %5:v1 = fadd %3, %4`.
+    fn trace_text(&self) -> Vec<String> {
+        let func = self.func;
+        self.trace
+            .iter()
+            .map(|&(b, i, exec)| {
+                format!(
+                    "{b}:{i} exec={exec:#x} {}",
+                    kiln_ir::text::print_inst(func, &func.block(b).insts[i])
+                )
+            })
+            .collect()
     }
 
     /// Runs to `return` and returns the last instructions executed.
@@ -110,20 +125,15 @@ impl<'a, S: Storage> Machine<'a, S> {
             self.wave_prev = Some(b);
             b = next;
         }
-        Ok(self.trace.into_iter().collect())
+        Ok(self.trace_text())
     }
 
     /// Runs to `return`.
     pub fn run(mut self) -> Result<Outputs, InterpError> {
         let mut b = Block(0);
-        loop {
-            match self.block(b)? {
-                Some(next) => {
-                    self.wave_prev = Some(b);
-                    b = next;
-                }
-                None => break,
-            }
+        while let Some(next) = self.block(b)? {
+            self.wave_prev = Some(b);
+            b = next;
         }
         let mut outputs = std::mem::take(&mut self.outputs);
         for lanes in outputs.values_mut() {
@@ -185,17 +195,13 @@ impl<'a, S: Storage> Machine<'a, S> {
             if self.steps > self.env.step_limit {
                 return Err(InterpError::StepLimit {
                     steps: self.env.step_limit,
-                    trace: self.trace.iter().cloned().collect(),
+                    trace: self.trace_text(),
                 });
             }
             if self.trace.len() == TRACE {
                 self.trace.pop_front();
             }
-            self.trace.push_back(format!(
-                "{b}:{i} exec={:#x} {}",
-                self.exec,
-                kiln_ir::text::print_inst(self.func, inst)
-            ));
+            self.trace.push_back((b, i, self.exec));
             if inst.op.is_terminator() {
                 for l in self.active().collect::<Vec<_>>() {
                     self.lane_block[l] = Some(b);
