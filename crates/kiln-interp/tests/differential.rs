@@ -34,7 +34,7 @@ fn check(cfg: &GenConfig, lanes: usize) -> Result<(), TestCaseError> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 1500, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 2000, ..ProptestConfig::default() })]
 
     #[test]
     fn simt_on_reference_assignment_matches_ssa(seed in any::<u64>(), size in 10usize..200) {

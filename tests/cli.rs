@@ -1,0 +1,127 @@
+//! The `kiln` command on good and bad input: bad input gets a diagnostic and a non-zero exit,
+//! never a panic.
+
+use std::io::Write;
+use std::process::{Command, Output, Stdio};
+
+fn kiln(args: &[&str], stdin: Option<&str>) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_kiln"))
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("kiln runs");
+    if let Some(text) = stdin {
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(text.as_bytes())
+            .unwrap();
+    }
+    drop(child.stdin.take());
+    child.wait_with_output().unwrap()
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+#[test]
+fn main_job_on_the_bundled_example() {
+    let out = kiln(&["liveness", "examples/phong.kir", "--demand"], None);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert!(stdout.contains("; max demand: v="), "{stdout}");
+    assert!(stdout.contains("live-in {"), "{stdout}");
+}
+
+#[test]
+fn bad_input_is_a_diagnostic_not_a_panic() {
+    let cases: [(&[&str], Option<&str>, &str); 6] = [
+        (
+            &["print", "-"],
+            Some("target generic(v=8, s=4)\nfunction @f {\nbb0:\n    %0:v1 = frob 1\n}\n"),
+            "4:13: unknown opcode `frob`",
+        ),
+        (
+            &["verify", "-"],
+            Some(
+                "target generic(v=8, s=4)\nfunction @f {\nbb0:\n    %1:v1 = fadd %0, 1\n    return\n}\n",
+            ),
+            "[ssa]",
+        ),
+        (
+            &["liveness", "no/such/file.kir"],
+            None,
+            "cannot read no/such/file.kir",
+        ),
+        (&["print", "-"], Some("\u{0}\u{1}garbage"), "1:1"),
+        (
+            &["interp", "-", "--input", "0=abc"],
+            Some(
+                "target generic(v=8, s=4)\nfunction @f {\nbb0:\n    %0:v1 = input 0\n    output 0, %0\n    return\n}\n",
+            ),
+            "--input `abc` is not a 32-bit integer",
+        ),
+        (
+            &["interp", "-", "--lanes", "100"],
+            Some("target generic(v=8, s=4)\nfunction @f {\nbb0:\n    return\n}\n"),
+            "--lanes must be in 1..=64",
+        ),
+    ];
+    for (args, stdin, want) in cases {
+        let out = kiln(args, stdin);
+        let stderr = text(&out.stderr);
+        assert!(!out.status.success(), "{args:?} succeeded");
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+        assert!(
+            stderr.contains(want),
+            "{args:?}: expected `{want}` in\n{stderr}"
+        );
+    }
+}
+
+#[test]
+fn liveness_json_is_json_with_every_block() {
+    let out = kiln(&["liveness", "examples/seed003_loop.kir", "--json"], None);
+    assert!(out.status.success());
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("valid JSON");
+    let blocks = v["blocks"].as_array().unwrap();
+    assert_eq!(blocks.len(), 5);
+    assert!(
+        blocks[1]["live_in"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t == "%12")
+    );
+    assert_eq!(v["max_demand"]["v"], 10);
+}
+
+#[test]
+fn interp_runs_in_both_modes_with_the_same_output() {
+    let args = [
+        "interp",
+        "examples/seed003_loop.kir",
+        "--lanes",
+        "4",
+        "--input",
+        "0=0,0.37,0.74,1.11",
+        "--uniform",
+        "0=0.6",
+    ];
+    let ssa = kiln(&args, None);
+    let mut simt_args = args.to_vec();
+    simt_args.push("--simt");
+    let simt = kiln(&simt_args, None);
+    assert!(
+        ssa.status.success() && simt.status.success(),
+        "{}",
+        text(&ssa.stderr)
+    );
+    assert_eq!(text(&ssa.stdout), text(&simt.stdout));
+    assert_eq!(text(&ssa.stdout).matches("lane").count(), 16);
+}
