@@ -245,6 +245,12 @@ pub fn liveness_json(func: &Function, cfg: &Cfg, lv: &Liveness) -> Json {
 
 pub fn liveness(args: LivenessArgs) -> miette::Result<()> {
     let mut func = load_verified(&args.file)?;
+    if func.allocated {
+        return Err(miette::miette!(
+            "liveness runs on SSA functions; {} is allocated",
+            args.file.display()
+        ));
+    }
     let cfg = Cfg::compute(&func).map_err(|e| miette::miette!("{}: {}", e.block, e.message))?;
     let lv = compute_liveness(&mut func, &cfg);
     if args.json {

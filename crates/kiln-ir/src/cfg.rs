@@ -106,6 +106,18 @@ pub struct Cfg {
 }
 
 impl Cfg {
+    /// A reverse post-order of both CFGs: the structured layout order, in which every edge but
+    /// a loop's back edges goes forward (checked by the property tests).
+    pub fn rpo(&self) -> impl DoubleEndedIterator<Item = Block> + ExactSizeIterator {
+        (0..self.loop_of.len()).map(Block::new)
+    }
+
+    /// Whether `from → to` is a back edge: it goes to the header of a loop containing `from`.
+    pub fn is_back_edge(&self, from: Block, to: Block) -> bool {
+        self.enclosing_loops(from)
+            .any(|l| self.loops[l].header == to)
+    }
+
     pub fn loop_depth(&self, b: Block) -> u32 {
         self.loop_of[b.index()].map_or(0, |l| self.loops[l].depth)
     }
