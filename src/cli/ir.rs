@@ -130,13 +130,15 @@ fn fmt_set(set: &kiln_analysis::LiveSet) -> String {
 /// The liveness report as annotated `.kir` text.
 pub fn liveness_text(func: &Function, cfg: &Cfg, lv: &Liveness, demand: bool) -> String {
     let target = &*func.target;
+    let dems: Vec<Vec<kiln_analysis::InstDemand>> =
+        func.block_ids().map(|b| lv.inst_demands(func, b)).collect();
     let text = print_function_annotated(
         func,
         |b, k| {
             if !demand {
                 return None;
             }
-            let d = &lv.demand[b.index()][k];
+            let d = &dems[b.index()][k];
             let stages: Vec<String> = target
                 .files()
                 .iter()
@@ -210,7 +212,7 @@ pub fn liveness_json(func: &Function, cfg: &Cfg, lv: &Liveness) -> Json {
                 .block(b)
                 .insts
                 .iter()
-                .zip(&lv.demand[i])
+                .zip(&lv.inst_demands(func, b))
                 .map(|(inst, d)| {
                     json!({
                         "text": kiln_ir::text::print_inst(func, inst),

@@ -63,6 +63,89 @@ impl LiveSet {
         LiveSet(out)
     }
 
+    /// `self ∪= {x ∈ other | keep(x)}`, merging through `scratch` so that a warm buffer makes
+    /// the update allocation-free.
+    pub fn union_with(
+        &mut self,
+        other: &LiveSet,
+        keep: impl Fn(u32) -> bool,
+        scratch: &mut Vec<u32>,
+    ) {
+        scratch.clear();
+        let (a, b) = (&self.0, &other.0);
+        let (mut i, mut j) = (0, 0);
+        while i < a.len() || j < b.len() {
+            if j == b.len() || (i < a.len() && a[i] < b[j]) {
+                scratch.push(a[i]);
+                i += 1;
+            } else if i == a.len() || b[j] < a[i] {
+                if keep(b[j]) {
+                    scratch.push(b[j]);
+                }
+                j += 1;
+            } else {
+                scratch.push(a[i]);
+                i += 1;
+                j += 1;
+            }
+        }
+        std::mem::swap(&mut self.0, scratch);
+    }
+
+    /// Writes `gen ∪ (out \ defs)` into `self`; returns whether `self` changed.
+    pub fn assign_transfer(
+        &mut self,
+        gen_: &LiveSet,
+        out: &LiveSet,
+        defs: &LiveSet,
+        scratch: &mut Vec<u32>,
+    ) -> bool {
+        scratch.clear();
+        let (g, o, d) = (&gen_.0, &out.0, &defs.0);
+        let (mut i, mut j, mut k) = (0, 0, 0);
+        while i < g.len() || j < o.len() {
+            // Next candidate from `out`, skipping definitions.
+            let from_out = loop {
+                if j == o.len() {
+                    break None;
+                }
+                while k < d.len() && d[k] < o[j] {
+                    k += 1;
+                }
+                if k < d.len() && d[k] == o[j] {
+                    j += 1;
+                    continue;
+                }
+                break Some(o[j]);
+            };
+            match (g.get(i).copied(), from_out) {
+                (Some(x), Some(y)) if x == y => {
+                    scratch.push(x);
+                    i += 1;
+                    j += 1;
+                }
+                (Some(x), Some(y)) if x < y => {
+                    scratch.push(x);
+                    i += 1;
+                }
+                (Some(x), None) => {
+                    scratch.push(x);
+                    i += 1;
+                }
+                (_, Some(y)) => {
+                    scratch.push(y);
+                    j += 1;
+                }
+                (None, None) => break,
+            }
+        }
+        if *scratch == self.0 {
+            return false;
+        }
+        std::mem::swap(&mut self.0, scratch);
+        true
+    }
+
     /// `self ∪ other`.
     pub fn union(&self, other: &LiveSet) -> LiveSet {
         self.union_filtered(other, |_| true)

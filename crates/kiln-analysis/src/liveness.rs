@@ -23,8 +23,9 @@ pub struct Liveness {
     pub live_out: Vec<LiveSet>,
     /// Whether each temp lives along the linear CFG.
     pub linear: Vec<bool>,
-    /// Demand quantities per block, per instruction.
-    pub demand: Vec<Vec<InstDemand>>,
+    /// `max(stage1, stage3)` per block, per instruction (as ACO keeps `register_demand` on
+    /// every instruction); [`Liveness::inst_demands`] gives all quantities of seed 000.
+    pub register_demand: Vec<Vec<Demand>>,
     /// Maximum register demand per block.
     pub block_max: Vec<Demand>,
     /// Maximum register demand of the function.
@@ -35,6 +36,16 @@ impl Liveness {
     /// Demand of the live-in set of a block (its first instruction's stage 0).
     pub fn live_in_demand(&self, func: &Function, b: Block) -> Demand {
         sum(func, &self.live_in[b.index()])
+    }
+
+    /// Every quantity of seed 000 for each instruction of `b`, from the flags liveness wrote.
+    pub fn inst_demands(&self, func: &Function, b: Block) -> Vec<InstDemand> {
+        block_demands(
+            &func.temps,
+            &func.block(b).insts,
+            sum(func, &self.live_out[b.index()]),
+            &self.live_in[b.index()],
+        )
     }
 }
 
@@ -88,23 +99,24 @@ pub fn compute_liveness(func: &mut Function, cfg: &Cfg) -> Liveness {
     let mut live_in = vec![LiveSet::new(); n];
     let mut live_out = vec![LiveSet::new(); n];
     let mut dirty = vec![true; n];
+    let mut scratch = Vec::new();
     let mut i = n;
     while i > 0 {
         i -= 1;
         if !std::mem::take(&mut dirty[i]) {
             continue;
         }
-        let mut out = phi_uses[i].clone();
+        let mut out = std::mem::take(&mut live_out[i]);
+        out.clone_from(&phi_uses[i]);
         for s in &cfg.logical.succs[i] {
-            out = out.union_filtered(&live_in[s.index()], |t| !linear[t as usize]);
+            out.union_with(&live_in[s.index()], |t| !linear[t as usize], &mut scratch);
         }
         for s in &cfg.linear.succs[i] {
-            out = out.union_filtered(&live_in[s.index()], |t| linear[t as usize]);
+            out.union_with(&live_in[s.index()], |t| linear[t as usize], &mut scratch);
         }
-        let inn = gen_[i].union(&out.difference(&defs[i]));
+        let changed = live_in[i].assign_transfer(&gen_[i], &out, &defs[i], &mut scratch);
         live_out[i] = out;
-        if inn != live_in[i] {
-            live_in[i] = inn;
+        if changed {
             for p in cfg.logical.preds[i].iter().chain(&cfg.linear.preds[i]) {
                 dirty[p.index()] = true;
                 i = i.max(p.index() + 1);
@@ -118,14 +130,14 @@ pub fn compute_liveness(func: &mut Function, cfg: &Cfg) -> Liveness {
         live_in,
         live_out,
         linear,
-        demand: Vec::with_capacity(n),
+        register_demand: Vec::with_capacity(n),
         block_max: Vec::with_capacity(n),
         max: Demand::ZERO,
     };
     let mut live = vec![false; func.temps.len()];
     for b in (0..n).map(Block::new) {
         let (dem, max) = walk_block(func, cfg, &liveness, b, &mut live);
-        liveness.demand.push(dem);
+        liveness.register_demand.push(dem);
         liveness.block_max.push(max);
         liveness.max = liveness.max.max(max);
     }
@@ -178,25 +190,20 @@ fn extend_across_loops(
     }
 }
 
-/// Walks a block backwards: flags, dead definitions, per-instruction demand.
+/// Walks a block backwards: flags, dead definitions, then per-instruction demand.
 fn walk_block(
     func: &mut Function,
     cfg: &Cfg,
     lv: &Liveness,
     b: Block,
     live: &mut [bool],
-) -> (Vec<InstDemand>, Demand) {
+) -> (Vec<Demand>, Demand) {
     let bi = b.index();
-    let mut cur = sum(func, &lv.live_out[bi]);
     for t in lv.live_out[bi].iter() {
         live[t.index()] = true;
     }
     let live_in = &lv.live_in[bi];
-    let Function { blocks, temps, .. } = func;
-    let insts = &mut blocks[bi].insts;
-    let mut dem = vec![InstDemand::default(); insts.len()];
-    let mut max = Demand::ZERO;
-    for (k, inst) in insts.iter_mut().enumerate().rev() {
+    for inst in func.blocks[bi].insts.iter_mut().rev() {
         // Definitions: dead when not live after; leave the live set (unless extended by seed 003).
         for d in inst.defs.iter_mut() {
             d.dead = !live[d.temp.index()];
@@ -214,24 +221,46 @@ fn walk_block(
                 }
             }
         }
-        let d = InstDemand::compute(temps, inst, cur, |t| {
-            live_in.contains(t) && inst.defs.iter().any(|d| d.temp == t)
-        });
-        cur = d.live_in();
-        max = max.max(d.register_demand());
-        dem[k] = d;
     }
     for t in live_in.iter() {
         live[t.index()] = false;
     }
     // Anything still marked is a temp used before its definition, which the verifier rejects;
     // clear it so the next block starts clean.
-    for inst in insts.iter() {
+    for inst in &func.blocks[bi].insts {
         for t in inst.used_temps() {
             live[t.index()] = false;
         }
     }
-    (dem, max)
+    let dems = block_demands(
+        &func.temps,
+        &func.blocks[bi].insts,
+        sum(func, &lv.live_out[bi]),
+        live_in,
+    );
+    let max = dems
+        .iter()
+        .fold(Demand::ZERO, |m, d| m.max(d.register_demand()));
+    (dems.iter().map(InstDemand::register_demand).collect(), max)
+}
+
+/// The demand quantities of a block's instructions, walking back from its live-out demand.
+fn block_demands(
+    classes: &[kiln_ir::RegClass],
+    insts: &[kiln_ir::Inst],
+    live_out: Demand,
+    live_in: &LiveSet,
+) -> Vec<InstDemand> {
+    let mut dems = vec![InstDemand::default(); insts.len()];
+    let mut cur = live_out;
+    for (k, inst) in insts.iter().enumerate().rev() {
+        let d = InstDemand::compute(classes, inst, cur, |t| {
+            live_in.contains(t) && inst.defs.iter().any(|d| d.temp == t)
+        });
+        cur = d.live_in();
+        dems[k] = d;
+    }
+    dems
 }
 
 /// Whether operand `k` belongs to a vector of operands (seed 000's `isVectorAligned` runs).

@@ -71,10 +71,13 @@ proptest! {
         if let Err(e) = verify(&func) {
             return Err(TestCaseError::fail(format!("{}\n{}", e[0], kiln_ir::print_function(&func))));
         }
-        for (b, dems) in lv.demand.iter().enumerate() {
+        for b in 0..func.blocks.len() {
+            let dems = lv.inst_demands(&func, kiln_ir::Block::new(b));
+            let dems = &dems;
             let mut block_max = Demand::ZERO;
             for (k, d) in dems.iter().enumerate() {
                 check(d)?;
+                prop_assert_eq!(d.register_demand(), lv.register_demand[b][k]);
                 block_max = block_max.max(d.register_demand());
                 if k + 1 < dems.len() {
                     let next = &dems[k + 1];
