@@ -3,6 +3,7 @@
 //! Run with `cargo bench -p kiln-analysis --bench liveness`.
 
 use kiln_analysis::{Cfg, compute_liveness};
+use kiln_ir::Function;
 use kiln_ir::generate::{GenConfig, generate};
 use std::hint::black_box;
 use std::time::{Duration, Instant};
@@ -16,8 +17,8 @@ fn evict(buffer: &mut [u64]) {
     black_box(&buffer);
 }
 
-/// Best of several cold-cache runs, in nanoseconds per instruction.
-fn measure(size: usize, buffer: &mut [u64]) -> (usize, f64) {
+/// The benchmark program of about `size` instructions, and its CFG.
+fn program(size: usize) -> (Function, Cfg) {
     let func = generate(&GenConfig {
         size,
         pressure: 24,
@@ -25,6 +26,12 @@ fn measure(size: usize, buffer: &mut [u64]) -> (usize, f64) {
         ..GenConfig::new(42)
     });
     let cfg = Cfg::compute(&func).expect("generated programs are structured");
+    (func, cfg)
+}
+
+/// Best of several cold-cache runs, in nanoseconds per instruction.
+fn measure(size: usize, buffer: &mut [u64]) -> (usize, f64) {
+    let (func, cfg) = program(size);
     let n = func.inst_count();
     let mut best = Duration::MAX;
     let start = Instant::now();
@@ -51,13 +58,7 @@ fn main() {
         .ok()
         .and_then(|s| s.parse().ok())
     {
-        let func = generate(&GenConfig {
-            size,
-            pressure: 24,
-            max_depth: 4,
-            ..GenConfig::new(42)
-        });
-        let cfg = Cfg::compute(&func).expect("generated programs are structured");
+        let (func, cfg) = program(size);
         let mut f = func.clone();
         black_box(compute_liveness(&mut f, &cfg));
         println!("{} instructions", func.inst_count());

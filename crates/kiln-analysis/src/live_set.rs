@@ -40,29 +40,6 @@ impl LiveSet {
         }
     }
 
-    /// `self ∪ {x ∈ other | keep(x)}` by merging.
-    pub fn union_filtered(&self, other: &LiveSet, keep: impl Fn(u32) -> bool) -> LiveSet {
-        let (a, b) = (&self.0, &other.0);
-        let mut out = Vec::with_capacity(a.len() + b.len());
-        let (mut i, mut j) = (0, 0);
-        while i < a.len() || j < b.len() {
-            if j == b.len() || (i < a.len() && a[i] < b[j]) {
-                out.push(a[i]);
-                i += 1;
-            } else if i == a.len() || b[j] < a[i] {
-                if keep(b[j]) {
-                    out.push(b[j]);
-                }
-                j += 1;
-            } else {
-                out.push(a[i]);
-                i += 1;
-                j += 1;
-            }
-        }
-        LiveSet(out)
-    }
-
     /// `self ∪= {x ∈ other | keep(x)}`, merging through `scratch` so that a warm buffer makes
     /// the update allocation-free.
     pub fn union_with(
@@ -148,7 +125,9 @@ impl LiveSet {
 
     /// `self ∪ other`.
     pub fn union(&self, other: &LiveSet) -> LiveSet {
-        self.union_filtered(other, |_| true)
+        let mut out = self.clone();
+        out.union_with(other, |_| true, &mut Vec::new());
+        out
     }
 
     /// `self \ other`.

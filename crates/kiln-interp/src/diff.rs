@@ -39,16 +39,17 @@ pub enum Mismatch {
     },
 }
 
+fn write_trace(f: &mut fmt::Formatter<'_>, trace: &[String]) -> fmt::Result {
+    trace.iter().try_for_each(|t| writeln!(f, "    {t}"))
+}
+
 impl fmt::Display for Mismatch {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Mismatch::BeforeFailed(e) => write!(f, "the original program fails: {e}"),
             Mismatch::AfterFailed(e) => {
                 writeln!(f, "the transformed program fails: {e}")?;
-                for t in e.trace() {
-                    writeln!(f, "    {t}")?;
-                }
-                Ok(())
+                write_trace(f, e.trace())
             }
             Mismatch::Value {
                 slot,
@@ -66,14 +67,9 @@ impl fmt::Display for Mismatch {
                     fmt_value(*after)
                 )?;
                 writeln!(f, "  end of the original run:")?;
-                for t in before_trace {
-                    writeln!(f, "    {t}")?;
-                }
+                write_trace(f, before_trace)?;
                 writeln!(f, "  end of the transformed run:")?;
-                for t in after_trace {
-                    writeln!(f, "    {t}")?;
-                }
-                Ok(())
+                write_trace(f, after_trace)
             }
             Mismatch::Presence { slot, lane, what } => match slot {
                 Some(s) => write!(f, "output {s} lane {lane}: {what}"),
