@@ -1,0 +1,9 @@
+//! The VideoCore IV QPU instruction set: typed model, encoding, text and rules.
+
+pub mod disasm;
+pub mod fields;
+pub mod instr;
+
+pub use disasm::{Style, disasm, disasm_program};
+pub use fields::*;
+pub use instr::*;

@@ -1,0 +1,49 @@
+//! Every row of `golden/disasm.tsv`: Mesa style must be identical to Mesa's text; kiln style
+//! must be identical on rows without a note and must show the missing information on noted rows.
+
+use kiln_vc4::isa::{Style, disasm};
+use std::path::{Path, PathBuf};
+
+fn golden() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/vc4/golden")
+}
+
+#[test]
+fn disasm_tsv_every_row() {
+    let text = std::fs::read_to_string(golden().join("disasm.tsv")).unwrap();
+    let mut rows = 0;
+    let mut mesa_fail = Vec::new();
+    let mut kiln_fail = Vec::new();
+    for line in text.lines().skip(1) {
+        let cols: Vec<&str> = line.split('\t').collect();
+        let word = u64::from_str_radix(cols[0], 16).unwrap();
+        let mesa = cols[1];
+        let note = cols.get(3).copied().unwrap_or("");
+        rows += 1;
+        let ours = disasm(word, Style::Mesa);
+        if ours != mesa {
+            mesa_fail.push(format!("{:016x}\n  want {mesa}\n  got  {ours}", word));
+        }
+        let k = disasm(word, Style::Kiln);
+        if note.is_empty() {
+            if k != mesa {
+                kiln_fail.push(format!("{word:016x} (no note)\n  want {mesa}\n  got  {k}"));
+            }
+        } else if k == mesa {
+            kiln_fail.push(format!("{word:016x} ({note}): kiln text shows nothing more: {k}"));
+        }
+    }
+    assert_eq!(rows, 3912);
+    assert!(
+        mesa_fail.is_empty(),
+        "{} of {rows} rows differ from Mesa:\n{}",
+        mesa_fail.len(),
+        mesa_fail[..mesa_fail.len().min(20)].join("\n")
+    );
+    assert!(
+        kiln_fail.is_empty(),
+        "{} kiln-style rows wrong:\n{}",
+        kiln_fail.len(),
+        kiln_fail[..kiln_fail.len().min(20)].join("\n")
+    );
+}
