@@ -4,3 +4,4 @@
 //! See `docs/vc4.md` for the design and `../shared/vc4/README.md` for the ISA facts.
 
 pub mod isa;
+pub mod sim;
