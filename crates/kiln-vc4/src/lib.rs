@@ -5,3 +5,4 @@
 
 pub mod isa;
 pub mod sim;
+pub mod words;

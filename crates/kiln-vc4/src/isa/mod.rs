@@ -3,7 +3,9 @@
 pub mod disasm;
 pub mod fields;
 pub mod instr;
+pub mod validate;
 
 pub use disasm::{Style, disasm, disasm_program};
 pub use fields::*;
 pub use instr::*;
+pub use validate::{Rule, Violation, validate};

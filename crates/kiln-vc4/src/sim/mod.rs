@@ -11,7 +11,7 @@
 //!   counts one cycle.
 //!
 //! Not modelled as stalls: VPM/DMA waits (transfers complete immediately), SFU (r4 is ready
-//! two instructions after the write, reading it earlier is an error), regfile read-after-write
+//! in the third instruction after the write, reading it earlier is an error), regfile read-after-write
 //! (a file register written by instruction i reads its old value in instruction i + 1).
 
 pub mod alu;
@@ -46,7 +46,7 @@ pub struct SimError {
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SimErrorKind {
-    #[error("r4 read before the SFU result is ready (needs two instructions after the write)")]
+    #[error("r4 read before the SFU result is ready (two instructions must separate the SFU write and the read)")]
     R4TooEarly,
     #[error("TMU{0} request FIFO overflow (more than {TMU_FIFO_DEPTH} outstanding lookups)")]
     TmuFifoOverflow(usize),
@@ -310,7 +310,7 @@ impl Machine {
             return Err(SimErrorKind::PastEnd(qpu.pc));
         }
         let instr = program.instrs[idx];
-        // An SFU result lands in r4 two instructions after the write.
+        // An SFU result lands in r4 for the third instruction after the write.
         if let Some((vals, ready)) = qpu.sfu {
             if qpu.instructions >= ready {
                 qpu.acc[4] = vals;
@@ -789,7 +789,7 @@ fn write_dst(
         waddr::MUTEX_RELEASE => *sx.mutex = None,
         waddr::SFU_RECIP..=waddr::SFU_LOG => {
             let r: [u32; 16] = std::array::from_fn(|i| sfu::sfu(waddr, vals[i]));
-            qpu.sfu = Some((r, qpu.instructions + 2));
+            qpu.sfu = Some((r, qpu.instructions + 3));
         }
         waddr::TMU0_S..=waddr::TMU1_B => {
             let unit = ((waddr - 56) / 4) as usize;
