@@ -136,6 +136,10 @@ pub fn c_fixed(x: f64, prec: usize) -> String {
 /// Disassembles one instruction word.
 pub fn disasm(word: u64, style: Style) -> String {
     let mut out = String::new();
+    let word = match style {
+        Style::Mesa => word,
+        Style::Kiln => super::asm::normalize(word),
+    };
     match decode(word) {
         Instr::Branch(b) => branch(&mut out, &b, style),
         Instr::LoadImm(l) => {
@@ -224,19 +228,19 @@ fn branch(out: &mut String, b: &Branch, style: Style) {
             ..WriteFields::NONE
         };
         out.push_str(", ");
-        dst(out, &w, false, style);
+        dst(out, &w, false, style, false);
         out.push_str(", ");
-        dst(out, &w, true, style);
+        dst(out, &w, true, style, false);
     }
 }
 
 fn imm_dsts(out: &mut String, w: &WriteFields, style: Style) {
-    dst(out, w, false, style);
-    if w.waddr_add != waddr::NOP {
+    dst(out, w, false, style, false);
+    if w.waddr_add != waddr::NOP || (style == Style::Kiln && w.sf) {
         out.push_str(w.cond_add.suffix());
     }
     out.push_str(", ");
-    dst(out, w, true, style);
+    dst(out, w, true, style, false);
     if w.waddr_mul != waddr::NOP {
         out.push_str(w.cond_mul.suffix());
     }
@@ -244,12 +248,14 @@ fn imm_dsts(out: &mut String, w: &WriteFields, style: Style) {
 }
 
 /// Mesa `print_alu_dst`.
-fn dst(out: &mut String, w: &WriteFields, is_mul: bool, style: Style) {
+fn dst(out: &mut String, w: &WriteFields, is_mul: bool, style: Style, r4_unpack: bool) {
     let is_a = is_mul == w.ws;
     let waddr = if is_mul { w.waddr_mul } else { w.waddr_add };
     let file = if is_a { "a" } else { "b" };
     if waddr <= 31 {
         out.push_str(&format!("r{file}{waddr}"));
+    } else if waddr == waddr::R5 && style == Style::Kiln {
+        out.push_str(if is_a { "r5quad" } else { "r5rep" });
     } else if let Some(n) = special_write(waddr, is_a) {
         out.push_str(n);
     } else {
@@ -257,7 +263,14 @@ fn dst(out: &mut String, w: &WriteFields, is_mul: bool, style: Style) {
     }
     if is_mul && w.pm {
         match PACK_MUL_NAMES[w.pack as usize] {
-            Some(n) => out.push_str(n),
+            Some(n)
+                if style == Style::Mesa
+                    || w.pack == 0
+                    || super::asm::pm1_pack_evident(w, r4_unpack) =>
+            {
+                out.push_str(n)
+            }
+            Some(_) => out.push_str(&format!(".pack{}", w.pack)),
             None if style == Style::Mesa => out.push_str("???"),
             None => out.push_str(&format!(".pack{}", w.pack)),
         }
@@ -307,7 +320,16 @@ fn src(out: &mut String, a: &AluInstr, mux: Mux, is_mul: bool, style: Style) {
             } else {
                 special_read_b(raddr)
             };
-            out.push_str(n.unwrap_or("???"));
+            match n {
+                Some(n) => {
+                    if style == Style::Kiln && !is_a && b_needs_prefix(a) {
+                        out.push_str("b:");
+                    }
+                    out.push_str(n)
+                }
+                None if style == Style::Mesa => out.push_str("???"),
+                None => out.push_str(&format!("{}{raddr}?", if is_a { "a" } else { "b" })),
+            }
         }
     }
     if rotating && is_mul && !(mux == Mux::B) {
@@ -319,6 +341,17 @@ fn src(out: &mut String, a: &AluInstr, mux: Mux, is_mul: bool, style: Style) {
             out.push_str(a.unpack.name());
         }
     }
+}
+
+/// Kiln style: a file-B read of a name both files share needs `b:` when the assembler
+/// would otherwise put it in file A (see `asm::normalize`).
+fn b_needs_prefix(a: &AluInstr) -> bool {
+    if !super::asm::shared_read_name(a.raddr_b) {
+        return false;
+    }
+    let muxes = [a.add_a, a.add_b, a.mul_a, a.mul_b];
+    a.raddr_a == a.raddr_b
+        || (!muxes.contains(&Mux::A) && a.unpack != Unpack::None && !a.w.pm)
 }
 
 /// True when some operand shows (consumes) the unpack field.
@@ -338,9 +371,22 @@ fn alu(out: &mut String, a: &AluInstr, style: Style) {
         out.push_str(signal_name(a.sig));
         out.push(' ');
     }
-    if style == Style::Kiln && a.unpack != Unpack::None && !unpack_consumed(a) {
-        out.push_str(&format!("unpack.{} ", a.unpack.name()));
+    if style == Style::Kiln {
+        if a.unpack != Unpack::None && !unpack_consumed(a) {
+            out.push_str(&format!("unpack.{} ", a.unpack.name()));
+        }
+        let muxes = [a.add_a, a.add_b, a.mul_a, a.mul_b];
+        if !muxes.contains(&Mux::A) && super::asm::read_has_side_effect(a.raddr_a) {
+            out.push_str(&format!("read_a.{} ", special_read_a(a.raddr_a).unwrap_or("?")));
+        }
+        if a.sig != Signal::SmallImm
+            && !muxes.contains(&Mux::B)
+            && super::asm::read_has_side_effect(a.raddr_b)
+        {
+            out.push_str(&format!("read_b.{} ", special_read_b(a.raddr_b).unwrap_or("?")));
+        }
     }
+    let r4_unpack = a.w.pm && a.unpack != Unpack::None && [a.add_a, a.add_b, a.mul_a, a.mul_b].contains(&Mux::R4);
     // add op
     let is_mov = a.op_add == AddOp::Or && a.add_a == a.add_b;
     if is_mov {
@@ -359,7 +405,7 @@ fn alu(out: &mut String, a: &AluInstr, style: Style) {
         out.push_str(a.w.cond_add.suffix());
     }
     out.push(' ');
-    dst(out, &a.w, false, style);
+    dst(out, &a.w, false, style, r4_unpack);
     out.push_str(", ");
     src(out, a, a.add_a, false, style);
     if !is_mov {
@@ -377,7 +423,7 @@ fn alu(out: &mut String, a: &AluInstr, style: Style) {
         out.push_str(a.w.cond_mul.suffix());
     }
     out.push(' ');
-    dst(out, &a.w, true, style);
+    dst(out, &a.w, true, style, r4_unpack);
     out.push_str(", ");
     src(out, a, a.mul_a, true, style);
     if !is_mov {

@@ -1,5 +1,6 @@
 //! The VideoCore IV QPU instruction set: typed model, encoding, text and rules.
 
+pub mod asm;
 pub mod disasm;
 pub mod fields;
 pub mod instr;
@@ -9,3 +10,4 @@ pub use disasm::{Style, disasm, disasm_program};
 pub use fields::*;
 pub use instr::*;
 pub use validate::{Rule, Violation, validate};
+pub use asm::{AsmError, assemble, assemble_line, normalize};
