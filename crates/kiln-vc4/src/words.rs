@@ -56,7 +56,8 @@ pub fn from_hex_text(text: &str) -> Result<Vec<u64>, WordsError> {
                 line: ln + 1,
                 token: tok.to_string(),
             };
-            let (digits, prefixed) = match tok.strip_prefix("0x").or_else(|| tok.strip_prefix("0X")) {
+            let (digits, prefixed) = match tok.strip_prefix("0x").or_else(|| tok.strip_prefix("0X"))
+            {
                 Some(d) => (d, true),
                 None => (tok, false),
             };
@@ -122,12 +123,18 @@ mod tests {
     #[test]
     fn errors() {
         assert_eq!(from_binary(&[0; 9]), Err(WordsError::OddLength(9)));
-        assert!(matches!(from_hex_text("xyz"), Err(WordsError::BadHex { line: 1, .. })));
+        assert!(matches!(
+            from_hex_text("xyz"),
+            Err(WordsError::BadHex { line: 1, .. })
+        ));
         assert_eq!(from_hex_text("0x1"), Err(WordsError::OddHalves(1)));
         assert!(matches!(
             from_hex_text("0x1 0x2\n1002082715827d80"),
             Err(WordsError::Mixed { line: 2 })
         ));
-        assert!(matches!(from_hex_text("12345"), Err(WordsError::BadHex { .. })));
+        assert!(matches!(
+            from_hex_text("12345"),
+            Err(WordsError::BadHex { .. })
+        ));
     }
 }

@@ -30,9 +30,16 @@ fn every_disasm_tsv_word_roundtrips() {
     let fails: Vec<String> = text
         .lines()
         .skip(1)
-        .filter_map(|l| roundtrip(u64::from_str_radix(l.split('\t').next().unwrap(), 16).unwrap()).err())
+        .filter_map(|l| {
+            roundtrip(u64::from_str_radix(l.split('\t').next().unwrap(), 16).unwrap()).err()
+        })
         .collect();
-    assert!(fails.is_empty(), "{} words:\n{}", fails.len(), fails[..fails.len().min(15)].join("\n"));
+    assert!(
+        fails.is_empty(),
+        "{} words:\n{}",
+        fails.len(),
+        fails[..fails.len().min(15)].join("\n")
+    );
 }
 
 #[test]
@@ -53,7 +60,8 @@ fn every_golden_program_roundtrips() {
 
 #[test]
 fn normalize_is_idempotent_and_keeps_real_programs_mostly_unchanged() {
-    let words = words::parse(&std::fs::read(golden().join("programs/shader_256.hex")).unwrap()).unwrap();
+    let words =
+        words::parse(&std::fs::read(golden().join("programs/shader_256.hex")).unwrap()).unwrap();
     for w in &words {
         assert_eq!(normalize(normalize(*w)), normalize(*w));
     }

@@ -39,7 +39,9 @@ fn disasm_tsv_every_row() {
                 }
             }
         } else if k == mesa {
-            kiln_fail.push(format!("{word:016x} ({note}): kiln text shows nothing more: {k}"));
+            kiln_fail.push(format!(
+                "{word:016x} ({note}): kiln text shows nothing more: {k}"
+            ));
         }
     }
     assert_eq!(rows, 3912);

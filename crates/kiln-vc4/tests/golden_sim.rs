@@ -112,7 +112,9 @@ fn run_case(case: &Value) -> Result<Vec<String>, String> {
     let mut m = Machine::new(4 << 20, Program::new(base, &code));
     for (name, b) in case["buffers"].as_object().unwrap() {
         let addr = b["address"].as_u64().unwrap() as u32;
-        m.mem.write_words(addr, &u32s(&case["inputs"][name])).unwrap();
+        m.mem
+            .write_words(addr, &u32s(&case["inputs"][name]))
+            .unwrap();
     }
     let streams = case["uniforms_per_thread"].as_array().unwrap();
     let addrs = u32s(&case["uniforms_address"]);
@@ -166,7 +168,12 @@ fn every_golden_sim_case_passes() {
         }
     }
     assert_eq!(n, 42);
-    assert!(failed.is_empty(), "{} of {n} cases fail:\n{}", failed.len(), failed.join("\n"));
+    assert!(
+        failed.is_empty(),
+        "{} of {n} cases fail:\n{}",
+        failed.len(),
+        failed.join("\n")
+    );
 }
 
 /// The checker agrees with the reference expectations (`check.py --self`).

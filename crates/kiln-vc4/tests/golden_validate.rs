@@ -108,7 +108,12 @@ fn validate_tsv_every_row() {
         }
     }
     assert_eq!(rows, 92);
-    assert!(fails.is_empty(), "{} rows differ:\n{}", fails.len(), fails.join("\n"));
+    assert!(
+        fails.is_empty(),
+        "{} rows differ:\n{}",
+        fails.len(),
+        fails.join("\n")
+    );
 }
 
 #[test]
@@ -129,9 +134,16 @@ fn validate_programs_tsv() {
         // GPU_FFT shaders run on real hardware: kiln's flow-aware rules accept them, as vc4asm
         // does; sgemm rotates r2 right after a conditional write to it (Mesa's reason).
         if vc4asm_accepts {
-            assert!(got.is_empty(), "{file}: {:?}", got.iter().map(|v| v.to_string()).collect::<Vec<_>>());
+            assert!(
+                got.is_empty(),
+                "{file}: {:?}",
+                got.iter().map(|v| v.to_string()).collect::<Vec<_>>()
+            );
         } else {
-            assert!(got.iter().any(|v| v.rule == Rule::Rotation), "{file}: {got:?}");
+            assert!(
+                got.iter().any(|v| v.rule == Rule::Rotation),
+                "{file}: {got:?}"
+            );
         }
         checked += 1;
     }

@@ -47,14 +47,22 @@ fn peripherals() {
     let both = mov(waddr::TMU0_S, Mux::R0)
         .mul(MulOp::V8min, waddr::SFU_RECIP, Mux::R1, Mux::R1)
         .encode();
-    check(Rule::Peripherals, &[both, nop()], &[mov(waddr::TMU0_S, Mux::R0).encode(), nop()]);
+    check(
+        Rule::Peripherals,
+        &[both, nop()],
+        &[mov(waddr::TMU0_S, Mux::R0).encode(), nop()],
+    );
 }
 
 #[test]
 fn thread_end() {
     let bad = mov(3, Mux::R0).sig(Signal::ProgramEnd).encode();
     let good = mov(waddr::R0, Mux::R0).sig(Signal::ProgramEnd).encode();
-    check(Rule::ThreadEnd, &[nop(), nop(), bad, nop(), nop()], &[nop(), nop(), good, nop(), nop()]);
+    check(
+        Rule::ThreadEnd,
+        &[nop(), nop(), bad, nop(), nop()],
+        &[nop(), nop(), good, nop(), nop()],
+    );
     let unif = mov(waddr::R0, Mux::A).raddr_a(raddr::UNIFORM).encode();
     assert!(rules(&[nop(), nop(), thrend(), nop(), unif]).contains(&Rule::ThreadEnd));
     let z = mov(waddr::TLB_Z, Mux::R0).encode();
@@ -65,14 +73,22 @@ fn thread_end() {
 #[test]
 fn first_two() {
     let sb = AluInstr::nop().sig(Signal::ScoreboardWait).encode();
-    check(Rule::FirstTwo, &[nop(), sb, nop()], &[nop(), nop(), sb, nop()]);
+    check(
+        Rule::FirstTwo,
+        &[nop(), sb, nop()],
+        &[nop(), nop(), sb, nop()],
+    );
 }
 
 #[test]
 fn tmu_noswap() {
     let ns = mov(waddr::TMU_NOSWAP, Mux::R0).encode();
     let s = mov(waddr::TMU0_S, Mux::R1).encode();
-    check(Rule::TmuNoswap, &[ns, nop(), nop(), s, nop()], &[ns, nop(), nop(), nop(), s, nop()]);
+    check(
+        Rule::TmuNoswap,
+        &[ns, nop(), nop(), s, nop()],
+        &[ns, nop(), nop(), nop(), s, nop()],
+    );
 }
 
 #[test]
@@ -93,7 +109,11 @@ fn rotation() {
         .mul(MulOp::V8min, waddr::R1, Mux::R0, Mux::R0)
         .small_imm(49)
         .encode();
-    check(Rule::Rotation, &[nop(), rot_ra, nop()], &[nop(), rot_r0, nop()]);
+    check(
+        Rule::Rotation,
+        &[nop(), rot_ra, nop()],
+        &[nop(), rot_r0, nop()],
+    );
     let w0 = mov(waddr::R0, Mux::R1).encode();
     assert!(rules(&[w0, rot_r0]).contains(&Rule::Rotation));
     let w5 = mov(waddr::R5, Mux::R1).encode();
@@ -135,7 +155,11 @@ fn vc4asm_rules() {
         &[br, nop(), nop(), br, nop(), nop(), nop()],
     );
     let cond_tmu = mov(waddr::TMU0_S, Mux::R0).cond_add(Cond::Zs).encode();
-    check(Rule::ConditionalPeripheral, &[cond_tmu], &[mov(waddr::TMU0_S, Mux::R0).encode()]);
+    check(
+        Rule::ConditionalPeripheral,
+        &[cond_tmu],
+        &[mov(waddr::TMU0_S, Mux::R0).encode()],
+    );
     let dual = mov(waddr::R1, Mux::R0).mul(MulOp::V8min, waddr::R1, Mux::R1, Mux::R1);
     check(
         Rule::DualWrite,
@@ -145,7 +169,11 @@ fn vc4asm_rules() {
     let setup = mov(waddr::VPM_SETUP, Mux::R0)
         .mul(MulOp::V8min, waddr::R1, Mux::A, Mux::A)
         .raddr_a(raddr::VPM);
-    check(Rule::VpmSetup, &[setup.encode()], &[mov(waddr::VPM_SETUP, Mux::R0).encode()]);
+    check(
+        Rule::VpmSetup,
+        &[setup.encode()],
+        &[mov(waddr::VPM_SETUP, Mux::R0).encode()],
+    );
 }
 
 #[test]

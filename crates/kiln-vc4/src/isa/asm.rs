@@ -202,7 +202,8 @@ fn strip_comment(line: &str) -> &str {
 fn is_ident(s: &str) -> bool {
     let mut c = s.chars();
     matches!(c.next(), Some(ch) if ch.is_ascii_alphabetic() || ch == '_' || ch == '.')
-        && s.chars().all(|ch| ch.is_ascii_alphanumeric() || ch == '_' || ch == '.')
+        && s.chars()
+            .all(|ch| ch.is_ascii_alphanumeric() || ch == '_' || ch == '.')
 }
 
 fn parse_int(s: &str) -> Option<i64> {
@@ -232,7 +233,11 @@ pub fn assemble(text: &str) -> Result<Vec<u64>, AsmError> {
                 break;
             }
             if labels.insert(name.to_string(), lines.len()).is_some() {
-                return Err(Ctx { line: ln + 1, text: raw }.err(name, format!("label `{name}` defined twice")));
+                return Err(Ctx {
+                    line: ln + 1,
+                    text: raw,
+                }
+                .err(name, format!("label `{name}` defined twice")));
             }
             code = code[p + 1..].trim();
         }
@@ -242,7 +247,10 @@ pub fn assemble(text: &str) -> Result<Vec<u64>, AsmError> {
     }
     let mut out = Vec::with_capacity(lines.len());
     for (idx, (ln, raw, code)) in lines.iter().enumerate() {
-        let cx = Ctx { line: *ln, text: raw };
+        let cx = Ctx {
+            line: *ln,
+            text: raw,
+        };
         out.push(encode(&parse_instr(&cx, code, idx, &labels)?));
     }
     Ok(out)
@@ -296,7 +304,9 @@ fn parse_dst<'a>(cx: &Ctx, s: &'a str, allow_cond: bool) -> Result<Dst<'a>, AsmE
         (n, Some(false))
     } else if let Some(q) = name.strip_suffix('?') {
         let (f, n) = q.split_at(1);
-        let n: u8 = n.parse().map_err(|_| cx.err(s, format!("bad destination `{s}`")))?;
+        let n: u8 = n
+            .parse()
+            .map_err(|_| cx.err(s, format!("bad destination `{s}`")))?;
         (n, Some(f == "a"))
     } else {
         match name {
@@ -361,7 +371,14 @@ fn parse_pack(cx: &Ctx, p: &str) -> Result<(Option<bool>, u8), AsmError> {
         .iter()
         .position(|n| *n == p)
         .ok_or_else(|| cx.err(p, format!("unknown pack `{p}`")))? as u8;
-    Ok((if (3..=7).contains(&code) { None } else { Some(false) }, code))
+    Ok((
+        if (3..=7).contains(&code) {
+            None
+        } else {
+            Some(false)
+        },
+        code,
+    ))
 }
 
 fn parse_instr(
@@ -471,7 +488,12 @@ fn parse_branch(
             b.waddr_add = da.waddr;
             b.waddr_mul = dm.waddr;
         }
-        _ => return Err(cx.err(args, "branch takes a target and optionally two link destinations")),
+        _ => {
+            return Err(cx.err(
+                args,
+                "branch takes a target and optionally two link destinations",
+            ));
+        }
     }
     Ok(Instr::Branch(b))
 }
@@ -536,7 +558,16 @@ fn parse_imm(cx: &Ctx, head: &str, args: &str) -> Result<Instr, AsmError> {
     };
     let mut add_file = da.file;
     let mut mul_file = dm.file;
-    apply_packs(cx, a[0], &mut w, &da, &dm, &mut add_file, &mut mul_file, false)?;
+    apply_packs(
+        cx,
+        a[0],
+        &mut w,
+        &da,
+        &dm,
+        &mut add_file,
+        &mut mul_file,
+        false,
+    )?;
     w.ws = side_constraints(cx, a[0], add_file, mul_file)?.unwrap_or(false);
     Ok(match mn {
         "load_imm" => Instr::LoadImm(LoadImm { mode, w, imm }),
@@ -629,7 +660,10 @@ fn small_imm_code(s: &str) -> Option<u8> {
             _ => None,
         };
     }
-    if let Some(n) = s.strip_prefix("<bad imm ").and_then(|r| r.strip_suffix('>')) {
+    if let Some(n) = s
+        .strip_prefix("<bad imm ")
+        .and_then(|r| r.strip_suffix('>'))
+    {
         return n.parse::<u8>().ok().filter(|n| *n < 64);
     }
     let f: f32 = s.parse().ok()?;
@@ -671,7 +705,11 @@ fn parse_src(cx: &Ctx, s: &str) -> Result<Operand, AsmError> {
         });
         body = &body[..p];
     }
-    let src = if let Some(n) = body.strip_prefix('r').and_then(|n| n.parse::<u8>().ok()).filter(|n| *n <= 5 && body.len() == 2) {
+    let src = if let Some(n) = body
+        .strip_prefix('r')
+        .and_then(|n| n.parse::<u8>().ok())
+        .filter(|n| *n <= 5 && body.len() == 2)
+    {
         Src::Acc(n)
     } else if let Some(n) = body.strip_prefix("ra").and_then(|n| n.parse::<u8>().ok()) {
         if n > 31 {
@@ -689,7 +727,10 @@ fn parse_src(cx: &Ctx, s: &str) -> Result<Operand, AsmError> {
             Some(b) => Src::Special(None, Some(b)),
             None => return Err(cx.err(s, format!("unknown read `{n}`"))),
         }
-    } else if let Some(q) = body.strip_suffix('?').filter(|q| q.starts_with('a') || q.starts_with('b')) {
+    } else if let Some(q) = body
+        .strip_suffix('?')
+        .filter(|q| q.starts_with('a') || q.starts_with('b'))
+    {
         let n: u8 = q[1..]
             .parse()
             .ok()
@@ -896,8 +937,9 @@ fn parse_alu(cx: &Ctx, code: &str) -> Result<Instr, AsmError> {
         {
             sig = *s;
         } else if let Some(u) = tok.strip_prefix("unpack.") {
-            prefix_unpack =
-                Some(Unpack::from_name(u).ok_or_else(|| cx.err(tok, format!("unknown unpack `{u}`")))?);
+            prefix_unpack = Some(
+                Unpack::from_name(u).ok_or_else(|| cx.err(tok, format!("unknown unpack `{u}`")))?,
+            );
         } else if let Some(n) = tok.strip_prefix("read_a.") {
             let r = (32..64)
                 .find(|r| special_read_a(*r) == Some(n))
@@ -934,12 +976,16 @@ fn parse_alu(cx: &Ctx, code: &str) -> Result<Instr, AsmError> {
         let (opcode, is_mov) = match op.name {
             "mov" => (AddOp::Or, true),
             "???" => {
-                return Err(cx.err(op.name, "undefined add opcode `???` cannot be assembled (write `op_addN`)"));
+                return Err(cx.err(
+                    op.name,
+                    "undefined add opcode `???` cannot be assembled (write `op_addN`)",
+                ));
             }
             n => match n.strip_prefix("op_add").and_then(|x| x.parse::<u8>().ok()) {
                 Some(c) if c < 32 => (AddOp::from_bits(c), false),
                 _ => (
-                    AddOp::from_name(n).ok_or_else(|| cx.err(n, format!("unknown add op `{n}`")))?,
+                    AddOp::from_name(n)
+                        .ok_or_else(|| cx.err(n, format!("unknown add op `{n}`")))?,
                     false,
                 ),
             },
@@ -1003,7 +1049,13 @@ fn parse_alu(cx: &Ctx, code: &str) -> Result<Instr, AsmError> {
             if let Some((text, op, is_mul)) = slot {
                 let shared = matches!(op.src, Src::Special(Some(x), Some(y)) if x == y);
                 // fixed file, then shared names with an unpack (file A), then the others
-                let p = if !shared { 0 } else if op.unpack.is_some() { 1 } else { 2 };
+                let p = if !shared {
+                    0
+                } else if op.unpack.is_some() {
+                    1
+                } else {
+                    2
+                };
                 if p == pass {
                     muxes[k] = st.mux(cx, text, op, *is_mul)?;
                 }
@@ -1063,7 +1115,10 @@ fn parse_alu(cx: &Ctx, code: &str) -> Result<Instr, AsmError> {
         a.sig = Signal::SmallImm;
         a.raddr_b = si;
         if sig != Signal::None && sig != Signal::SmallImm {
-            return Err(cx.err(code, "a small immediate cannot be combined with another signal"));
+            return Err(cx.err(
+                code,
+                "a small immediate cannot be combined with another signal",
+            ));
         }
     } else if sig == Signal::SmallImm {
         if st.raddr_b.is_some() {

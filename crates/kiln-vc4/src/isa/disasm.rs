@@ -350,8 +350,7 @@ fn b_needs_prefix(a: &AluInstr) -> bool {
         return false;
     }
     let muxes = [a.add_a, a.add_b, a.mul_a, a.mul_b];
-    a.raddr_a == a.raddr_b
-        || (!muxes.contains(&Mux::A) && a.unpack != Unpack::None && !a.w.pm)
+    a.raddr_a == a.raddr_b || (!muxes.contains(&Mux::A) && a.unpack != Unpack::None && !a.w.pm)
 }
 
 /// True when some operand shows (consumes) the unpack field.
@@ -377,16 +376,24 @@ fn alu(out: &mut String, a: &AluInstr, style: Style) {
         }
         let muxes = [a.add_a, a.add_b, a.mul_a, a.mul_b];
         if !muxes.contains(&Mux::A) && super::asm::read_has_side_effect(a.raddr_a) {
-            out.push_str(&format!("read_a.{} ", special_read_a(a.raddr_a).unwrap_or("?")));
+            out.push_str(&format!(
+                "read_a.{} ",
+                special_read_a(a.raddr_a).unwrap_or("?")
+            ));
         }
         if a.sig != Signal::SmallImm
             && !muxes.contains(&Mux::B)
             && super::asm::read_has_side_effect(a.raddr_b)
         {
-            out.push_str(&format!("read_b.{} ", special_read_b(a.raddr_b).unwrap_or("?")));
+            out.push_str(&format!(
+                "read_b.{} ",
+                special_read_b(a.raddr_b).unwrap_or("?")
+            ));
         }
     }
-    let r4_unpack = a.w.pm && a.unpack != Unpack::None && [a.add_a, a.add_b, a.mul_a, a.mul_b].contains(&Mux::R4);
+    let r4_unpack = a.w.pm
+        && a.unpack != Unpack::None
+        && [a.add_a, a.add_b, a.mul_a, a.mul_b].contains(&Mux::R4);
     // add op
     let is_mov = a.op_add == AddOp::Or && a.add_a == a.add_b;
     if is_mov {

@@ -405,8 +405,22 @@ impl Unpack {
 
 /// Mesa's names of the pm = 0 (file A) pack codes, index = code.
 pub const PACK_A_NAMES: [&str; 16] = [
-    "", ".16a", ".16b", ".8888", ".8a", ".8b", ".8c", ".8d", ".sat", ".16a.sat", ".16b.sat",
-    ".8888.sat", ".8a.sat", ".8b.sat", ".8c.sat", ".8d.sat",
+    "",
+    ".16a",
+    ".16b",
+    ".8888",
+    ".8a",
+    ".8b",
+    ".8c",
+    ".8d",
+    ".sat",
+    ".16a.sat",
+    ".16b.sat",
+    ".8888.sat",
+    ".8a.sat",
+    ".8b.sat",
+    ".8c.sat",
+    ".8d.sat",
 ];
 
 /// Mesa's names of the pm = 1 (mul) pack codes; `None` = no name (Mesa prints `???`).

@@ -6,8 +6,8 @@ pub mod fields;
 pub mod instr;
 pub mod validate;
 
+pub use asm::{AsmError, assemble, assemble_line, normalize};
 pub use disasm::{Style, disasm, disasm_program};
 pub use fields::*;
 pub use instr::*;
 pub use validate::{Rule, Violation, validate};
-pub use asm::{AsmError, assemble, assemble_line, normalize};

@@ -83,7 +83,13 @@ pub struct Violation {
 
 impl std::fmt::Display for Violation {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "instruction {}: [{}] {}", self.index, self.rule.name(), self.message)
+        write!(
+            f,
+            "instruction {}: [{}] {}",
+            self.index,
+            self.rule.name(),
+            self.message
+        )
     }
 }
 
@@ -392,7 +398,10 @@ pub fn validate_instrs(prog: &[Instr]) -> Vec<Violation> {
         // 5. TMU no-swap
         if writes_addr(ins, waddr::TMU_NOSWAP) {
             for (j, d) in following(&succ, i, 3) {
-                if writes(&prog[j]).iter().any(|w| (56..=63).contains(&w.waddr)) {
+                if writes(&prog[j])
+                    .iter()
+                    .any(|w| (56..=63).contains(&w.waddr))
+                {
                     add(
                         j,
                         Rule::TmuNoswap,
@@ -418,7 +427,9 @@ pub fn validate_instrs(prog: &[Instr]) -> Vec<Violation> {
                     add(
                         j,
                         Rule::UniformsAddress,
-                        format!("uniform read {d} instruction(s) after the uniforms-address write at {i}"),
+                        format!(
+                            "uniform read {d} instruction(s) after the uniforms-address write at {i}"
+                        ),
                     );
                 }
             }
@@ -427,18 +438,29 @@ pub fn validate_instrs(prog: &[Instr]) -> Vec<Violation> {
         if let Instr::Alu(a) = ins {
             if a.sig == Signal::SmallImm && a.raddr_b >= 48 && a.op_mul != MulOp::Nop {
                 if a.mul_a as u8 > 3 || a.mul_b as u8 > 3 {
-                    add(i, Rule::Rotation, "rotation with a mul input other than r0–r3".into());
+                    add(
+                        i,
+                        Rule::Rotation,
+                        "rotation with a mul input other than r0–r3".into(),
+                    );
                 }
                 for &p in &preds[i] {
                     if a.raddr_b == 48 && writes_addr(&prog[p], waddr::R5) {
-                        add(i, Rule::Rotation, format!("rotate by r5 right after the r5 write at {p}"));
+                        add(
+                            i,
+                            Rule::Rotation,
+                            format!("rotate by r5 right after the r5 write at {p}"),
+                        );
                     }
                     for m in [a.mul_a, a.mul_b] {
                         if (m as u8) <= 3 && writes_addr(&prog[p], waddr::R0 + m as u8) {
                             add(
                                 i,
                                 Rule::Rotation,
-                                format!("rotated r{} written by the previous instruction {p}", m as u8),
+                                format!(
+                                    "rotated r{} written by the previous instruction {p}",
+                                    m as u8
+                                ),
                             );
                         }
                     }
@@ -453,7 +475,9 @@ pub fn validate_instrs(prog: &[Instr]) -> Vec<Violation> {
                         add(
                             j,
                             Rule::TlbZMsFlags,
-                            format!("ms_flags read {d} instruction(s) after the TLB Z write at {i}"),
+                            format!(
+                                "ms_flags read {d} instruction(s) after the TLB Z write at {i}"
+                            ),
                         );
                     }
                 }
@@ -463,26 +487,51 @@ pub fn validate_instrs(prog: &[Instr]) -> Vec<Violation> {
         if matches!(ins, Instr::Branch(_)) {
             for j in i + 1..(i + 3).min(n) {
                 if matches!(prog[j], Instr::Branch(_)) {
-                    add(j, Rule::BranchDistance, format!("branch within three instructions of the branch at {i}"));
+                    add(
+                        j,
+                        Rule::BranchDistance,
+                        format!("branch within three instructions of the branch at {i}"),
+                    );
                 }
             }
         }
         for w in &ws {
-            let periph = (56..=63).contains(&w.waddr) || w.waddr == waddr::TMU_NOSWAP || (48..=50).contains(&w.waddr);
+            let periph = (56..=63).contains(&w.waddr)
+                || w.waddr == waddr::TMU_NOSWAP
+                || (48..=50).contains(&w.waddr);
             if periph && !matches!(w.cond, Cond::Always | Cond::Never) {
-                add(i, Rule::ConditionalPeripheral, format!("conditional write to peripheral address {}", w.waddr));
+                add(
+                    i,
+                    Rule::ConditionalPeripheral,
+                    format!("conditional write to peripheral address {}", w.waddr),
+                );
             }
         }
-        if ws.len() == 2 && ws[0].waddr == ws[1].waddr && (ws[0].waddr >= 32 || ws[0].file_a == ws[1].file_a)
+        if ws.len() == 2
+            && ws[0].waddr == ws[1].waddr
+            && (ws[0].waddr >= 32 || ws[0].file_a == ws[1].file_a)
             && !inverse(ws[0].cond, ws[1].cond)
         {
-            add(i, Rule::DualWrite, format!("both units write address {} without inverse conditions", ws[0].waddr));
+            add(
+                i,
+                Rule::DualWrite,
+                format!(
+                    "both units write address {} without inverse conditions",
+                    ws[0].waddr
+                ),
+            );
         }
         let setup_writes = ws.iter().filter(|w| w.waddr == waddr::VPM_SETUP).count();
         if setup_writes > 0
-            && (setup_writes > 1 || reads_io(ins, raddr::VPM) || ws.iter().any(|w| w.waddr == waddr::VPM))
+            && (setup_writes > 1
+                || reads_io(ins, raddr::VPM)
+                || ws.iter().any(|w| w.waddr == waddr::VPM))
         {
-            add(i, Rule::VpmSetup, "VPM setup write together with another VPM access".into());
+            add(
+                i,
+                Rule::VpmSetup,
+                "VPM setup write together with another VPM access".into(),
+            );
         }
     }
 
@@ -496,13 +545,26 @@ pub fn validate_instrs(prog: &[Instr]) -> Vec<Violation> {
             continue;
         }
         if writes(ins).iter().any(|w| w.waddr < 32) {
-            add(i, Rule::ThreadEnd, "thread end writes register file A or B".into());
+            add(
+                i,
+                Rule::ThreadEnd,
+                "thread end writes register file A or B".into(),
+            );
         }
         if is_tlb(ins) && !scoreboard_locked {
-            add(i, Rule::ThreadEnd, "TLB access in the thread end instruction without an earlier scoreboard wait".into());
+            add(
+                i,
+                Rule::ThreadEnd,
+                "TLB access in the thread end instruction without an earlier scoreboard wait"
+                    .into(),
+            );
         }
         if i + 2 >= n {
-            add(i, Rule::ThreadEnd, "program ends before the two thread-end delay slots".into());
+            add(
+                i,
+                Rule::ThreadEnd,
+                "program ends before the two thread-end delay slots".into(),
+            );
         }
         for j in i..(i + 3).min(n) {
             let p = &prog[j];
@@ -511,21 +573,39 @@ pub fn validate_instrs(prog: &[Instr]) -> Vec<Violation> {
                 || reads_io(p, raddr::UNIFORM)
                 || reads_io(p, raddr::VPM)
             {
-                add(j, Rule::ThreadEnd, format!("varying, uniform or VPM access in thread end slot {}", j - i));
+                add(
+                    j,
+                    Rule::ThreadEnd,
+                    format!(
+                        "varying, uniform or VPM access in thread end slot {}",
+                        j - i
+                    ),
+                );
             }
             let (ra, rb) = regfile_reads(p);
             if ra == Some(14) || rb == Some(14) || writes(p).iter().any(|w| w.waddr == 14) {
-                add(j, Rule::ThreadEnd, format!("register 14 used in thread end slot {}", j - i));
+                add(
+                    j,
+                    Rule::ThreadEnd,
+                    format!("register 14 used in thread end slot {}", j - i),
+                );
             }
         }
         if i + 2 < n && writes_addr(&prog[i + 2], waddr::TLB_Z) {
-            add(i + 2, Rule::ThreadEnd, "final instruction writes TLB Z".into());
+            add(
+                i + 2,
+                Rule::ThreadEnd,
+                "final instruction writes TLB Z".into(),
+            );
         }
     }
 
     // Threaded shaders (Mesa).
     let threaded = prog.iter().any(|p| {
-        matches!(sig(p), Some(Signal::ThreadSwitch | Signal::LastThreadSwitch))
+        matches!(
+            sig(p),
+            Some(Signal::ThreadSwitch | Signal::LastThreadSwitch)
+        )
     });
     if threaded {
         let mut last_found = false;
@@ -536,7 +616,12 @@ pub fn validate_instrs(prog: &[Instr]) -> Vec<Violation> {
         for (i, ins) in prog.iter().enumerate() {
             if switch_at == Some(i) {
                 if last_outstanding != 0 {
-                    add(i, Rule::ThreadSwitch, "thread switch with results of the previous switch still in the TMU FIFO".into());
+                    add(
+                        i,
+                        Rule::ThreadSwitch,
+                        "thread switch with results of the previous switch still in the TMU FIFO"
+                            .into(),
+                    );
                 }
                 last_outstanding = outstanding;
                 outstanding = 0;
@@ -547,28 +632,48 @@ pub fn validate_instrs(prog: &[Instr]) -> Vec<Violation> {
             match sig(ins) {
                 Some(s @ (Signal::ThreadSwitch | Signal::LastThreadSwitch)) => {
                     if locked {
-                        add(i, Rule::ThreadSwitch, "thread switch with the scoreboard locked".into());
+                        add(
+                            i,
+                            Rule::ThreadSwitch,
+                            "thread switch with the scoreboard locked".into(),
+                        );
                     }
                     if last_found {
-                        add(i, Rule::ThreadSwitch, "thread switch after a last thread switch".into());
+                        add(
+                            i,
+                            Rule::ThreadSwitch,
+                            "thread switch after a last thread switch".into(),
+                        );
                     }
                     if s == Signal::LastThreadSwitch {
                         last_found = true;
                     }
                     if switch_at.is_some_and(|t| i < t) {
-                        add(i, Rule::ThreadSwitch, "thread switch with a thread switch queued".into());
+                        add(
+                            i,
+                            Rule::ThreadSwitch,
+                            "thread switch with a thread switch queued".into(),
+                        );
                     }
                     switch_at = Some(i + 3);
                 }
                 Some(Signal::LoadTmu0 | Signal::LoadTmu1) => {
                     if last_outstanding == 0 {
-                        add(i, Rule::ThreadSwitch, "TMU load with nothing requested before the previous thread switch".into());
+                        add(
+                            i,
+                            Rule::ThreadSwitch,
+                            "TMU load with nothing requested before the previous thread switch"
+                                .into(),
+                        );
                     }
                     last_outstanding -= 1;
                 }
                 _ => {}
             }
-            if writes(ins).iter().any(|w| w.waddr == waddr::TMU0_S || w.waddr == waddr::TMU1_S) {
+            if writes(ins)
+                .iter()
+                .any(|w| w.waddr == waddr::TMU0_S || w.waddr == waddr::TMU1_S)
+            {
                 outstanding += 1;
             }
         }

@@ -294,7 +294,11 @@ pub fn unpack_a(u: Unpack, v: u32, float: bool) -> u32 {
     match u {
         Unpack::None => v,
         Unpack::U16a | Unpack::U16b => {
-            let h = if u == Unpack::U16a { v as u16 } else { (v >> 16) as u16 };
+            let h = if u == Unpack::U16a {
+                v as u16
+            } else {
+                (v >> 16) as u16
+            };
             if float {
                 f16_to_f32(h).to_bits()
             } else {
@@ -348,7 +352,10 @@ pub fn pack_a(code: u8, r: LaneResult, float: bool) -> (u32, u32) {
             let k = (code - 4) as u32;
             ((v & 255) << (8 * k), 0xff << (8 * k))
         }
-        8 => (ival.clamp(i32::MIN as i64, i32::MAX as i64) as i32 as u32, 0xffff_ffff),
+        8 => (
+            ival.clamp(i32::MIN as i64, i32::MAX as i64) as i32 as u32,
+            0xffff_ffff,
+        ),
         11 => (sat8(v as i32 as i64) * 0x0101_0101, 0xffff_ffff),
         _ => {
             let k = (code - 12) as u32;
@@ -428,14 +435,20 @@ mod tests {
 
     #[test]
     fn ftoi_out_of_range() {
-        assert_eq!(add_op(AddOp::Ftoi, f(-2.7), 0).unwrap().value, (-2i32) as u32);
+        assert_eq!(
+            add_op(AddOp::Ftoi, f(-2.7), 0).unwrap().value,
+            (-2i32) as u32
+        );
         assert_eq!(add_op(AddOp::Ftoi, f(3e9), 0).unwrap().value, 0);
         assert_eq!(add_op(AddOp::Ftoi, f(f32::NAN), 0).unwrap().value, 0);
     }
 
     #[test]
     fn v8_ops_saturate() {
-        assert_eq!(mul_op(MulOp::V8adds, 0x80ff_0102, 0x8001_0203).value, 0xffff_0305);
+        assert_eq!(
+            mul_op(MulOp::V8adds, 0x80ff_0102, 0x8001_0203).value,
+            0xffff_0305
+        );
         assert_eq!(mul_op(MulOp::V8subs, 0x0010_0000, 0x0120_0000).value, 0);
         assert_eq!(mul_op(MulOp::V8muld, 0xff80, 0xff80).value, 0xff40);
     }

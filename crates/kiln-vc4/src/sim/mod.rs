@@ -46,7 +46,9 @@ pub struct SimError {
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SimErrorKind {
-    #[error("r4 read before the SFU result is ready (two instructions must separate the SFU write and the read)")]
+    #[error(
+        "r4 read before the SFU result is ready (two instructions must separate the SFU write and the read)"
+    )]
     R4TooEarly,
     #[error("TMU{0} request FIFO overflow (more than {TMU_FIFO_DEPTH} outstanding lookups)")]
     TmuFifoOverflow(usize),
@@ -383,8 +385,26 @@ impl Machine {
                     ..WriteFields::NONE
                 };
                 let vals = [link; 16];
-                write_dst(qpu, &mut sx, &w, false, &vals, 0xffff, u32::MAX, &mut new_pending)?;
-                write_dst(qpu, &mut sx, &w, true, &vals, 0xffff, u32::MAX, &mut new_pending)?;
+                write_dst(
+                    qpu,
+                    &mut sx,
+                    &w,
+                    false,
+                    &vals,
+                    0xffff,
+                    u32::MAX,
+                    &mut new_pending,
+                )?;
+                write_dst(
+                    qpu,
+                    &mut sx,
+                    &w,
+                    true,
+                    &vals,
+                    0xffff,
+                    u32::MAX,
+                    &mut new_pending,
+                )?;
             }
         }
         // Register-file writes of the previous instruction become visible now.
@@ -609,11 +629,7 @@ fn exec_alu(
         if !uses || lanes == 0 {
             continue;
         }
-        let waddr = if is_mul {
-            a.w.waddr_mul
-        } else {
-            a.w.waddr_add
-        };
+        let waddr = if is_mul { a.w.waddr_mul } else { a.w.waddr_add };
         let is_a = is_mul == a.w.ws;
         let mut vals = [0u32; 16];
         let mut mask = u32::MAX;
@@ -762,7 +778,9 @@ fn write_dst(
             let v: [u32; 16] = std::array::from_fn(|i| if is_a { vals[i & !3] } else { vals[0] });
             merge(&mut qpu.acc[5], &v, 0xffff, mask);
         }
-        waddr::HOST_INT => qpu.host_int.push(vals[lanes.trailing_zeros() as usize & 15]),
+        waddr::HOST_INT => qpu
+            .host_int
+            .push(vals[lanes.trailing_zeros() as usize & 15]),
         waddr::UNIFORMS_ADDRESS => qpu.unif_addr = vals[lanes.trailing_zeros() as usize & 15],
         waddr::TLB_STENCIL_SETUP => sx.tlb.stencil_setup = Some(vals[0]),
         waddr::TLB_Z => sx.tlb.write_z(qpu.frag_xy.0, qpu.frag_xy.1, vals, lanes),
@@ -833,16 +851,11 @@ fn tmu_write(
         let cfg = tmu::TexConfig::from_params(p0, p1);
         let tc = t.coords[0].unwrap_or([0; 16]);
         for i in 0..16 {
-            out[i] = tmu::sample(
-                sx.mem,
-                &cfg,
-                f32::from_bits(vals[i]),
-                f32::from_bits(tc[i]),
-            )
-            .map_err(|e| match e {
-                tmu::TmuError::Memory(a) => SimErrorKind::Memory(a),
-                tmu::TmuError::UnsupportedFormat(t) => SimErrorKind::UnsupportedTexture(t),
-            })?;
+            out[i] = tmu::sample(sx.mem, &cfg, f32::from_bits(vals[i]), f32::from_bits(tc[i]))
+                .map_err(|e| match e {
+                    tmu::TmuError::Memory(a) => SimErrorKind::Memory(a),
+                    tmu::TmuError::UnsupportedFormat(t) => SimErrorKind::UnsupportedTexture(t),
+                })?;
         }
     }
     t.coords = [None; 3];

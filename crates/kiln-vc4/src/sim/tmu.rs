@@ -141,7 +141,8 @@ mod tests {
     fn store(mem: &mut Memory, base: u32, w: u32, h: u32, f: impl Fn(u32, u32) -> u32) {
         for y in 0..h {
             for x in 0..w {
-                mem.write_u32(base + texel_offset(w, h, x, y), f(x, y)).unwrap();
+                mem.write_u32(base + texel_offset(w, h, x, y), f(x, y))
+                    .unwrap();
             }
         }
     }
@@ -182,7 +183,13 @@ mod tests {
     #[test]
     fn bilinear_interpolates_bytes() {
         let mut mem = Memory::new(0x10000);
-        store(&mut mem, 0x1000, 2, 2, |x, _| if x == 0 { 0 } else { 0xc8c8_c8c8 });
+        store(
+            &mut mem,
+            0x1000,
+            2,
+            2,
+            |x, _| if x == 0 { 0 } else { 0xc8c8_c8c8 },
+        );
         let p1 = (2 << 20) | (2 << 8) | 1 | 4; // linear, clamp
         let c = TexConfig::from_params(0x1000, p1);
         assert_eq!(sample(&mem, &c, 0.5, 0.5).unwrap(), 0x6464_6464);

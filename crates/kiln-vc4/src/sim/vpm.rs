@@ -78,7 +78,11 @@ fn locate(g: &Generic, lane: usize) -> (usize, u32, u32) {
             if g.horizontal {
                 ((y * 16 + lane) % (VPM_ROWS * 16), 8 * b, 0xff)
             } else {
-                ((((y & !15) + lane) * 16 + (y & 15)) % (VPM_ROWS * 16), 8 * b, 0xff)
+                (
+                    (((y & !15) + lane) * 16 + (y & 15)) % (VPM_ROWS * 16),
+                    8 * b,
+                    0xff,
+                )
             }
         }
         // 16-bit: ADDR[7:1] = Y, ADDR[0] = half
@@ -87,7 +91,11 @@ fn locate(g: &Generic, lane: usize) -> (usize, u32, u32) {
             if g.horizontal {
                 ((y * 16 + lane) % (VPM_ROWS * 16), 16 * h, 0xffff)
             } else {
-                ((((y & !15) + lane) * 16 + (y & 15)) % (VPM_ROWS * 16), 16 * h, 0xffff)
+                (
+                    (((y & !15) + lane) * 16 + (y & 15)) % (VPM_ROWS * 16),
+                    16 * h,
+                    0xffff,
+                )
             }
         }
         // 32-bit: horizontal ADDR = Y; vertical ADDR[7:4] = Y block, ADDR[3:0] = X
@@ -95,7 +103,11 @@ fn locate(g: &Generic, lane: usize) -> (usize, u32, u32) {
             if g.horizontal {
                 ((a * 16 + lane) % (VPM_ROWS * 16), 0, u32::MAX)
             } else {
-                ((((a & !15) + lane) * 16 + (a & 15)) % (VPM_ROWS * 16), 0, u32::MAX)
+                (
+                    (((a & !15) + lane) * 16 + (a & 15)) % (VPM_ROWS * 16),
+                    0,
+                    u32::MAX,
+                )
             }
         }
     }
@@ -193,9 +205,14 @@ impl Vpm {
         let mut a = addr;
         for u in 0..units as usize {
             for d in 0..depth as usize {
-                let (y, x) = if horiz { (y0 + u, x0 + d) } else { (y0 + d, x0 + u) };
+                let (y, x) = if horiz {
+                    (y0 + u, x0 + d)
+                } else {
+                    (y0 + d, x0 + u)
+                };
                 let idx = ((y + x / 16) * 16 + x % 16) % (VPM_ROWS * 16);
-                mem.write_u32(a, self.data[idx]).ok_or(VpmError::Memory(a))?;
+                mem.write_u32(a, self.data[idx])
+                    .ok_or(VpmError::Memory(a))?;
                 a = a.wrapping_add(4);
             }
             a = a.wrapping_add(port.vdw_stride);
