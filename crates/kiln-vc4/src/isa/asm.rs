@@ -48,12 +48,17 @@ pub fn unpack_consumed(a: &AluInstr) -> bool {
     [a.add_a, a.add_b, a.mul_a, a.mul_b].contains(&want)
 }
 
-/// Whether the text of a pm = 1 mul pack (codes 3–7) shows pm unambiguously: the pack could
-/// otherwise be read as a pm = 0 pack on a file-A mul destination.
+/// True when the mul destination's name shows that it is in file A (`raN`, `quad_x`,
+/// `vr_setup`, `vr_addr`, `r5quad`, the unnamed `a47?`).
+pub fn mul_dst_names_a(w: &WriteFields) -> bool {
+    w.ws && (waddr_uses_ws(w.waddr_mul) || w.waddr_mul == waddr::TLB_ALPHA_MASK)
+}
+
+/// Whether Mesa's name of a pm = 1 mul pack (codes 3–7) reads back as pm = 1: it does unless
+/// the mul destination is named in file A (then the same name means a pm = 0 pack) and no
+/// r4 operand shows the pm = 1 unpack.
 pub fn pm1_pack_evident(w: &WriteFields, r4_unpack_shown: bool) -> bool {
-    let mul_b_named = (w.waddr_mul < 32 || matches!(w.waddr_mul, 37 | 41 | 49 | 50)) && !w.ws;
-    let add_a_named = (w.waddr_add < 32 || matches!(w.waddr_add, 37 | 41 | 49 | 50)) && !w.ws;
-    r4_unpack_shown || mul_b_named || add_a_named
+    r4_unpack_shown || !mul_dst_names_a(w)
 }
 
 /// Canonical form of an instruction word: the fields text cannot show and the machine does
@@ -356,6 +361,14 @@ fn parse_dst<'a>(cx: &Ctx, s: &'a str, allow_cond: bool) -> Result<Dst<'a>, AsmE
 /// Pack text → (pm, code). `.packN` is always pm = 1; named packs return pm = None when both
 /// tables have the name (3–7), the caller decides.
 fn parse_pack(cx: &Ctx, p: &str) -> Result<(Option<bool>, u8), AsmError> {
+    if let Some(n) = p.strip_prefix(".apack") {
+        let n: u8 = n
+            .parse()
+            .ok()
+            .filter(|n| *n < 16)
+            .ok_or_else(|| cx.err(p, format!("bad pack `{p}`")))?;
+        return Ok((Some(false), n));
+    }
     if let Some(n) = p.strip_prefix(".pack") {
         let n: u8 = n
             .parse()
@@ -600,8 +613,8 @@ fn apply_packs(
     let mut pm: Option<bool> = None;
     if let Some(p) = da.pack {
         let (_, code) = parse_pack(cx, p)?;
-        if p.starts_with(".pack") {
-            return Err(cx.err(p, "mul packs go on the mul destination"));
+        if p.starts_with(".pack") || p.starts_with(".apack") {
+            return Err(cx.err(p, "`.packN` / `.apackN` go on the mul destination"));
         }
         pm = Some(false);
         w.pack = code;
@@ -613,10 +626,9 @@ fn apply_packs(
         }
         let (which, code) = parse_pack(cx, p)?;
         w.pack = code;
-        let evident = pm1_evidence || *mul_file == Some(false) || *add_file == Some(true);
         let is_pm1 = match which {
             Some(x) => x,
-            None => evident,
+            None => pm1_evidence || *mul_file != Some(true),
         };
         if is_pm1 {
             pm = Some(true);

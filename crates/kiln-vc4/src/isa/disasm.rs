@@ -275,7 +275,15 @@ fn dst(out: &mut String, w: &WriteFields, is_mul: bool, style: Style, r4_unpack:
             None => out.push_str(&format!(".pack{}", w.pack)),
         }
     } else if is_a && !w.pm {
-        out.push_str(PACK_A_NAMES[w.pack as usize]);
+        if style == Style::Kiln
+            && is_mul
+            && (3..=7).contains(&w.pack)
+            && !super::asm::mul_dst_names_a(w)
+        {
+            out.push_str(&format!(".apack{}", w.pack));
+        } else {
+            out.push_str(PACK_A_NAMES[w.pack as usize]);
+        }
     }
 }
 
