@@ -8,7 +8,9 @@ fn golden() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/vc4/golden")
 }
 
-const EXTRAS: &[&str] = &["read_a.", "read_b.", "b:", "?", "r5quad", "r5rep", ".pack"];
+const EXTRAS: &[&str] = &[
+    "read_a.", "read_b.", "b:", "?", "r5quad", "r5rep", ".pack", ".apack",
+];
 
 #[test]
 fn disasm_tsv_every_row() {

@@ -100,7 +100,6 @@ pub fn normalize(word: u64) -> u64 {
                 && shared_read_name(a.raddr_b)
                 && !muxes.contains(&Mux::A)
                 && a.raddr_a == raddr::NOP
-                && !(a.w.pm && false)
             {
                 // file A free: the same read through file A (unpack applies only to file A
                 // with pm = 0, so keep file B when an unpack would change meaning)
@@ -140,7 +139,7 @@ pub fn normalize(word: u64) -> u64 {
             }
             if !waddr_uses_ws(a.w.waddr_add)
                 && !waddr_uses_ws(a.w.waddr_mul)
-                && !(!a.w.pm && a.w.pack != 0)
+                && (a.w.pm || a.w.pack == 0)
             {
                 a.w.ws = false;
             }
@@ -155,8 +154,7 @@ pub fn normalize(word: u64) -> u64 {
             if w.pack == 0 {
                 w.pm = false;
             }
-            if !waddr_uses_ws(w.waddr_add) && !waddr_uses_ws(w.waddr_mul) && !(!w.pm && w.pack != 0)
-            {
+            if !waddr_uses_ws(w.waddr_add) && !waddr_uses_ws(w.waddr_mul) && (w.pm || w.pack == 0) {
                 w.ws = false;
             }
         }

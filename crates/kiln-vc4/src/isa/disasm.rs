@@ -343,11 +343,9 @@ fn src(out: &mut String, a: &AluInstr, mux: Mux, is_mul: bool, style: Style) {
     if rotating && is_mul && !(mux == Mux::B) {
         out.push_str(&rot_suffix(si));
     }
-    if (mux == Mux::A && !a.w.pm) || (mux == Mux::R4 && a.w.pm) {
-        if a.unpack != Unpack::None {
-            out.push('.');
-            out.push_str(a.unpack.name());
-        }
+    if ((mux == Mux::A && !a.w.pm) || (mux == Mux::R4 && a.w.pm)) && a.unpack != Unpack::None {
+        out.push('.');
+        out.push_str(a.unpack.name());
     }
 }
 

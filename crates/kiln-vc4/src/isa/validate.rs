@@ -485,8 +485,8 @@ pub fn validate_instrs(prog: &[Instr]) -> Vec<Violation> {
         }
         // 9. branches, conditional peripheral writes, dual writes, VPM setup
         if matches!(ins, Instr::Branch(_)) {
-            for j in i + 1..(i + 3).min(n) {
-                if matches!(prog[j], Instr::Branch(_)) {
+            for (j, p) in prog.iter().enumerate().take((i + 3).min(n)).skip(i + 1) {
+                if matches!(p, Instr::Branch(_)) {
                     add(
                         j,
                         Rule::BranchDistance,
@@ -566,8 +566,7 @@ pub fn validate_instrs(prog: &[Instr]) -> Vec<Violation> {
                 "program ends before the two thread-end delay slots".into(),
             );
         }
-        for j in i..(i + 3).min(n) {
-            let p = &prog[j];
+        for (j, p) in prog.iter().enumerate().take((i + 3).min(n)).skip(i) {
             if writes_addr(p, waddr::VPM)
                 || reads_io(p, raddr::VARYING)
                 || reads_io(p, raddr::UNIFORM)

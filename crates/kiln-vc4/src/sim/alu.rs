@@ -53,13 +53,9 @@ fn add_rtz(a: f32, b: f32) -> f32 {
         return f32::MAX.copysign(f);
     }
     let diff = (f as f64 - s) - err; // f - exact
-    if f > 0.0 && diff > 0.0 {
+    // rounded away from zero: step one ulp back toward zero
+    if (f > 0.0 && diff > 0.0) || (f < 0.0 && diff < 0.0) {
         f32::from_bits(f.to_bits() - 1)
-    } else if f < 0.0 && diff < 0.0 {
-        f32::from_bits(f.to_bits() - 1)
-    } else if f == 0.0 && (s + err) != 0.0 {
-        // tiny exact result rounded to zero: still zero after flush
-        f
     } else {
         f
     }

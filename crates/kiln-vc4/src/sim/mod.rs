@@ -590,13 +590,13 @@ fn exec_alu(
     let mut add_r = [LaneResult::default(); 16];
     let mut mul_r = [LaneResult::default(); 16];
     if uses_add {
-        for i in 0..16 {
-            add_r[i] = alu::add_op(a.op_add, ops.add_a[i], ops.add_b[i]).unwrap_or_default();
+        for (i, r) in add_r.iter_mut().enumerate() {
+            *r = alu::add_op(a.op_add, ops.add_a[i], ops.add_b[i]).unwrap_or_default();
         }
     }
     if uses_mul {
-        for i in 0..16 {
-            mul_r[i] = alu::mul_op(a.op_mul, ops.mul_a[i], ops.mul_b[i]);
+        for (i, r) in mul_r.iter_mut().enumerate() {
+            *r = alu::mul_op(a.op_mul, ops.mul_a[i], ops.mul_b[i]);
         }
     }
     let (z, n, c) = (qpu.z, qpu.n, qpu.c);

@@ -120,12 +120,8 @@ impl Vpm {
         let mut out = [0u32; 16];
         for (lane, o) in out.iter_mut().enumerate() {
             let (idx, shift, mask) = locate(&g, lane);
-            let v = (self.data[idx] >> shift) & mask;
-            *o = if mask == u32::MAX || g.laned {
-                v
-            } else {
-                v // packed reads return the zero-extended field
-            };
+            // 8/16-bit reads return the zero-extended field
+            *o = (self.data[idx] >> shift) & mask;
         }
         port.read.addr = (g.addr + g.stride) & 255;
         out
