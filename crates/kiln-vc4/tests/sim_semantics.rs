@@ -442,3 +442,29 @@ fn semaphores_block_and_detect_deadlock() {
     m.run(100).unwrap();
     assert_eq!(m.semaphores[2], 0);
 }
+
+mod fuzz {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(500))]
+        /// Any program (random words, with common forms more likely) ends with Ok or a
+        /// `SimError` carrying a valid index, never a panic.
+        #[test]
+        fn random_programs_never_panic(words in proptest::collection::vec(any::<u64>(), 1..24),
+                                       sigs in proptest::collection::vec(0u64..16, 24)) {
+            let code: Vec<u64> = words.iter().zip(&sigs).map(|(w, s)| {
+                // avoid most breakpoints/undefined ops so that runs get further
+                let s = if *s == 0 { 1 } else { *s };
+                (s << 60) | (w & ((1 << 60) - 1))
+            }).collect();
+            let mut m = Machine::new(1 << 20, Program::new(BASE, &code));
+            m.mem.write_words(UNIF, &[0x1000; 64]).unwrap();
+            m.add_qpu(UNIF);
+            if let Err(e) = m.run(300) {
+                prop_assert!(e.index < code.len() || matches!(e.kind, SimErrorKind::PastEnd(_)));
+            }
+        }
+    }
+}

@@ -1,6 +1,7 @@
 //! The VideoCore IV QPU instruction set: typed model, encoding, text and rules.
 
 pub mod asm;
+pub mod builder;
 pub mod disasm;
 pub mod fields;
 pub mod instr;
