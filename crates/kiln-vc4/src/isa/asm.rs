@@ -37,9 +37,9 @@ pub fn shared_read_name(raddr: u8) -> bool {
     matches!(raddr, 32 | 35 | 39 | 48 | 51)
 }
 
-/// True when the write address depends on ws for its meaning.
+/// True when the write address depends on ws for its meaning or its name (`a47?`/`b47?`).
 fn waddr_uses_ws(w: u8) -> bool {
-    w < 32 || matches!(w, 37 | 41 | 49 | 50)
+    w < 32 || matches!(w, 37 | 41 | 47 | 49 | 50)
 }
 
 /// True when some operand of `a` shows (consumes) the unpack field.
@@ -51,7 +51,7 @@ pub fn unpack_consumed(a: &AluInstr) -> bool {
 /// True when the mul destination's name shows that it is in file A (`raN`, `quad_x`,
 /// `vr_setup`, `vr_addr`, `r5quad`, the unnamed `a47?`).
 pub fn mul_dst_names_a(w: &WriteFields) -> bool {
-    w.ws && (waddr_uses_ws(w.waddr_mul) || w.waddr_mul == waddr::TLB_ALPHA_MASK)
+    w.ws && waddr_uses_ws(w.waddr_mul)
 }
 
 /// Whether Mesa's name of a pm = 1 mul pack (codes 3–7) reads back as pm = 1: it does unless
@@ -69,7 +69,7 @@ pub fn pm1_pack_evident(w: &WriteFields, r4_unpack_shown: bool) -> bool {
 /// shared-name address (uni, vary, nop, vpm, mutex) through file B moves to file A when
 /// file A is free; pm → 0 when there is no pack and no operand consumes the unpack.
 /// All forms: ws → 0 when no destination depends on it (no file register, r5, quad x/y,
-/// VPM setup/address, and no pm = 0 pack). Load immediate / semaphore: a destination `nop`
+/// alpha mask, VPM setup/address, and no pm = 0 pack). Load immediate / semaphore: a destination `nop`
 /// has its condition → never (the add condition is kept when sf is set: it selects the
 /// lanes whose flags are set); pm → 0 without pack. Branch: unused bits 59:56 → 0, raddr_a
 /// → 0 without `reg`.
