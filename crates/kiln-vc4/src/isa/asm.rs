@@ -534,9 +534,16 @@ fn parse_imm(cx: &Ctx, head: &str, args: &str) -> Result<Instr, AsmError> {
         Some(p) => args[..p].trim(),
         None => args,
     };
-    let a = split_args(args);
+    let mut a = split_args(args);
+    if a.len() == 2 {
+        // `load_imm dst, value`: the mul destination is nop
+        a.insert(1, "nop");
+    }
     if a.len() != 3 {
-        return Err(cx.err(head, format!("`{mn}` takes two destinations and a value")));
+        return Err(cx.err(
+            head,
+            format!("`{mn}` takes one or two destinations and a value"),
+        ));
     }
     let da = parse_dst(cx, a[0], true)?;
     let dm = parse_dst(cx, a[1], true)?;
@@ -1165,7 +1172,7 @@ mod tests {
     #[test]
     fn labels_and_comments() {
         let p = assemble(
-            "start: load_imm r1, nop, 3   # counter\n\
+            "start: load_imm r1, 3   # counter\n\
              loop:\n  sub.sf r1, r1, 1 ; nop nop, r0, r0 // decrement\n\
              branch.any_zc.rel loop\n nop\n nop\n nop\n\
              branch start\n",

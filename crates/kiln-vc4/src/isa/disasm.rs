@@ -359,25 +359,13 @@ fn b_needs_prefix(a: &AluInstr) -> bool {
     a.raddr_a == a.raddr_b || (!muxes.contains(&Mux::A) && a.unpack != Unpack::None && !a.w.pm)
 }
 
-/// True when some operand shows (consumes) the unpack field.
-pub fn unpack_consumed(a: &AluInstr) -> bool {
-    let want = if a.w.pm { Mux::R4 } else { Mux::A };
-    let mut muxes = vec![a.mul_a, a.mul_b];
-    let is_mov_add = a.op_add == AddOp::Or && a.add_a == a.add_b;
-    muxes.push(a.add_a);
-    if !is_mov_add {
-        muxes.push(a.add_b);
-    }
-    muxes.contains(&want)
-}
-
 fn alu(out: &mut String, a: &AluInstr, style: Style) {
     if a.sig != Signal::None {
         out.push_str(signal_name(a.sig));
         out.push(' ');
     }
     if style == Style::Kiln {
-        if a.unpack != Unpack::None && !unpack_consumed(a) {
+        if a.unpack != Unpack::None && !super::asm::unpack_consumed(a) {
             out.push_str(&format!("unpack.{} ", a.unpack.name()));
         }
         let muxes = [a.add_a, a.add_b, a.mul_a, a.mul_b];
