@@ -95,7 +95,7 @@ fn fcmp_gt(a: f32, b: f32) -> bool {
 }
 
 /// One lane of the add unit. `None` for undefined opcodes.
-#[inline]
+#[inline(always)]
 pub fn add_op(op: AddOp, a: u32, b: u32) -> Option<LaneResult> {
     let r = |value: u32, carry: bool| LaneResult {
         value,
@@ -186,7 +186,7 @@ pub fn add_op(op: AddOp, a: u32, b: u32) -> Option<LaneResult> {
     })
 }
 
-#[inline]
+#[inline(always)]
 fn v8(a: u32, b: u32, f: impl Fn(u32, u32) -> u32) -> u32 {
     let mut out = 0;
     for k in 0..4 {
@@ -198,7 +198,7 @@ fn v8(a: u32, b: u32, f: impl Fn(u32, u32) -> u32) -> u32 {
 }
 
 /// One lane of the mul unit.
-#[inline]
+#[inline(always)]
 pub fn mul_op(op: MulOp, a: u32, b: u32) -> LaneResult {
     let value = match op {
         MulOp::Nop => 0,
@@ -215,6 +215,75 @@ pub fn mul_op(op: MulOp, a: u32, b: u32) -> LaneResult {
         carry: false,
         wide: value as i32 as i64,
     }
+}
+
+macro_rules! per_op {
+    ($op:expr, $f:ident, $a:expr, $b:expr, $out:expr, [$($v:pat),*]) => {
+        match $op {
+            $(op @ $v => {
+                for i in 0..16 {
+                    $out[i] = $f(op, $a[i], $b[i]);
+                }
+            })*
+        }
+    };
+}
+
+/// The add unit over 16 lanes (the opcode is dispatched once, not per lane). Undefined
+/// opcodes give zeros; the caller reports them.
+pub fn add_vec(op: AddOp, a: &[u32; 16], b: &[u32; 16], out: &mut [LaneResult; 16]) {
+    use AddOp::*;
+    #[inline(always)]
+    fn f(op: AddOp, x: u32, y: u32) -> LaneResult {
+        add_op(op, x, y).unwrap_or_default()
+    }
+    per_op!(
+        op,
+        f,
+        a,
+        b,
+        out,
+        [
+            Nop,
+            Fadd,
+            Fsub,
+            Fmin,
+            Fmax,
+            Fminabs,
+            Fmaxabs,
+            Ftoi,
+            Itof,
+            Add,
+            Sub,
+            Shr,
+            Asr,
+            Ror,
+            Shl,
+            Min,
+            Max,
+            And,
+            Or,
+            Xor,
+            Not,
+            Clz,
+            V8adds,
+            V8subs,
+            Undefined(_)
+        ]
+    )
+}
+
+/// The mul unit over 16 lanes.
+pub fn mul_vec(op: MulOp, a: &[u32; 16], b: &[u32; 16], out: &mut [LaneResult; 16]) {
+    use MulOp::*;
+    per_op!(
+        op,
+        mul_op,
+        a,
+        b,
+        out,
+        [Nop, Fmul, Mul24, V8muld, V8min, V8max, V8adds, V8subs]
+    )
 }
 
 /// Z, N flags of a result.

@@ -567,11 +567,28 @@ fn exec_alu(
     };
     let add_float = alu::add_reads_float(a.op_add);
     let mul_float = a.op_mul == MulOp::Fmul;
+    let zero = [0u32; 16];
     let mut ops = Operands {
-        add_a: fetch(a.add_a, add_float),
-        add_b: fetch(a.add_b, add_float),
-        mul_a: fetch(a.mul_a, mul_float),
-        mul_b: fetch(a.mul_b, mul_float),
+        add_a: if uses_add {
+            fetch(a.add_a, add_float)
+        } else {
+            zero
+        },
+        add_b: if uses_add {
+            fetch(a.add_b, add_float)
+        } else {
+            zero
+        },
+        mul_a: if uses_mul {
+            fetch(a.mul_a, mul_float)
+        } else {
+            zero
+        },
+        mul_b: if uses_mul {
+            fetch(a.mul_b, mul_float)
+        } else {
+            zero
+        },
     };
     // Mul-input rotation (small immediate 48–63): full for r0–r3, per quad otherwise.
     if small && a.raddr_b >= 48 {
@@ -590,14 +607,10 @@ fn exec_alu(
     let mut add_r = [LaneResult::default(); 16];
     let mut mul_r = [LaneResult::default(); 16];
     if uses_add {
-        for (i, r) in add_r.iter_mut().enumerate() {
-            *r = alu::add_op(a.op_add, ops.add_a[i], ops.add_b[i]).unwrap_or_default();
-        }
+        alu::add_vec(a.op_add, &ops.add_a, &ops.add_b, &mut add_r);
     }
     if uses_mul {
-        for (i, r) in mul_r.iter_mut().enumerate() {
-            *r = alu::mul_op(a.op_mul, ops.mul_a[i], ops.mul_b[i]);
-        }
+        alu::mul_vec(a.op_mul, &ops.mul_a, &ops.mul_b, &mut mul_r);
     }
     let (z, n, c) = (qpu.z, qpu.n, qpu.c);
     let add_lanes = if uses_add {
