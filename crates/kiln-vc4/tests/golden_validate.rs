@@ -149,3 +149,54 @@ fn validate_programs_tsv() {
     }
     assert!(checked >= 16, "{checked}");
 }
+
+/// Mesa's own verdict, reproduced: identical verdict and abort message on every row.
+#[test]
+fn mesa_verdicts_reproduced_on_every_row() {
+    let text = std::fs::read_to_string(golden().join("validate.tsv")).unwrap();
+    let mut fails = Vec::new();
+    let mut rows = 0;
+    for line in text.lines().skip(1) {
+        let cols: Vec<&str> = line.split('\t').collect();
+        let words: Vec<u64> = cols[2]
+            .split(' ')
+            .map(|w| u64::from_str_radix(w, 16).unwrap())
+            .collect();
+        let got = match kiln_vc4::isa::validate_mesa(&words) {
+            Ok(()) => "accept".to_string(),
+            Err(r) => format!("reject: {}", r.message),
+        };
+        rows += 1;
+        if got != cols[3] {
+            fails.push(format!("{}:\n  want {}\n  got  {got}", cols[0], cols[3]));
+        }
+    }
+    assert_eq!(rows, 92);
+    assert!(
+        fails.is_empty(),
+        "{} rows differ:\n{}",
+        fails.len(),
+        fails.join("\n")
+    );
+}
+
+#[test]
+fn mesa_verdicts_reproduced_on_programs() {
+    let text = std::fs::read_to_string(golden().join("validate_programs.tsv")).unwrap();
+    let mut n = 0;
+    for line in text.lines().skip(1) {
+        let cols: Vec<&str> = line.split('\t').collect();
+        let file = cols[0].rsplit('/').next().unwrap();
+        let Ok(bytes) = std::fs::read(golden().join("programs").join(file)) else {
+            continue;
+        };
+        let words = words::parse(&bytes).unwrap();
+        let got = match kiln_vc4::isa::validate_mesa(&words) {
+            Ok(()) => "accept".to_string(),
+            Err(r) => format!("reject: {}", r.message),
+        };
+        assert_eq!(got, cols[2], "{file}");
+        n += 1;
+    }
+    assert!(n >= 16);
+}

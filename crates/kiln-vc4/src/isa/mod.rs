@@ -6,9 +6,11 @@ pub mod disasm;
 pub mod fields;
 pub mod instr;
 pub mod validate;
+pub mod validate_mesa;
 
 pub use asm::{AsmError, assemble, assemble_line, normalize};
 pub use disasm::{Style, disasm, disasm_program};
 pub use fields::*;
 pub use instr::*;
 pub use validate::{Rule, Violation, validate};
+pub use validate_mesa::{MesaReject, validate_mesa};
