@@ -63,7 +63,7 @@ fn sf_accesses(w: u64) -> u32 {
     }
     n += (raddr_a(w) == 51) as u32;
     n += (raddr_b(w) == 51 && sig(w) != 13) as u32;
-    n += matches!(sig(w), 8 | 9 | 10 | 11) as u32;
+    n += matches!(sig(w), 8..=11) as u32;
     n
 }
 
