@@ -24,10 +24,38 @@ fn read_input(path: &Path) -> Result<Vec<u8>> {
     }
 }
 
+/// How a program file is read.
+#[derive(Clone, Copy, Debug, Default, ValueEnum)]
+pub enum InputFormat {
+    /// Text if the file is printable ASCII (hex words, else assembly), raw binary otherwise.
+    #[default]
+    Auto,
+    /// Raw little-endian 64-bit words.
+    Binary,
+    /// Hex words (16 digits bit 63 first, or `0xLOW, 0xHIGH` pairs).
+    Hex,
+    /// Assembly text.
+    Asm,
+}
+
 /// Program words from raw little-endian binary, hex text, or (for text that is not hex)
 /// assembly source.
-fn read_program(path: &Path) -> Result<Vec<u64>> {
+fn read_program(path: &Path, format: InputFormat) -> Result<Vec<u64>> {
     let bytes = read_input(path)?;
+    let text =
+        || std::str::from_utf8(&bytes).map_err(|_| miette!("{}: not UTF-8 text", path.display()));
+    match format {
+        InputFormat::Binary => {
+            return words::from_binary(&bytes).map_err(|e| miette!("{}: {e}", path.display()));
+        }
+        InputFormat::Hex => {
+            return words::from_hex_text(text()?).map_err(|e| miette!("{}: {e}", path.display()));
+        }
+        InputFormat::Asm => {
+            return isa::assemble(text()?).map_err(|e| miette!("{}:{e}", path.display()));
+        }
+        InputFormat::Auto => {}
+    }
     match words::parse(&bytes) {
         Ok(w) => Ok(w),
         Err(e @ words::WordsError::OddLength(_)) => Err(miette!("{}: {e}", path.display())),
@@ -63,10 +91,13 @@ pub struct DisasmArgs {
     /// Prefix each line with the instruction index and word.
     #[arg(long)]
     pub words: bool,
+    /// Input format.
+    #[arg(long, value_enum, default_value = "auto")]
+    pub format: InputFormat,
 }
 
 pub fn run_disasm(args: DisasmArgs) -> Result<()> {
-    let code = read_program(&args.file)?;
+    let code = read_program(&args.file, args.format)?;
     let style = match args.style {
         StyleArg::Mesa => Style::Mesa,
         StyleArg::Kiln => Style::Kiln,
@@ -148,6 +179,9 @@ pub struct SimArgs {
     /// Print the state as JSON.
     #[arg(long)]
     pub json: bool,
+    /// Input format.
+    #[arg(long, value_enum, default_value = "auto")]
+    pub format: InputFormat,
 }
 
 fn parse_u32(s: &str) -> std::result::Result<u32, String> {
@@ -209,7 +243,7 @@ fn lanes_text(v: &[u32; 16]) -> String {
 }
 
 pub fn run_sim(args: SimArgs) -> Result<()> {
-    let code = read_program(&args.file)?;
+    let code = read_program(&args.file, args.format)?;
     if code.is_empty() {
         return Err(miette!("{}: empty program", args.file.display()));
     }
