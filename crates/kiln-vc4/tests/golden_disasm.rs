@@ -8,6 +8,60 @@ fn golden() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/vc4/golden")
 }
 
+/// What the kiln text must contain for each kind of note (any of the strings).
+fn shown_by_kiln(note: &str) -> Vec<String> {
+    let num = |s: &str| -> u8 {
+        s.split(|c: char| !c.is_ascii_digit())
+            .find(|t| !t.is_empty())
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    if note.starts_with("branch:") {
+        // link destinations after the target (Mesa's branch text has no comma)
+        return vec![", ".into()];
+    }
+    if note.starts_with("semaphore") {
+        return vec!["sacq ".into(), "srel ".into()];
+    }
+    if note.starts_with("ldi per-element mode 1") {
+        return vec!["load_imm.pes".into()];
+    }
+    if note.starts_with("ldi per-element mode 3") {
+        return vec!["load_imm.peu".into()];
+    }
+    if note.starts_with("ldi sf") {
+        return vec![".sf ".into()];
+    }
+    if note.starts_with("reserved ldi mode") {
+        return vec![format!("load_imm.mode{}", num(note))];
+    }
+    if note.starts_with("rotate by r5") {
+        return vec!["+r5".into()];
+    }
+    if note.starts_with("rotate of regfile") {
+        return (0..32)
+            .flat_map(|r| (1..16).flat_map(move |n| [format!("ra{r}+{n}"), format!("rb{r}+{n}")]))
+            .chain((0..32).flat_map(|r| [format!("ra{r}+r5"), format!("rb{r}+r5")]))
+            .collect();
+    }
+    if let Some(rest) = note.strip_prefix("small imm ") {
+        let si = num(rest) as i32;
+        return vec![format!("{}+", si - 64)];
+    }
+    if note.starts_with("pm=1 pack") {
+        return vec![format!(".pack{}", num(&note[4..]))];
+    }
+    if note.starts_with("undefined op_add") {
+        return vec![format!("op_add{}", num(note))];
+    }
+    if note.starts_with("unpack") {
+        let names = ["", "16a", "16b", "8d_rep", "8a", "8b", "8c", "8d"];
+        return vec![format!("unpack.{} ", names[num(note) as usize])];
+    }
+    panic!("unknown note {note}");
+}
+
 const EXTRAS: &[&str] = &[
     "read_a.", "read_b.", "b:", "?", "r5quad", "r5rep", ".pack", ".apack",
 ];
