@@ -67,7 +67,8 @@ pub fn pm1_pack_evident(w: &WriteFields, r4_unpack_shown: bool) -> bool {
 /// ALU: `cond_add`/`cond_mul` of a `nop` op → never; a raddr no mux selects and whose read
 /// has no side effect → 39 (nop), and a small immediate below 48 no mux reads → 0; a read of a
 /// shared-name address (uni, vary, nop, vpm, mutex) through file B moves to file A when
-/// file A is free; pm → 0 when there is no pack and no operand consumes the unpack.
+/// file A is free; pm → 0 when there is no pack and no file-A or r4 operand (nothing the
+/// unpack could apply to).
 /// All forms: ws → 0 when no destination depends on it (no file register, r5, quad x/y,
 /// alpha mask, VPM setup/address, and no pm = 0 pack). Load immediate / semaphore: a destination `nop`
 /// has its condition → never (the add condition is kept when sf is set: it selects the
@@ -134,7 +135,13 @@ pub fn normalize(word: u64) -> u64 {
                     };
                 }
             }
-            if a.w.pack == 0 && (a.unpack == Unpack::None || !unpack_consumed(a)) {
+            // pm matters through the pack, or through the unpack when some operand could
+            // consume it (file A with pm = 0, r4 with pm = 1)
+            let muxes = [a.add_a, a.add_b, a.mul_a, a.mul_b];
+            if a.w.pack == 0
+                && (a.unpack == Unpack::None
+                    || !(muxes.contains(&Mux::A) || muxes.contains(&Mux::R4)))
+            {
                 a.w.pm = false;
             }
             if !waddr_uses_ws(a.w.waddr_add)
@@ -954,9 +961,15 @@ fn parse_alu(cx: &Ctx, code: &str) -> Result<Instr, AsmError> {
         {
             sig = *s;
         } else if let Some(u) = tok.strip_prefix("unpack.") {
-            prefix_unpack = Some(
+            // `unpack.r4.X`: pm = 1 (r4 unpack), `unpack.X`: pm = 0 (file-A unpack)
+            let (pm, u) = match u.strip_prefix("r4.") {
+                Some(x) => (true, x),
+                None => (false, u),
+            };
+            prefix_unpack = Some((
                 Unpack::from_name(u).ok_or_else(|| cx.err(tok, format!("unknown unpack `{u}`")))?,
-            );
+                pm,
+            ));
         } else if let Some(n) = tok.strip_prefix("read_a.") {
             let r = (32..64)
                 .find(|r| special_read_a(*r) == Some(n))
@@ -1119,9 +1132,18 @@ fn parse_alu(cx: &Ctx, code: &str) -> Result<Instr, AsmError> {
         }
     }
     a.w.pm = pack_pm.or(st.pm_evidence).unwrap_or(false);
-    if let Some(u) = prefix_unpack {
+    if let Some((u, pm)) = prefix_unpack {
         if st.unpack.is_some() {
             return Err(cx.err(code, "unpack given twice"));
+        }
+        if a.w.pm != pm {
+            if pack_pm.is_some() || st.pm_evidence.is_some() {
+                return Err(cx.err(
+                    code,
+                    "the unpack prefix and the pack disagree on the pm bit",
+                ));
+            }
+            a.w.pm = pm;
         }
         st.unpack = Some(u);
     }

@@ -7,7 +7,7 @@
 //! - rotation on every mul operand (`ra6+8`, `r0+r5`) and small immediates 48–63 read through
 //!   the B mux as their value and rotation (`-8+8`, `-16+r5`);
 //! - mul pack codes without a name as `.packN`; undefined add opcodes as `op_addN`;
-//! - an unpack no operand consumes as an `unpack.N` prefix;
+//! - an unpack no operand consumes as an `unpack.8d` (pm = 0) or `unpack.r4.8d` (pm = 1) prefix;
 //! - branch relative/register/link fields, always: `branch.any_zs.rel 744+ra3, ra10, nop`.
 
 use super::fields::*;
@@ -366,7 +366,8 @@ fn alu(out: &mut String, a: &AluInstr, style: Style) {
     }
     if style == Style::Kiln {
         if a.unpack != Unpack::None && !super::asm::unpack_consumed(a) {
-            out.push_str(&format!("unpack.{} ", a.unpack.name()));
+            let file = if a.w.pm { "r4." } else { "" };
+            out.push_str(&format!("unpack.{file}{} ", a.unpack.name()));
         }
         let muxes = [a.add_a, a.add_b, a.mul_a, a.mul_b];
         if !muxes.contains(&Mux::A) && super::asm::read_has_side_effect(a.raddr_a) {
