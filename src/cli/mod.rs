@@ -2,6 +2,7 @@
 
 pub mod interp;
 pub mod ir;
+pub mod vc4;
 
 use clap::{Parser, Subcommand};
 
@@ -24,6 +25,12 @@ pub enum Command {
     Liveness(ir::LivenessArgs),
     /// Run a `.kir` function in the reference interpreter and print its outputs per lane.
     Interp(interp::InterpArgs),
+    /// Disassemble VideoCore IV QPU code.
+    Disasm(vc4::DisasmArgs),
+    /// Assemble VideoCore IV QPU code.
+    Asm(vc4::AsmArgs),
+    /// Run VideoCore IV QPU code on the simulator.
+    Sim(vc4::SimArgs),
 }
 
 impl Cli {
@@ -33,6 +40,9 @@ impl Cli {
             Command::Verify(a) => ir::verify_cmd(a),
             Command::Liveness(a) => ir::liveness(a),
             Command::Interp(a) => interp::run(a),
+            Command::Disasm(a) => vc4::run_disasm(a),
+            Command::Asm(a) => vc4::run_asm(a),
+            Command::Sim(a) => vc4::run_sim(a),
         }
     }
 }

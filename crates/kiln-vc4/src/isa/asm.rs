@@ -1,0 +1,1228 @@
+//! Assembler for the disassembler's text (both [`Style::Mesa`](super::Style) and the kiln
+//! style), with labels and comments.
+//!
+//! ```text
+//! # comment            // comment too
+//! loop:                                   labels: `name:` at the start of a line
+//!     load_imm r1, nop, 0x00000010
+//!     sub.sf r1, r1, 1 ; nop nop, r0, r0  a line may omit `; <mul op>` (mul nop)
+//!     branch.any_zc.rel loop              label targets: relative (`.rel`) or absolute
+//!     nop                                 shorthand for `nop nop, r0, r0 ; nop nop, r0, r0`
+//! ```
+//!
+//! Text cannot always carry every bit: [`normalize`] defines precisely which fields are
+//! canonicalised, and `assemble(disasm(w, Kiln))` equals `normalize(w)` for every word.
+
+use super::disasm::{signal_name, special_read_a, special_read_b, special_write};
+use super::fields::*;
+use super::instr::*;
+use std::collections::HashMap;
+
+/// An assembly error with its position (1-based line and column).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{line}:{column}: {message}")]
+pub struct AsmError {
+    pub line: usize,
+    pub column: usize,
+    pub message: String,
+}
+
+/// Read addresses whose read has an effect (pops or waits) even when no mux uses the value.
+pub fn read_has_side_effect(raddr: u8) -> bool {
+    matches!(raddr, 32 | 35 | 48 | 50 | 51)
+}
+
+/// Read addresses with the same name in both files (Mesa `special_read_a/b`).
+pub fn shared_read_name(raddr: u8) -> bool {
+    matches!(raddr, 32 | 35 | 39 | 48 | 51)
+}
+
+/// True when the write address depends on ws for its meaning or its name (`a47?`/`b47?`).
+fn waddr_uses_ws(w: u8) -> bool {
+    w < 32 || matches!(w, 37 | 41 | 47 | 49 | 50)
+}
+
+/// True when some operand of `a` shows (consumes) the unpack field.
+pub fn unpack_consumed(a: &AluInstr) -> bool {
+    let want = if a.w.pm { Mux::R4 } else { Mux::A };
+    [a.add_a, a.add_b, a.mul_a, a.mul_b].contains(&want)
+}
+
+/// True when the mul destination's name shows that it is in file A (`raN`, `quad_x`,
+/// `vr_setup`, `vr_addr`, `r5quad`, the unnamed `a47?`).
+pub fn mul_dst_names_a(w: &WriteFields) -> bool {
+    w.ws && waddr_uses_ws(w.waddr_mul)
+}
+
+/// Whether Mesa's name of a pm = 1 mul pack (codes 3–7) reads back as pm = 1: it does unless
+/// the mul destination is named in file A (then the same name means a pm = 0 pack) and no
+/// r4 operand shows the pm = 1 unpack.
+pub fn pm1_pack_evident(w: &WriteFields, r4_unpack_shown: bool) -> bool {
+    r4_unpack_shown || !mul_dst_names_a(w)
+}
+
+/// Canonical form of an instruction word: the fields text cannot show and the machine does
+/// not use are set to fixed values.
+///
+/// ALU: `cond_add`/`cond_mul` of a `nop` op → never; a raddr no mux selects and whose read
+/// has no side effect → 39 (nop), and a small immediate below 48 no mux reads → 0; a read of a
+/// shared-name address (uni, vary, nop, vpm, mutex) through file B moves to file A when
+/// file A is free; pm → 0 when there is no pack and no file-A or r4 operand (nothing the
+/// unpack could apply to).
+/// All forms: ws → 0 when no destination depends on it (no file register, r5, quad x/y,
+/// alpha mask, VPM setup/address, and no pm = 0 pack). Load immediate / semaphore: a destination `nop`
+/// has its condition → never (the add condition is kept when sf is set: it selects the
+/// lanes whose flags are set); pm → 0 without pack. Branch: unused bits 59:56 → 0, raddr_a
+/// → 0 without `reg`.
+pub fn normalize(word: u64) -> u64 {
+    let mut i = decode(word);
+    match &mut i {
+        Instr::Alu(a) => {
+            if a.op_add == AddOp::Nop {
+                a.w.cond_add = Cond::Never;
+            }
+            if a.op_mul == MulOp::Nop {
+                a.w.cond_mul = Cond::Never;
+            }
+            let muxes = [a.add_a, a.add_b, a.mul_a, a.mul_b];
+            let small = a.sig == Signal::SmallImm;
+            if !muxes.contains(&Mux::A) && !read_has_side_effect(a.raddr_a) {
+                a.raddr_a = raddr::NOP;
+            }
+            if small {
+                if !muxes.contains(&Mux::B) && a.raddr_b < 48 {
+                    a.raddr_b = 0;
+                }
+            } else if !muxes.contains(&Mux::B) && !read_has_side_effect(a.raddr_b) {
+                a.raddr_b = raddr::NOP;
+            }
+            if !small
+                && muxes.contains(&Mux::B)
+                && shared_read_name(a.raddr_b)
+                && !muxes.contains(&Mux::A)
+                && a.raddr_a == raddr::NOP
+            {
+                // file A free: the same read through file A (unpack applies only to file A
+                // with pm = 0, so keep file B when an unpack would change meaning)
+                if a.unpack == Unpack::None || a.w.pm {
+                    a.raddr_a = a.raddr_b;
+                    a.raddr_b = raddr::NOP;
+                    for m in [&mut a.add_a, &mut a.add_b, &mut a.mul_a, &mut a.mul_b] {
+                        if *m == Mux::B {
+                            *m = Mux::A;
+                        }
+                    }
+                }
+            }
+            // two different shared-name reads: the first operand (in add_a, add_b, mul_a,
+            // mul_b order) reading one of them takes file A
+            let muxes = [a.add_a, a.add_b, a.mul_a, a.mul_b];
+            if !small
+                && muxes.contains(&Mux::A)
+                && muxes.contains(&Mux::B)
+                && shared_read_name(a.raddr_a)
+                && shared_read_name(a.raddr_b)
+                && a.raddr_a != a.raddr_b
+                && (a.unpack == Unpack::None || a.w.pm)
+                && muxes.iter().find(|m| matches!(m, Mux::A | Mux::B)) == Some(&Mux::B)
+            {
+                std::mem::swap(&mut a.raddr_a, &mut a.raddr_b);
+                for m in [&mut a.add_a, &mut a.add_b, &mut a.mul_a, &mut a.mul_b] {
+                    *m = match *m {
+                        Mux::A => Mux::B,
+                        Mux::B => Mux::A,
+                        x => x,
+                    };
+                }
+            }
+            // pm matters through the pack, or through the unpack when some operand could
+            // consume it (file A with pm = 0, r4 with pm = 1)
+            let muxes = [a.add_a, a.add_b, a.mul_a, a.mul_b];
+            if a.w.pack == 0
+                && (a.unpack == Unpack::None
+                    || !(muxes.contains(&Mux::A) || muxes.contains(&Mux::R4)))
+            {
+                a.w.pm = false;
+            }
+            if !waddr_uses_ws(a.w.waddr_add)
+                && !waddr_uses_ws(a.w.waddr_mul)
+                && (a.w.pm || a.w.pack == 0)
+            {
+                a.w.ws = false;
+            }
+        }
+        Instr::LoadImm(LoadImm { w, .. }) | Instr::Semaphore(Semaphore { w, .. }) => {
+            if w.waddr_add == waddr::NOP && !w.sf {
+                w.cond_add = Cond::Never;
+            }
+            if w.waddr_mul == waddr::NOP {
+                w.cond_mul = Cond::Never;
+            }
+            if w.pack == 0 {
+                w.pm = false;
+            }
+            if !waddr_uses_ws(w.waddr_add) && !waddr_uses_ws(w.waddr_mul) && (w.pm || w.pack == 0) {
+                w.ws = false;
+            }
+        }
+        Instr::Branch(b) => {
+            b.unused = 0;
+            if !b.reg {
+                b.raddr_a = 0;
+            }
+            if !waddr_uses_ws(b.waddr_add) && !waddr_uses_ws(b.waddr_mul) {
+                b.ws = false;
+            }
+        }
+    }
+    encode(&i)
+}
+
+struct Ctx<'a> {
+    line: usize,
+    text: &'a str,
+}
+
+impl Ctx<'_> {
+    fn err(&self, at: &str, msg: impl Into<String>) -> AsmError {
+        let column = self
+            .text
+            .find(at)
+            .filter(|_| !at.is_empty())
+            .map(|c| c + 1)
+            .unwrap_or(1);
+        AsmError {
+            line: self.line,
+            column,
+            message: msg.into(),
+        }
+    }
+}
+
+fn strip_comment(line: &str) -> &str {
+    let mut end = line.len();
+    for m in ["#", "//"] {
+        if let Some(p) = line.find(m) {
+            end = end.min(p);
+        }
+    }
+    &line[..end]
+}
+
+fn is_ident(s: &str) -> bool {
+    let mut c = s.chars();
+    matches!(c.next(), Some(ch) if ch.is_ascii_alphabetic() || ch == '_' || ch == '.')
+        && s.chars()
+            .all(|ch| ch.is_ascii_alphanumeric() || ch == '_' || ch == '.')
+}
+
+fn parse_int(s: &str) -> Option<i64> {
+    let (neg, body) = match s.strip_prefix('-') {
+        Some(b) => (true, b),
+        None => (false, s.strip_prefix('+').unwrap_or(s)),
+    };
+    let v = if let Some(h) = body.strip_prefix("0x").or_else(|| body.strip_prefix("0X")) {
+        i64::from_str_radix(h, 16).ok()?
+    } else {
+        body.parse::<i64>().ok()?
+    };
+    Some(if neg { -v } else { v })
+}
+
+/// Assembles a program. Labels resolve to instruction indices: a relative branch to `L`
+/// gets `imm = 8 · (L − (i + 4))`, an absolute one `imm = 8 · L` (program at address 0).
+pub fn assemble(text: &str) -> Result<Vec<u64>, AsmError> {
+    // pass 1: labels and instruction lines
+    let mut labels: HashMap<String, usize> = HashMap::new();
+    let mut lines: Vec<(usize, &str, &str)> = Vec::new();
+    for (ln, raw) in text.lines().enumerate() {
+        let mut code = strip_comment(raw).trim();
+        while let Some(p) = code.find(':') {
+            let name = code[..p].trim();
+            if !is_ident(name) || name.contains(' ') {
+                break;
+            }
+            if labels.insert(name.to_string(), lines.len()).is_some() {
+                return Err(Ctx {
+                    line: ln + 1,
+                    text: raw,
+                }
+                .err(name, format!("label `{name}` defined twice")));
+            }
+            code = code[p + 1..].trim();
+        }
+        if !code.is_empty() {
+            lines.push((ln + 1, raw, code));
+        }
+    }
+    let mut out = Vec::with_capacity(lines.len());
+    for (idx, (ln, raw, code)) in lines.iter().enumerate() {
+        let cx = Ctx {
+            line: *ln,
+            text: raw,
+        };
+        out.push(encode(&parse_instr(&cx, code, idx, &labels)?));
+    }
+    Ok(out)
+}
+
+/// Assembles one instruction (no labels).
+pub fn assemble_line(text: &str) -> Result<u64, AsmError> {
+    let cx = Ctx { line: 1, text };
+    let code = strip_comment(text).trim();
+    Ok(encode(&parse_instr(&cx, code, 0, &HashMap::new())?))
+}
+
+fn split_args(s: &str) -> Vec<&str> {
+    if s.trim().is_empty() {
+        return Vec::new();
+    }
+    s.split(',').map(|x| x.trim()).collect()
+}
+
+fn parse_cond(cx: &Ctx, s: &str) -> Result<Cond, AsmError> {
+    Ok(match s {
+        "never" => Cond::Never,
+        "zs" => Cond::Zs,
+        "zc" => Cond::Zc,
+        "ns" => Cond::Ns,
+        "nc" => Cond::Nc,
+        "cs" => Cond::Cs,
+        "cc" => Cond::Cc,
+        _ => return Err(cx.err(s, format!("unknown condition `.{s}`"))),
+    })
+}
+
+/// A destination: address, file constraint (Some(true) = must be file A) and pack text.
+struct Dst<'a> {
+    waddr: u8,
+    file: Option<bool>,
+    pack: Option<&'a str>,
+    cond: Option<Cond>,
+}
+
+fn parse_dst<'a>(cx: &Ctx, s: &'a str, allow_cond: bool) -> Result<Dst<'a>, AsmError> {
+    // split name from suffixes
+    let (name, rest) = match s.find('.') {
+        Some(p) => (&s[..p], Some(&s[p..])),
+        None => (s, None),
+    };
+    let (waddr, file) = if let Some(n) = name.strip_prefix("ra").and_then(|n| n.parse::<u8>().ok())
+    {
+        (n, Some(true))
+    } else if let Some(n) = name.strip_prefix("rb").and_then(|n| n.parse::<u8>().ok()) {
+        (n, Some(false))
+    } else if let Some(q) = name.strip_suffix('?') {
+        let (f, n) = q.split_at(1);
+        let n: u8 = n
+            .parse()
+            .map_err(|_| cx.err(s, format!("bad destination `{s}`")))?;
+        (n, Some(f == "a"))
+    } else {
+        match name {
+            "r5quad" => (37, Some(true)),
+            "r5rep" => (37, Some(false)),
+            _ => {
+                let a = (32..64).find(|w| special_write(*w, true) == Some(name));
+                let b = (32..64).find(|w| special_write(*w, false) == Some(name));
+                match (a, b) {
+                    (Some(x), Some(y)) if x == y => (x, None),
+                    (Some(x), None) => (x, Some(true)),
+                    (None, Some(y)) => (y, Some(false)),
+                    _ => return Err(cx.err(name, format!("unknown destination `{name}`"))),
+                }
+            }
+        }
+    };
+    if waddr > 63 {
+        return Err(cx.err(s, format!("register number out of range in `{s}`")));
+    }
+    let mut pack = None;
+    let mut cond = None;
+    if let Some(r) = rest {
+        let mut r = r;
+        if allow_cond {
+            for c in ["never", "zs", "zc", "ns", "nc", "cs", "cc"] {
+                let suf = format!(".{c}");
+                if let Some(x) = r.strip_suffix(&suf) {
+                    cond = Some(parse_cond(cx, c)?);
+                    r = x;
+                    break;
+                }
+            }
+        }
+        if !r.is_empty() {
+            pack = Some(r);
+        }
+    }
+    Ok(Dst {
+        waddr,
+        file,
+        pack,
+        cond,
+    })
+}
+
+/// Pack text → (pm, code). `.packN` is always pm = 1; named packs return pm = None when both
+/// tables have the name (3–7), the caller decides.
+fn parse_pack(cx: &Ctx, p: &str) -> Result<(Option<bool>, u8), AsmError> {
+    if let Some(n) = p.strip_prefix(".apack") {
+        let n: u8 = n
+            .parse()
+            .ok()
+            .filter(|n| *n < 16)
+            .ok_or_else(|| cx.err(p, format!("bad pack `{p}`")))?;
+        return Ok((Some(false), n));
+    }
+    if let Some(n) = p.strip_prefix(".pack") {
+        let n: u8 = n
+            .parse()
+            .ok()
+            .filter(|n| *n < 16)
+            .ok_or_else(|| cx.err(p, format!("bad pack `{p}`")))?;
+        return Ok((Some(true), n));
+    }
+    if p == "???" {
+        return Err(cx.err(p, "`???` pack cannot be assembled (write `.packN`)"));
+    }
+    let code = PACK_A_NAMES
+        .iter()
+        .position(|n| *n == p)
+        .ok_or_else(|| cx.err(p, format!("unknown pack `{p}`")))? as u8;
+    Ok((
+        if (3..=7).contains(&code) {
+            None
+        } else {
+            Some(false)
+        },
+        code,
+    ))
+}
+
+fn parse_instr(
+    cx: &Ctx,
+    code: &str,
+    idx: usize,
+    labels: &HashMap<String, usize>,
+) -> Result<Instr, AsmError> {
+    let (head, args) = match code.find(char::is_whitespace) {
+        Some(p) => (&code[..p], code[p..].trim()),
+        None => (code, ""),
+    };
+    let mnemonic = head.split('.').next().unwrap();
+    match mnemonic {
+        "branch" => parse_branch(cx, head, args, idx, labels),
+        "load_imm" | "sacq" | "srel" => parse_imm(cx, head, args),
+        _ => parse_alu(cx, code),
+    }
+}
+
+fn side_constraints(
+    cx: &Ctx,
+    at: &str,
+    add: Option<bool>,
+    mul: Option<bool>,
+) -> Result<Option<bool>, AsmError> {
+    // ws = 0: add → A, mul → B
+    let from_add = add.map(|a| !a);
+    let from_mul = mul;
+    match (from_add, from_mul) {
+        (Some(x), Some(y)) if x != y => Err(cx.err(
+            at,
+            "both destinations in the same register file (one must be A, the other B)",
+        )),
+        (Some(x), _) | (None, Some(x)) => Ok(Some(x)),
+        _ => Ok(None),
+    }
+}
+
+fn parse_branch(
+    cx: &Ctx,
+    head: &str,
+    args: &str,
+    idx: usize,
+    labels: &HashMap<String, usize>,
+) -> Result<Instr, AsmError> {
+    let mut b = Branch {
+        unused: 0,
+        cond: BranchCond::Always,
+        rel: false,
+        reg: false,
+        raddr_a: 0,
+        ws: false,
+        waddr_add: waddr::NOP,
+        waddr_mul: waddr::NOP,
+        imm: 0,
+    };
+    for s in head.split('.').skip(1) {
+        if s == "rel" {
+            b.rel = true;
+        } else if let Some(c) = BranchCond::from_name(s) {
+            b.cond = c;
+        } else if let Some(n) = s.strip_prefix("cond").and_then(|n| n.parse::<u8>().ok()) {
+            b.cond = BranchCond::from_bits(n);
+        } else {
+            return Err(cx.err(s, format!("unknown branch modifier `.{s}`")));
+        }
+    }
+    let a = split_args(args);
+    if a.is_empty() {
+        return Err(cx.err(head, "branch needs a target"));
+    }
+    let mut target = a[0];
+    if let Some(p) = target.find("+ra") {
+        let r: u8 = target[p + 3..]
+            .parse()
+            .ok()
+            .filter(|r| *r < 32)
+            .ok_or_else(|| cx.err(target, "bad register in branch target"))?;
+        b.reg = true;
+        b.raddr_a = r;
+        target = &target[..p];
+    }
+    b.imm = if let Some(v) = parse_int(target) {
+        if !(i32::MIN as i64..=u32::MAX as i64).contains(&v) {
+            return Err(cx.err(target, "branch offset out of range"));
+        }
+        v as i32
+    } else if let Some(&l) = labels.get(target) {
+        if b.rel {
+            8 * (l as i32 - (idx as i32 + 4))
+        } else {
+            8 * l as i32
+        }
+    } else {
+        return Err(cx.err(target, format!("unknown label `{target}`")));
+    };
+    match a.len() {
+        1 => {}
+        3 => {
+            let da = parse_dst(cx, a[1], false)?;
+            let dm = parse_dst(cx, a[2], false)?;
+            if da.pack.is_some() || dm.pack.is_some() {
+                return Err(cx.err(a[1], "branch link destinations take no pack"));
+            }
+            b.ws = side_constraints(cx, a[1], da.file, dm.file)?.unwrap_or(false);
+            b.waddr_add = da.waddr;
+            b.waddr_mul = dm.waddr;
+        }
+        _ => {
+            return Err(cx.err(
+                args,
+                "branch takes a target and optionally two link destinations",
+            ));
+        }
+    }
+    Ok(Instr::Branch(b))
+}
+
+fn parse_imm(cx: &Ctx, head: &str, args: &str) -> Result<Instr, AsmError> {
+    let mut parts = head.split('.');
+    let mn = parts.next().unwrap();
+    let mut mode = LoadImmMode::Full32;
+    let mut sf = false;
+    for s in parts {
+        match s {
+            "sf" => sf = true,
+            "pes" => mode = LoadImmMode::PerElemSigned,
+            "peu" => mode = LoadImmMode::PerElemUnsigned,
+            _ => {
+                let n = s
+                    .strip_prefix("mode")
+                    .and_then(|n| n.parse::<u8>().ok())
+                    .filter(|n| matches!(n, 2 | 5 | 6 | 7))
+                    .ok_or_else(|| cx.err(s, format!("unknown modifier `.{s}`")))?;
+                mode = LoadImmMode::Reserved(n);
+            }
+        }
+    }
+    // value may be followed by " (float)"
+    let args = match args.find('(') {
+        Some(p) => args[..p].trim(),
+        None => args,
+    };
+    let mut a = split_args(args);
+    if a.len() == 2 {
+        // `load_imm dst, value`: the mul destination is nop
+        a.insert(1, "nop");
+    }
+    if a.len() != 3 {
+        return Err(cx.err(
+            head,
+            format!("`{mn}` takes one or two destinations and a value"),
+        ));
+    }
+    let da = parse_dst(cx, a[0], true)?;
+    let dm = parse_dst(cx, a[1], true)?;
+    let val = a[2];
+    let imm: u32 = if let Some(v) = parse_int(val) {
+        if !(i32::MIN as i64..=u32::MAX as i64).contains(&v) {
+            return Err(cx.err(val, "immediate out of 32-bit range"));
+        }
+        v as u32
+    } else if let Ok(f) = val.parse::<f32>() {
+        f.to_bits()
+    } else {
+        return Err(cx.err(val, format!("bad immediate `{val}`")));
+    };
+    let mut w = WriteFields {
+        sf,
+        waddr_add: da.waddr,
+        waddr_mul: dm.waddr,
+        cond_add: da.cond.unwrap_or(if da.waddr == waddr::NOP && !sf {
+            Cond::Never
+        } else {
+            Cond::Always
+        }),
+        cond_mul: dm.cond.unwrap_or(if dm.waddr == waddr::NOP {
+            Cond::Never
+        } else {
+            Cond::Always
+        }),
+        ..WriteFields::NONE
+    };
+    let mut add_file = da.file;
+    let mut mul_file = dm.file;
+    apply_packs(
+        cx,
+        a[0],
+        &mut w,
+        &da,
+        &dm,
+        &mut add_file,
+        &mut mul_file,
+        false,
+    )?;
+    w.ws = side_constraints(cx, a[0], add_file, mul_file)?.unwrap_or(false);
+    Ok(match mn {
+        "load_imm" => Instr::LoadImm(LoadImm { mode, w, imm }),
+        _ => {
+            if mode != LoadImmMode::Full32 {
+                return Err(cx.err(head, "semaphores take no load-immediate mode"));
+            }
+            Instr::Semaphore(Semaphore {
+                w,
+                acquire: mn == "sacq",
+                number: (imm & 15) as u8,
+                unused: imm >> 5,
+            })
+        }
+    })
+}
+
+/// Decides pm and pack from the destinations' pack texts (see `normalize`).
+#[allow(clippy::too_many_arguments)]
+fn apply_packs(
+    cx: &Ctx,
+    at: &str,
+    w: &mut WriteFields,
+    da: &Dst,
+    dm: &Dst,
+    add_file: &mut Option<bool>,
+    mul_file: &mut Option<bool>,
+    pm1_evidence: bool,
+) -> Result<Option<bool>, AsmError> {
+    let mut pm: Option<bool> = None;
+    if let Some(p) = da.pack {
+        let (_, code) = parse_pack(cx, p)?;
+        if p.starts_with(".pack") || p.starts_with(".apack") {
+            return Err(cx.err(p, "`.packN` / `.apackN` go on the mul destination"));
+        }
+        pm = Some(false);
+        w.pack = code;
+        *add_file = Some(true);
+    }
+    if let Some(p) = dm.pack {
+        if pm.is_some() {
+            return Err(cx.err(p, "only one pack per instruction"));
+        }
+        let (which, code) = parse_pack(cx, p)?;
+        w.pack = code;
+        let is_pm1 = match which {
+            Some(x) => x,
+            None => pm1_evidence || *mul_file != Some(true),
+        };
+        if is_pm1 {
+            pm = Some(true);
+        } else {
+            pm = Some(false);
+            if *mul_file == Some(false) {
+                return Err(cx.err(p, "a pm = 0 pack needs a file-A destination"));
+            }
+            *mul_file = Some(true);
+        }
+    }
+    let _ = at;
+    if let Some(p) = pm {
+        w.pm = p;
+    }
+    Ok(pm)
+}
+
+/// A parsed source operand.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Src {
+    Acc(u8),
+    RegA(u8),
+    RegB(u8),
+    /// A special read by name: (A address if named in A, B address if named in B).
+    Special(Option<u8>, Option<u8>),
+    SmallImm(u8),
+}
+
+struct Operand {
+    src: Src,
+    rot: Option<u8>,
+    unpack: Option<Unpack>,
+}
+
+fn small_imm_code(s: &str) -> Option<u8> {
+    if let Some(v) = parse_int(s) {
+        return match v {
+            0..=15 => Some(v as u8),
+            -16..=-1 => Some((v + 32) as u8),
+            _ => None,
+        };
+    }
+    if let Some(n) = s
+        .strip_prefix("<bad imm ")
+        .and_then(|r| r.strip_suffix('>'))
+    {
+        return n.parse::<u8>().ok().filter(|n| *n < 64);
+    }
+    let f: f32 = s.parse().ok()?;
+    (32u8..48).find(|si| {
+        let v = f32::from_bits(small_imm_value(*si).unwrap());
+        (v - f).abs() <= v * 1e-4
+    })
+}
+
+fn parse_src(cx: &Ctx, s: &str) -> Result<Operand, AsmError> {
+    if s.starts_with("<bad imm") {
+        let si = small_imm_code(s).ok_or_else(|| cx.err(s, format!("bad operand `{s}`")))?;
+        return Ok(Operand {
+            src: Src::SmallImm(si),
+            rot: None,
+            unpack: None,
+        });
+    }
+    let mut body = s;
+    let mut unpack = None;
+    // unpack suffix: .16a .16b .8d_rep .8a-.8d (not for numbers such as 0.5)
+    if let Some(p) = body.rfind('.') {
+        if let Some(u) = Unpack::from_name(&body[p + 1..]) {
+            unpack = Some(u);
+            body = &body[..p];
+        }
+    }
+    let mut rot = None;
+    if let Some(p) = body[1..].find('+').map(|p| p + 1) {
+        let r = &body[p + 1..];
+        rot = Some(if r == "r5" {
+            48
+        } else {
+            r.parse::<u8>()
+                .ok()
+                .filter(|n| (1..=15).contains(n))
+                .map(|n| n + 48)
+                .ok_or_else(|| cx.err(s, format!("bad rotation in `{s}`")))?
+        });
+        body = &body[..p];
+    }
+    let src = if let Some(n) = body
+        .strip_prefix('r')
+        .and_then(|n| n.parse::<u8>().ok())
+        .filter(|n| *n <= 5 && body.len() == 2)
+    {
+        Src::Acc(n)
+    } else if let Some(n) = body.strip_prefix("ra").and_then(|n| n.parse::<u8>().ok()) {
+        if n > 31 {
+            return Err(cx.err(s, "register number out of range"));
+        }
+        Src::RegA(n)
+    } else if let Some(n) = body.strip_prefix("rb").and_then(|n| n.parse::<u8>().ok()) {
+        if n > 31 {
+            return Err(cx.err(s, "register number out of range"));
+        }
+        Src::RegB(n)
+    } else if let Some(n) = body.strip_prefix("b:") {
+        let b = (32..64).find(|r| special_read_b(*r) == Some(n));
+        match b {
+            Some(b) => Src::Special(None, Some(b)),
+            None => return Err(cx.err(s, format!("unknown read `{n}`"))),
+        }
+    } else if let Some(q) = body
+        .strip_suffix('?')
+        .filter(|q| q.starts_with('a') || q.starts_with('b'))
+    {
+        let n: u8 = q[1..]
+            .parse()
+            .ok()
+            .filter(|n| (32..64).contains(n))
+            .ok_or_else(|| cx.err(s, format!("bad read `{s}`")))?;
+        if q.starts_with('a') {
+            Src::Special(Some(n), None)
+        } else {
+            Src::Special(None, Some(n))
+        }
+    } else if body == "???" {
+        return Err(cx.err(s, "`???` read cannot be assembled (write `a40?` / `b40?`)"));
+    } else {
+        let a = (32..64).find(|r| special_read_a(*r) == Some(body));
+        let b = (32..64).find(|r| special_read_b(*r) == Some(body));
+        if a.is_some() || b.is_some() {
+            Src::Special(a, b)
+        } else if let Some(si) = small_imm_code(body) {
+            if rot.is_some() && si < 16 || rot.is_some() && si >= 32 {
+                return Err(cx.err(s, format!("bad operand `{s}`")));
+            }
+            match rot {
+                // a rotation code read through the B mux: value −16..−1 and its rotation
+                Some(r) => {
+                    if small_imm_read_value(r) != small_imm_read_value(si) {
+                        return Err(cx.err(s, format!("`{s}`: value does not match rotation")));
+                    }
+                    return Ok(Operand {
+                        src: Src::SmallImm(r),
+                        rot: Some(r),
+                        unpack,
+                    });
+                }
+                None => Src::SmallImm(si),
+            }
+        } else {
+            return Err(cx.err(s, format!("unknown operand `{s}`")));
+        }
+    };
+    Ok(Operand { src, rot, unpack })
+}
+
+struct AluState {
+    raddr_a: Option<u8>,
+    raddr_b: Option<u8>,
+    si: Option<u8>,
+    unpack: Option<Unpack>,
+    pm_evidence: Option<bool>,
+}
+
+impl AluState {
+    fn set_si(&mut self, cx: &Ctx, at: &str, si: u8) -> Result<(), AsmError> {
+        match self.si {
+            Some(x) if x != si => Err(cx.err(at, "two different small immediates / rotations")),
+            _ => {
+                if self.raddr_b.is_some() {
+                    return Err(cx.err(at, "small immediate and a file-B read in one instruction"));
+                }
+                self.si = Some(si);
+                Ok(())
+            }
+        }
+    }
+    fn set_a(&mut self, cx: &Ctx, at: &str, r: u8) -> Result<(), AsmError> {
+        match self.raddr_a {
+            Some(x) if x != r => Err(cx.err(at, "two different file-A reads in one instruction")),
+            _ => {
+                self.raddr_a = Some(r);
+                Ok(())
+            }
+        }
+    }
+    fn set_b(&mut self, cx: &Ctx, at: &str, r: u8) -> Result<(), AsmError> {
+        if self.si.is_some() {
+            return Err(cx.err(at, "small immediate and a file-B read in one instruction"));
+        }
+        match self.raddr_b {
+            Some(x) if x != r => Err(cx.err(at, "two different file-B reads in one instruction")),
+            _ => {
+                self.raddr_b = Some(r);
+                Ok(())
+            }
+        }
+    }
+    fn mux(&mut self, cx: &Ctx, text: &str, op: &Operand, is_mul: bool) -> Result<Mux, AsmError> {
+        if let Some(r) = op.rot {
+            if !is_mul && !matches!(op.src, Src::SmallImm(_)) {
+                return Err(cx.err(text, "rotation applies to mul operands only"));
+            }
+            self.set_si(cx, text, r)?;
+        }
+        let m = match op.src {
+            Src::Acc(n) => Mux::ALL[n as usize],
+            Src::RegA(n) => {
+                self.set_a(cx, text, n)?;
+                Mux::A
+            }
+            Src::RegB(n) => {
+                self.set_b(cx, text, n)?;
+                Mux::B
+            }
+            Src::SmallImm(si) => {
+                self.set_si(cx, text, si)?;
+                Mux::B
+            }
+            Src::Special(a, b) => match (a, b) {
+                (Some(a), Some(b)) if a == b => {
+                    if self.raddr_a.is_none() || self.raddr_a == Some(a) {
+                        self.set_a(cx, text, a)?;
+                        Mux::A
+                    } else {
+                        self.set_b(cx, text, b)?;
+                        Mux::B
+                    }
+                }
+                (Some(a), _) => {
+                    self.set_a(cx, text, a)?;
+                    Mux::A
+                }
+                (_, Some(b)) => {
+                    self.set_b(cx, text, b)?;
+                    Mux::B
+                }
+                _ => unreachable!(),
+            },
+        };
+        if let Some(u) = op.unpack {
+            let pm = match m {
+                Mux::A => false,
+                Mux::R4 => true,
+                _ => return Err(cx.err(text, "unpack applies to file-A or r4 operands only")),
+            };
+            if self.pm_evidence.is_some_and(|p| p != pm) {
+                return Err(cx.err(text, "file-A and r4 unpacks in one instruction"));
+            }
+            if self.unpack.is_some_and(|x| x != u) {
+                return Err(cx.err(text, "two different unpacks in one instruction"));
+            }
+            self.pm_evidence = Some(pm);
+            self.unpack = Some(u);
+        }
+        Ok(m)
+    }
+}
+
+struct OpText<'a> {
+    name: &'a str,
+    sf: bool,
+    cond: Option<Cond>,
+    args: Vec<&'a str>,
+    whole: &'a str,
+}
+
+fn parse_op_text<'a>(cx: &Ctx, s: &'a str) -> Result<OpText<'a>, AsmError> {
+    let (head, args) = match s.find(char::is_whitespace) {
+        Some(p) => (&s[..p], s[p..].trim()),
+        None => (s, ""),
+    };
+    let mut it = head.split('.');
+    let name = it.next().unwrap();
+    let mut sf = false;
+    let mut cond = None;
+    for m in it {
+        if m == "sf" {
+            sf = true;
+        } else {
+            cond = Some(parse_cond(cx, m)?);
+        }
+    }
+    Ok(OpText {
+        name,
+        sf,
+        cond,
+        args: split_args(args),
+        whole: s,
+    })
+}
+
+fn parse_alu(cx: &Ctx, code: &str) -> Result<Instr, AsmError> {
+    let mut a = AluInstr::nop();
+    let (add_part, mul_part) = match code.find(';') {
+        Some(p) => (code[..p].trim(), Some(code[p + 1..].trim())),
+        None => (code.trim(), None),
+    };
+    // prefixes: signal, unpack.X, read_a.NAME / read_b.NAME
+    let mut rest = add_part;
+    let mut sig = Signal::None;
+    let mut st = AluState {
+        raddr_a: None,
+        raddr_b: None,
+        si: None,
+        unpack: None,
+        pm_evidence: None,
+    };
+    let mut prefix_unpack = None;
+    loop {
+        let (tok, after) = match rest.find(char::is_whitespace) {
+            Some(p) => (&rest[..p], rest[p..].trim_start()),
+            None => (rest, ""),
+        };
+        if let Some(s) = Signal::ALL
+            .iter()
+            .find(|s| **s != Signal::None && signal_name(**s) == tok)
+        {
+            sig = *s;
+        } else if let Some(u) = tok.strip_prefix("unpack.") {
+            // `unpack.r4.X`: pm = 1 (r4 unpack), `unpack.X`: pm = 0 (file-A unpack)
+            let (pm, u) = match u.strip_prefix("r4.") {
+                Some(x) => (true, x),
+                None => (false, u),
+            };
+            prefix_unpack = Some((
+                Unpack::from_name(u).ok_or_else(|| cx.err(tok, format!("unknown unpack `{u}`")))?,
+                pm,
+            ));
+        } else if let Some(n) = tok.strip_prefix("read_a.") {
+            let r = (32..64)
+                .find(|r| special_read_a(*r) == Some(n))
+                .ok_or_else(|| cx.err(tok, format!("unknown read `{n}`")))?;
+            st.set_a(cx, tok, r)?;
+        } else if let Some(n) = tok.strip_prefix("read_b.") {
+            let r = (32..64)
+                .find(|r| special_read_b(*r) == Some(n))
+                .ok_or_else(|| cx.err(tok, format!("unknown read `{n}`")))?;
+            st.set_b(cx, tok, r)?;
+        } else {
+            break;
+        }
+        rest = after;
+        if rest.is_empty() {
+            break;
+        }
+    }
+    // `nop` alone
+    let add = if rest.is_empty() || (rest == "nop" && mul_part.is_none()) {
+        None
+    } else {
+        Some(parse_op_text(cx, rest)?)
+    };
+    let mul = match mul_part {
+        Some(m) => Some(parse_op_text(cx, m)?),
+        None => None,
+    };
+    let mut dsts: [Option<Dst>; 2] = [None, None];
+    let mut slots: [Option<(&str, Operand, bool)>; 4] = [None, None, None, None];
+    let (mut add_mov, mut mul_mov) = (false, false);
+    // add op
+    if let Some(op) = &add {
+        let (opcode, is_mov) = match op.name {
+            "mov" => (AddOp::Or, true),
+            "???" => {
+                return Err(cx.err(
+                    op.name,
+                    "undefined add opcode `???` cannot be assembled (write `op_addN`)",
+                ));
+            }
+            n => match n.strip_prefix("op_add").and_then(|x| x.parse::<u8>().ok()) {
+                Some(c) if c < 32 => (AddOp::from_bits(c), false),
+                _ => (
+                    AddOp::from_name(n)
+                        .ok_or_else(|| cx.err(n, format!("unknown add op `{n}`")))?,
+                    false,
+                ),
+            },
+        };
+        let need = if is_mov { 2 } else { 3 };
+        if op.args.len() != need {
+            return Err(cx.err(op.whole, format!("`{}` takes {} operands", op.name, need)));
+        }
+        a.op_add = opcode;
+        a.w.sf |= op.sf && opcode != AddOp::Nop;
+        if op.sf && opcode == AddOp::Nop {
+            return Err(cx.err(op.whole, "`.sf` on an add nop goes on the mul op"));
+        }
+        a.w.cond_add = op.cond.unwrap_or(if opcode == AddOp::Nop {
+            Cond::Never
+        } else {
+            Cond::Always
+        });
+        dsts[0] = Some(parse_dst(cx, op.args[0], false)?);
+        slots[0] = Some((op.args[1], parse_src(cx, op.args[1])?, false));
+        if !is_mov {
+            slots[1] = Some((op.args[2], parse_src(cx, op.args[2])?, false));
+        }
+        add_mov = is_mov;
+    }
+    if let Some(op) = &mul {
+        let (opcode, is_mov) = match op.name {
+            "mov" => (MulOp::V8min, true),
+            n => (
+                MulOp::from_name(n).ok_or_else(|| cx.err(n, format!("unknown mul op `{n}`")))?,
+                false,
+            ),
+        };
+        let need = if is_mov { 2 } else { 3 };
+        if op.args.len() != need {
+            return Err(cx.err(op.whole, format!("`{}` takes {} operands", op.name, need)));
+        }
+        a.op_mul = opcode;
+        if op.sf {
+            if a.op_add != AddOp::Nop {
+                return Err(cx.err(op.whole, "`.sf` goes on the add op unless it is nop"));
+            }
+            a.w.sf = true;
+        }
+        a.w.cond_mul = op.cond.unwrap_or(if opcode == MulOp::Nop {
+            Cond::Never
+        } else {
+            Cond::Always
+        });
+        dsts[1] = Some(parse_dst(cx, op.args[0], false)?);
+        slots[2] = Some((op.args[1], parse_src(cx, op.args[1])?, true));
+        if !is_mov {
+            slots[3] = Some((op.args[2], parse_src(cx, op.args[2])?, true));
+        }
+        mul_mov = is_mov;
+    }
+    // Operands with a fixed file first, then names both files share.
+    let mut muxes = [Mux::R0; 4];
+    for pass in 0..3 {
+        for (k, slot) in slots.iter().enumerate() {
+            if let Some((text, op, is_mul)) = slot {
+                let shared = matches!(op.src, Src::Special(Some(x), Some(y)) if x == y);
+                // fixed file, then shared names with an unpack (file A), then the others
+                let p = if !shared {
+                    0
+                } else if op.unpack.is_some() {
+                    1
+                } else {
+                    2
+                };
+                if p == pass {
+                    muxes[k] = st.mux(cx, text, op, *is_mul)?;
+                }
+            }
+        }
+    }
+    if add.is_some() {
+        a.add_a = muxes[0];
+        a.add_b = if add_mov { muxes[0] } else { muxes[1] };
+    }
+    if mul.is_some() {
+        a.mul_a = muxes[2];
+        a.mul_b = if mul_mov { muxes[2] } else { muxes[3] };
+    }
+    let da = dsts[0].take().unwrap_or(Dst {
+        waddr: waddr::NOP,
+        file: None,
+        pack: None,
+        cond: None,
+    });
+    let dm = dsts[1].take().unwrap_or(Dst {
+        waddr: waddr::NOP,
+        file: None,
+        pack: None,
+        cond: None,
+    });
+    a.w.waddr_add = da.waddr;
+    a.w.waddr_mul = dm.waddr;
+    let mut add_file = da.file;
+    let mut mul_file = dm.file;
+    let pack_pm = apply_packs(
+        cx,
+        code,
+        &mut a.w,
+        &da,
+        &dm,
+        &mut add_file,
+        &mut mul_file,
+        st.pm_evidence == Some(true),
+    )?;
+    if let (Some(p), Some(e)) = (pack_pm, st.pm_evidence) {
+        if p != e {
+            return Err(cx.err(code, "pack and unpack disagree on the pm bit"));
+        }
+    }
+    a.w.pm = pack_pm.or(st.pm_evidence).unwrap_or(false);
+    if let Some((u, pm)) = prefix_unpack {
+        if st.unpack.is_some() {
+            return Err(cx.err(code, "unpack given twice"));
+        }
+        if a.w.pm != pm {
+            if pack_pm.is_some() || st.pm_evidence.is_some() {
+                return Err(cx.err(
+                    code,
+                    "the unpack prefix and the pack disagree on the pm bit",
+                ));
+            }
+            a.w.pm = pm;
+        }
+        st.unpack = Some(u);
+    }
+    a.unpack = st.unpack.unwrap_or(Unpack::None);
+    a.w.ws = side_constraints(cx, code, add_file, mul_file)?.unwrap_or(false);
+    a.raddr_a = st.raddr_a.unwrap_or(raddr::NOP);
+    if let Some(si) = st.si {
+        a.sig = Signal::SmallImm;
+        a.raddr_b = si;
+        if sig != Signal::None && sig != Signal::SmallImm {
+            return Err(cx.err(
+                code,
+                "a small immediate cannot be combined with another signal",
+            ));
+        }
+    } else if sig == Signal::SmallImm {
+        if st.raddr_b.is_some() {
+            return Err(cx.err(code, "small immediate and a file-B read in one instruction"));
+        }
+        a.sig = sig;
+        a.raddr_b = 0;
+    } else {
+        a.raddr_b = st.raddr_b.unwrap_or(raddr::NOP);
+        a.sig = sig;
+    }
+    Ok(Instr::Alu(a))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::isa::disasm::{Style, disasm};
+
+    #[test]
+    fn mesa_text_examples() {
+        for w in [
+            0x100009e7009e7000u64,
+            0x1002082715827d80,
+            0xd00208670c9c41c0,
+            0xe002122700000014,
+            0x10020e270c9e7080,
+        ] {
+            let t = disasm(w, Style::Mesa);
+            assert_eq!(assemble_line(&t).unwrap(), normalize(w), "{t}");
+        }
+    }
+
+    #[test]
+    fn labels_and_comments() {
+        let p = assemble(
+            "start: load_imm r1, 3   # counter\n\
+             loop:\n  sub.sf r1, r1, 1 ; nop nop, r0, r0 // decrement\n\
+             branch.any_zc.rel loop\n nop\n nop\n nop\n\
+             branch start\n",
+        )
+        .unwrap();
+        assert_eq!(p.len(), 7);
+        match decode(p[2]) {
+            Instr::Branch(b) => {
+                assert!(b.rel);
+                assert_eq!(b.imm, 8 * (1 - (2 + 4)));
+                assert_eq!(b.cond, BranchCond::AnyZc);
+            }
+            i => panic!("{i:?}"),
+        }
+        match decode(p[6]) {
+            Instr::Branch(b) => assert_eq!((b.rel, b.imm), (false, 0)),
+            i => panic!("{i:?}"),
+        }
+    }
+
+    #[test]
+    fn errors_have_positions() {
+        let e = assemble("nop\n  fadd r0, r1, bogus ; nop nop, r0, r0").unwrap_err();
+        assert_eq!(e.line, 2);
+        assert_eq!(e.column, 16);
+        assert!(assemble("branch nowhere").is_err());
+        assert!(assemble("x: nop\nx: nop").is_err());
+        assert!(assemble("add r0, ra1, ra2 ; nop nop, r0, r0").is_err());
+        assert!(assemble("load_imm r0, nop, 0x1ffffffff").is_err());
+    }
+}

@@ -1,0 +1,468 @@
+//! Disassembler whose text follows Mesa's `vc4_qpu_disasm.c` exactly ([`Style::Mesa`]), plus
+//! the kiln style ([`Style::Kiln`]) that is identical wherever Mesa's text is complete and adds
+//! what Mesa leaves out (see `docs/vc4.md`, "Disassembly"):
+//!
+//! - semaphores: `sacq`/`srel` instead of `load_imm` (`sacq nop, nop, 3`);
+//! - load-immediate mode and sf: `load_imm.pes`, `load_imm.peu`, `load_imm.mode5`, `load_imm.sf`;
+//! - rotation on every mul operand (`ra6+8`, `r0+r5`) and small immediates 48–63 read through
+//!   the B mux as their value and rotation (`-8+8`, `-16+r5`);
+//! - mul pack codes without a name as `.packN`; undefined add opcodes as `op_addN`;
+//! - an unpack no operand consumes as an `unpack.8d` (pm = 0) or `unpack.r4.8d` (pm = 1) prefix;
+//! - branch relative/register/link fields, always: `branch.any_zs.rel 744+ra3, ra10, nop`.
+
+use super::fields::*;
+use super::instr::*;
+
+/// Text style.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Style {
+    /// Byte-identical to Mesa's `vc4_qpu_disasm`.
+    Mesa,
+    /// Mesa's text plus the fields Mesa does not show.
+    Kiln,
+}
+
+/// Names of read addresses 32–51 in file A (Mesa `special_read_a`).
+pub fn special_read_a(raddr: u8) -> Option<&'static str> {
+    Some(match raddr {
+        32 => "uni",
+        35 => "vary",
+        38 => "elem",
+        39 => "nop",
+        41 => "x_pix",
+        42 => "ms_flags",
+        48 => "vpm_read",
+        49 => "vpm_ld_busy",
+        50 => "vpm_ld_wait",
+        51 => "mutex_acq",
+        _ => return None,
+    })
+}
+
+/// Names of read addresses 32–51 in file B (Mesa `special_read_b`).
+pub fn special_read_b(raddr: u8) -> Option<&'static str> {
+    Some(match raddr {
+        32 => "uni",
+        35 => "vary",
+        38 => "qpu",
+        39 => "nop",
+        41 => "y_pix",
+        42 => "rev_flag",
+        48 => "vpm_read",
+        49 => "vpm_st_busy",
+        50 => "vpm_st_wait",
+        51 => "mutex_acq",
+        _ => return None,
+    })
+}
+
+/// Names of write addresses 32–63 (Mesa `special_write` with the A-file overrides).
+pub fn special_write(waddr: u8, is_a: bool) -> Option<&'static str> {
+    if is_a {
+        match waddr {
+            41 => return Some("quad_x"),
+            49 => return Some("vr_setup"),
+            50 => return Some("vr_addr"),
+            _ => {}
+        }
+    }
+    Some(match waddr {
+        32 => "r0",
+        33 => "r1",
+        34 => "r2",
+        35 => "r3",
+        36 => "tmu_noswap",
+        37 => "r5",
+        38 => "host_int",
+        39 => "nop",
+        40 => "uniforms_addr",
+        41 => "quad_y",
+        42 => "ms_flags",
+        43 => "tlb_stencil_setup",
+        44 => "tlb_z",
+        45 => "tlb_color_ms",
+        46 => "tlb_color_all",
+        48 => "vpm",
+        49 => "vw_setup",
+        50 => "vw_addr",
+        51 => "mutex_release",
+        52 => "sfu_recip",
+        53 => "sfu_recipsqrt",
+        54 => "sfu_exp",
+        55 => "sfu_log",
+        56 => "tmu0_s",
+        57 => "tmu0_t",
+        58 => "tmu0_r",
+        59 => "tmu0_b",
+        60 => "tmu1_s",
+        61 => "tmu1_t",
+        62 => "tmu1_r",
+        63 => "tmu1_b",
+        _ => return None,
+    })
+}
+
+/// Mesa's signal prefixes for sig 0–13 (sig 1 prints nothing).
+pub fn signal_name(s: Signal) -> &'static str {
+    [
+        "sig_brk",
+        "",
+        "sig_switch",
+        "sig_end",
+        "sig_wait_score",
+        "sig_unlock_score",
+        "sig_thread_switch",
+        "sig_coverage_load",
+        "sig_color_load",
+        "sig_color_load_end",
+        "load_tmu0",
+        "load_tmu1",
+        "sig_alpha_mask_load",
+        "sig_small_imm",
+    ][s as usize]
+}
+
+/// glibc `printf("%.*f")` of a double: NaN as `nan`/`-nan`, infinities as `inf`/`-inf`.
+pub fn c_fixed(x: f64, prec: usize) -> String {
+    if x.is_nan() {
+        return if x.is_sign_negative() { "-nan" } else { "nan" }.to_string();
+    }
+    if x.is_infinite() {
+        return if x < 0.0 { "-inf" } else { "inf" }.to_string();
+    }
+    format!("{x:.prec$}")
+}
+
+/// Disassembles one instruction word.
+pub fn disasm(word: u64, style: Style) -> String {
+    let mut out = String::new();
+    let word = match style {
+        Style::Mesa => word,
+        Style::Kiln => super::asm::normalize(word),
+    };
+    match decode(word) {
+        Instr::Branch(b) => branch(&mut out, &b, style),
+        Instr::LoadImm(l) => {
+            out.push_str("load_imm");
+            if style == Style::Kiln {
+                match l.mode {
+                    LoadImmMode::Full32 => {}
+                    LoadImmMode::PerElemSigned => out.push_str(".pes"),
+                    LoadImmMode::PerElemUnsigned => out.push_str(".peu"),
+                    LoadImmMode::Reserved(n) => out.push_str(&format!(".mode{n}")),
+                }
+                if l.w.sf {
+                    out.push_str(".sf");
+                }
+            }
+            out.push(' ');
+            imm_dsts(&mut out, &l.w, style);
+            out.push_str(&format!(
+                "0x{:08x} ({})",
+                l.imm,
+                c_fixed(f32::from_bits(l.imm) as f64, 6)
+            ));
+        }
+        Instr::Semaphore(s) => {
+            if style == Style::Mesa {
+                out.push_str("load_imm ");
+                imm_dsts(&mut out, &s.w, style);
+                let imm = s.imm();
+                out.push_str(&format!(
+                    "0x{imm:08x} ({})",
+                    c_fixed(f32::from_bits(imm) as f64, 6)
+                ));
+            } else {
+                out.push_str(if s.acquire { "sacq" } else { "srel" });
+                if s.w.sf {
+                    out.push_str(".sf");
+                }
+                out.push(' ');
+                imm_dsts(&mut out, &s.w, style);
+                let v = s.imm() & !0x10;
+                if v < 16 {
+                    out.push_str(&format!("{v}"));
+                } else {
+                    out.push_str(&format!("0x{v:08x}"));
+                }
+            }
+        }
+        Instr::Alu(a) => alu(&mut out, &a, style),
+    }
+    out
+}
+
+fn branch(out: &mut String, b: &Branch, style: Style) {
+    out.push_str("branch");
+    match b.cond {
+        BranchCond::Always => {}
+        c => match c.name() {
+            Some(n) => {
+                out.push('.');
+                out.push_str(n);
+            }
+            None => {
+                if style == Style::Mesa {
+                    out.push_str("???");
+                } else {
+                    out.push_str(&format!(".cond{}", c.bits()));
+                }
+            }
+        },
+    }
+    if style == Style::Kiln && b.rel {
+        out.push_str(".rel");
+    }
+    out.push_str(&format!(" {}", b.imm));
+    if style == Style::Mesa {
+        return;
+    }
+    if b.reg {
+        out.push_str(&format!("+ra{}", b.raddr_a));
+    }
+    {
+        let w = WriteFields {
+            ws: b.ws,
+            waddr_add: b.waddr_add,
+            waddr_mul: b.waddr_mul,
+            ..WriteFields::NONE
+        };
+        out.push_str(", ");
+        dst(out, &w, false, style, false);
+        out.push_str(", ");
+        dst(out, &w, true, style, false);
+    }
+}
+
+fn imm_dsts(out: &mut String, w: &WriteFields, style: Style) {
+    dst(out, w, false, style, false);
+    if w.waddr_add != waddr::NOP || (style == Style::Kiln && w.sf) {
+        out.push_str(w.cond_add.suffix());
+    }
+    out.push_str(", ");
+    dst(out, w, true, style, false);
+    if w.waddr_mul != waddr::NOP {
+        out.push_str(w.cond_mul.suffix());
+    }
+    out.push_str(", ");
+}
+
+/// Mesa `print_alu_dst`.
+fn dst(out: &mut String, w: &WriteFields, is_mul: bool, style: Style, r4_unpack: bool) {
+    let is_a = is_mul == w.ws;
+    let waddr = if is_mul { w.waddr_mul } else { w.waddr_add };
+    let file = if is_a { "a" } else { "b" };
+    if waddr <= 31 {
+        out.push_str(&format!("r{file}{waddr}"));
+    } else if waddr == waddr::R5 && style == Style::Kiln {
+        out.push_str(if is_a { "r5quad" } else { "r5rep" });
+    } else if let Some(n) = special_write(waddr, is_a) {
+        out.push_str(n);
+    } else {
+        out.push_str(&format!("{file}{waddr}?"));
+    }
+    if is_mul && w.pm {
+        match PACK_MUL_NAMES[w.pack as usize] {
+            Some(n)
+                if style == Style::Mesa
+                    || w.pack == 0
+                    || super::asm::pm1_pack_evident(w, r4_unpack) =>
+            {
+                out.push_str(n)
+            }
+            Some(_) => out.push_str(&format!(".pack{}", w.pack)),
+            None if style == Style::Mesa => out.push_str("???"),
+            None => out.push_str(&format!(".pack{}", w.pack)),
+        }
+    } else if is_a && !w.pm {
+        if style == Style::Kiln
+            && is_mul
+            && (3..=7).contains(&w.pack)
+            && !super::asm::mul_dst_names_a(w)
+        {
+            out.push_str(&format!(".apack{}", w.pack));
+        } else {
+            out.push_str(PACK_A_NAMES[w.pack as usize]);
+        }
+    }
+}
+
+fn rot_suffix(si: u8) -> String {
+    if si == 48 {
+        "+r5".to_string()
+    } else {
+        format!("+{}", si - 48)
+    }
+}
+
+/// Mesa `print_alu_src`, with the kiln-style additions.
+fn src(out: &mut String, a: &AluInstr, mux: Mux, is_mul: bool, style: Style) {
+    let is_a = mux != Mux::B;
+    let has_si = a.sig == Signal::SmallImm;
+    let si = a.raddr_b;
+    let rotating = has_si && si >= 48 && style == Style::Kiln;
+    if mux.is_accumulator() {
+        out.push_str(&format!("r{}", mux as u8));
+        if has_si && is_mul && si >= 49 && style == Style::Mesa {
+            out.push_str(&format!("+{}", si - 48));
+        }
+    } else if !is_a && has_si {
+        match si {
+            0..=15 => out.push_str(&format!("{si}")),
+            16..=31 => out.push_str(&format!("{}", si as i32 - 32)),
+            32..=39 => out.push_str(&c_fixed((1u32 << (si - 32)) as f64, 1)),
+            40..=47 => out.push_str(&c_fixed((1.0f32 / (1u32 << (48 - si)) as f32) as f64, 6)),
+            _ if style == Style::Mesa => out.push_str(&format!("<bad imm {si}>")),
+            _ => {
+                out.push_str(&format!("{}", si as i32 - 64));
+                out.push_str(&rot_suffix(si));
+            }
+        }
+    } else {
+        let raddr = if is_a { a.raddr_a } else { a.raddr_b };
+        if raddr <= 31 {
+            out.push_str(&format!("r{}{raddr}", if is_a { "a" } else { "b" }));
+        } else {
+            let n = if is_a {
+                special_read_a(raddr)
+            } else {
+                special_read_b(raddr)
+            };
+            match n {
+                Some(n) => {
+                    if style == Style::Kiln && !is_a && b_needs_prefix(a) {
+                        out.push_str("b:");
+                    }
+                    out.push_str(n)
+                }
+                None if style == Style::Mesa => out.push_str("???"),
+                None => out.push_str(&format!("{}{raddr}?", if is_a { "a" } else { "b" })),
+            }
+        }
+    }
+    if rotating && is_mul && !(mux == Mux::B) {
+        out.push_str(&rot_suffix(si));
+    }
+    if ((mux == Mux::A && !a.w.pm) || (mux == Mux::R4 && a.w.pm)) && a.unpack != Unpack::None {
+        out.push('.');
+        out.push_str(a.unpack.name());
+    }
+}
+
+/// Kiln style: a file-B read of a name both files share needs `b:` when the assembler
+/// would otherwise put it in file A (see `asm::normalize`).
+fn b_needs_prefix(a: &AluInstr) -> bool {
+    if !super::asm::shared_read_name(a.raddr_b) {
+        return false;
+    }
+    let muxes = [a.add_a, a.add_b, a.mul_a, a.mul_b];
+    a.raddr_a == a.raddr_b || (!muxes.contains(&Mux::A) && a.unpack != Unpack::None && !a.w.pm)
+}
+
+fn alu(out: &mut String, a: &AluInstr, style: Style) {
+    if a.sig != Signal::None {
+        out.push_str(signal_name(a.sig));
+        out.push(' ');
+    }
+    if style == Style::Kiln {
+        if a.unpack != Unpack::None && !super::asm::unpack_consumed(a) {
+            let file = if a.w.pm { "r4." } else { "" };
+            out.push_str(&format!("unpack.{file}{} ", a.unpack.name()));
+        }
+        let muxes = [a.add_a, a.add_b, a.mul_a, a.mul_b];
+        if !muxes.contains(&Mux::A) && super::asm::read_has_side_effect(a.raddr_a) {
+            out.push_str(&format!(
+                "read_a.{} ",
+                special_read_a(a.raddr_a).unwrap_or("?")
+            ));
+        }
+        if a.sig != Signal::SmallImm
+            && !muxes.contains(&Mux::B)
+            && super::asm::read_has_side_effect(a.raddr_b)
+        {
+            out.push_str(&format!(
+                "read_b.{} ",
+                special_read_b(a.raddr_b).unwrap_or("?")
+            ));
+        }
+    }
+    let r4_unpack = a.w.pm
+        && a.unpack != Unpack::None
+        && [a.add_a, a.add_b, a.mul_a, a.mul_b].contains(&Mux::R4);
+    // add op
+    let is_mov = a.op_add == AddOp::Or && a.add_a == a.add_b;
+    if is_mov {
+        out.push_str("mov");
+    } else {
+        match a.op_add.name() {
+            Some(n) => out.push_str(n),
+            None if style == Style::Mesa => out.push_str("???"),
+            None => out.push_str(&format!("op_add{}", a.op_add.bits())),
+        }
+    }
+    if a.w.sf && a.op_add != AddOp::Nop {
+        out.push_str(".sf");
+    }
+    if a.op_add != AddOp::Nop {
+        out.push_str(a.w.cond_add.suffix());
+    }
+    out.push(' ');
+    dst(out, &a.w, false, style, r4_unpack);
+    out.push_str(", ");
+    src(out, a, a.add_a, false, style);
+    if !is_mov {
+        out.push_str(", ");
+        src(out, a, a.add_b, false, style);
+    }
+    out.push_str(" ; ");
+    // mul op
+    let is_mov = a.op_mul == MulOp::V8min && a.mul_a == a.mul_b;
+    out.push_str(if is_mov { "mov" } else { a.op_mul.name() });
+    if a.w.sf && a.op_add == AddOp::Nop {
+        out.push_str(".sf");
+    }
+    if a.op_mul != MulOp::Nop {
+        out.push_str(a.w.cond_mul.suffix());
+    }
+    out.push(' ');
+    dst(out, &a.w, true, style, r4_unpack);
+    out.push_str(", ");
+    src(out, a, a.mul_a, true, style);
+    if !is_mov {
+        out.push_str(", ");
+        src(out, a, a.mul_b, true, style);
+    }
+}
+
+/// Disassembles a program, one instruction per line.
+pub fn disasm_program(words: &[u64], style: Style) -> String {
+    let mut s = String::new();
+    for &w in words {
+        s.push_str(&disasm(w, style));
+        s.push('\n');
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn c_fixed_matches_printf() {
+        assert_eq!(c_fixed(0.0, 6), "0.000000");
+        assert_eq!(c_fixed(-0.0, 6), "-0.000000");
+        assert_eq!(c_fixed(f64::NAN, 6), "nan");
+        assert_eq!(c_fixed(-f64::NAN, 6), "-nan");
+        assert_eq!(c_fixed(1.0 / 256.0, 6), "0.003906");
+        assert_eq!(c_fixed(128.0, 1), "128.0");
+    }
+
+    #[test]
+    fn nop() {
+        assert_eq!(
+            disasm(0x100009e7009e7000, Style::Mesa),
+            "nop nop, r0, r0 ; nop nop, r0, r0"
+        );
+    }
+}

@@ -1,0 +1,16 @@
+//! The VideoCore IV QPU instruction set: typed model, encoding, text and rules.
+
+pub mod asm;
+pub mod builder;
+pub mod disasm;
+pub mod fields;
+pub mod instr;
+pub mod validate;
+pub mod validate_mesa;
+
+pub use asm::{AsmError, assemble, assemble_line, normalize};
+pub use disasm::{Style, disasm, disasm_program};
+pub use fields::*;
+pub use instr::*;
+pub use validate::{Rule, Violation, validate};
+pub use validate_mesa::{MesaReject, validate_mesa};

@@ -1,0 +1,8 @@
+//! kiln-vc4: the Broadcom VideoCore IV QPU (Raspberry Pi 1–3) — instruction model,
+//! encoder/decoder, Mesa-compatible disassembler, assembler, validator and a 16-lane simulator.
+//!
+//! See `docs/vc4.md` for the design and `../shared/vc4/README.md` for the ISA facts.
+
+pub mod isa;
+pub mod sim;
+pub mod words;

@@ -1,0 +1,198 @@
+//! Texture and memory lookup unit (reference guide §"Texture and Memory Lookup Unit";
+//! configuration words as Mesa's `vc4_uniforms.c`/`vc4_tiling.c` lay them out).
+//!
+//! - A write to `s` with no `t`/`r`/`b` written since the last request is a direct memory
+//!   lookup: each lane reads the 32-bit word at its address. No uniforms are consumed.
+//! - Otherwise it is a 2D texture lookup with normalised float coordinates (s, t). The TMU
+//!   takes its configuration from the uniform stream, one uniform per coordinate written
+//!   (as Mesa's vc4 emits them): parameter 0 with the first write of the request, parameter 1
+//!   with the second, further parameters (cube/bias) are read and ignored.
+//! - Parameter 0: BASE[31:12], CSWIZ[11:10], CMMODE[9], FLIPY[8], TYPE[7:4], MIPLVLS[3:0].
+//!   Parameter 1: TYPE4[31], HEIGHT[30:20], ETCFLIP[19], WIDTH[18:8], MAGFILT[7],
+//!   MINFILT[6:4], WRAP_T[3:2], WRAP_S[1:0] (wrap 0 repeat, 1 clamp, 2 mirror, 3 border;
+//!   filter 0 linear, 1 nearest; width/height 0 mean 2048).
+//! - Formats: RGBA8888 (type 0) and RGBX8888 (type 1, alpha forced to 255), level 0 only,
+//!   in T-format (4 KiB tiles of four 1 KiB subtiles, odd tile rows right to left) or, when
+//!   width or height ≤ 16, LT-format (4×4-pixel micro-tiles in raster order). The result is
+//!   the texel word as stored; bilinear filtering interpolates each byte.
+
+use super::memory::Memory;
+
+/// Decoded texture configuration.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TexConfig {
+    pub base: u32,
+    pub ty: u32,
+    pub flip_y: bool,
+    pub width: u32,
+    pub height: u32,
+    pub mag_nearest: bool,
+    pub min_nearest: bool,
+    pub wrap_s: u32,
+    pub wrap_t: u32,
+}
+
+impl TexConfig {
+    pub fn from_params(p0: u32, p1: u32) -> TexConfig {
+        let dim = |v: u32| if v == 0 { 2048 } else { v };
+        TexConfig {
+            base: p0 & 0xffff_f000,
+            ty: ((p0 >> 4) & 15) | ((p1 >> 31) << 4),
+            flip_y: p0 & (1 << 8) != 0,
+            width: dim((p1 >> 8) & 2047),
+            height: dim((p1 >> 20) & 2047),
+            mag_nearest: p1 & (1 << 7) != 0,
+            min_nearest: (p1 >> 4) & 7 == 1,
+            wrap_s: p1 & 3,
+            wrap_t: (p1 >> 2) & 3,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TmuError {
+    Memory(u32),
+    UnsupportedFormat(u32),
+}
+
+/// Byte offset of texel (x, y) of a 32-bpp image in T- or LT-format (Mesa `vc4_tiling.c`).
+pub fn texel_offset(width: u32, height: u32, x: u32, y: u32) -> u32 {
+    let in_utile = (y % 4) * 16 + (x % 4) * 4;
+    let (ux, uy) = (x / 4, y / 4);
+    if width <= 16 || height <= 16 {
+        // LT: utiles in raster order
+        let utile_stride = width.div_ceil(4);
+        return (uy * utile_stride + ux) * 64 + in_utile;
+    }
+    let utile_stride = width.div_ceil(32) * 8;
+    let tile_stride = utile_stride / 8;
+    let (mut tx, ty) = (ux / 8, uy / 8);
+    let odd = ty & 1 == 1;
+    if odd {
+        tx = tile_stride - tx - 1;
+    }
+    let tile = 4096 * (ty * tile_stride + tx);
+    let sidx = (((uy >> 2) & 1) << 1) | ((ux >> 2) & 1);
+    let map = if odd { [2, 1, 3, 0] } else { [0, 3, 1, 2] };
+    let stile = 1024 * map[sidx as usize];
+    let utile = ((uy % 4) * 4 + (ux % 4)) * 64;
+    tile + stile + utile + in_utile
+}
+
+fn wrap(i: i64, n: u32, mode: u32) -> Option<u32> {
+    let n = n as i64;
+    match mode {
+        0 => Some(i.rem_euclid(n) as u32),
+        2 => {
+            let p = i.rem_euclid(2 * n);
+            Some(if p < n { p } else { 2 * n - 1 - p } as u32)
+        }
+        3 if i < 0 || i >= n => None,
+        _ => Some(i.clamp(0, n - 1) as u32),
+    }
+}
+
+fn fetch(mem: &Memory, c: &TexConfig, x: i64, y: i64) -> Result<u32, TmuError> {
+    let (Some(x), Some(y)) = (wrap(x, c.width, c.wrap_s), wrap(y, c.height, c.wrap_t)) else {
+        return Ok(0); // border colour: transparent black
+    };
+    let y = if c.flip_y { c.height - 1 - y } else { y };
+    let a = c.base.wrapping_add(texel_offset(c.width, c.height, x, y));
+    let v = mem.read_u32(a).ok_or(TmuError::Memory(a))?;
+    Ok(if c.ty == 1 { v | 0xff00_0000 } else { v })
+}
+
+/// Samples a 2D texture at normalised coordinates (s, t).
+pub fn sample(mem: &Memory, c: &TexConfig, s: f32, t: f32) -> Result<u32, TmuError> {
+    if c.ty > 1 {
+        return Err(TmuError::UnsupportedFormat(c.ty));
+    }
+    let u = s as f64 * c.width as f64;
+    let v = t as f64 * c.height as f64;
+    // magnification when a texel covers at least a pixel; one lookup per lane cannot see the
+    // derivatives, so the magnification filter is used.
+    let nearest = c.mag_nearest;
+    if nearest || !u.is_finite() || !v.is_finite() {
+        let (x, y) = (u.floor() as i64, v.floor() as i64);
+        return fetch(mem, c, x, y);
+    }
+    let (u, v) = (u - 0.5, v - 0.5);
+    let (x0, y0) = (u.floor() as i64, v.floor() as i64);
+    let (fx, fy) = (u - x0 as f64, v - y0 as f64);
+    let t00 = fetch(mem, c, x0, y0)?;
+    let t10 = fetch(mem, c, x0 + 1, y0)?;
+    let t01 = fetch(mem, c, x0, y0 + 1)?;
+    let t11 = fetch(mem, c, x0 + 1, y0 + 1)?;
+    let mut out = 0;
+    for k in 0..4 {
+        let b = |t: u32| ((t >> (8 * k)) & 255) as f64;
+        let top = b(t00) * (1.0 - fx) + b(t10) * fx;
+        let bot = b(t01) * (1.0 - fx) + b(t11) * fx;
+        let val = (top * (1.0 - fy) + bot * fy).round().clamp(0.0, 255.0) as u32;
+        out |= val << (8 * k);
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn store(mem: &mut Memory, base: u32, w: u32, h: u32, f: impl Fn(u32, u32) -> u32) {
+        for y in 0..h {
+            for x in 0..w {
+                mem.write_u32(base + texel_offset(w, h, x, y), f(x, y))
+                    .unwrap();
+            }
+        }
+    }
+
+    #[test]
+    fn t_format_layout_is_a_bijection() {
+        let (w, h) = (64, 64);
+        let mut seen = vec![false; (w * h) as usize];
+        for y in 0..h {
+            for x in 0..w {
+                let o = texel_offset(w, h, x, y);
+                assert_eq!(o % 4, 0);
+                assert!(!seen[(o / 4) as usize]);
+                seen[(o / 4) as usize] = true;
+            }
+        }
+        // first tile row: subtile order (0,0), (0,1), (1,1), (1,0)
+        assert_eq!(texel_offset(w, h, 0, 16), 1024);
+        assert_eq!(texel_offset(w, h, 16, 16), 2048);
+        assert_eq!(texel_offset(w, h, 16, 0), 3072);
+        // second tile row goes right to left
+        assert_eq!(texel_offset(w, h, 32, 32), 4096 * 2 + 1024 * 2);
+    }
+
+    #[test]
+    fn nearest_repeat_and_clamp() {
+        let mut mem = Memory::new(0x10000);
+        store(&mut mem, 0x1000, 4, 4, |x, y| x + 10 * y);
+        // width 4, height 4, nearest (magfilt 1, minfilt 1), repeat
+        let p1 = (4 << 20) | (4 << 8) | (1 << 7) | (1 << 4);
+        let c = TexConfig::from_params(0x1000, p1);
+        assert_eq!(sample(&mem, &c, 0.3, 0.6).unwrap(), 1 + 20);
+        assert_eq!(sample(&mem, &c, 1.3, 0.1).unwrap(), 1);
+        let clamp = TexConfig::from_params(0x1000, p1 | 1 | 4);
+        assert_eq!(sample(&mem, &clamp, 1.3, 2.0).unwrap(), 3 + 30);
+    }
+
+    #[test]
+    fn bilinear_interpolates_bytes() {
+        let mut mem = Memory::new(0x10000);
+        store(
+            &mut mem,
+            0x1000,
+            2,
+            2,
+            |x, _| if x == 0 { 0 } else { 0xc8c8_c8c8 },
+        );
+        let p1 = (2 << 20) | (2 << 8) | 1 | 4; // linear, clamp
+        let c = TexConfig::from_params(0x1000, p1);
+        assert_eq!(sample(&mem, &c, 0.5, 0.5).unwrap(), 0x6464_6464);
+        assert_eq!(sample(&mem, &c, 0.0, 0.5).unwrap(), 0);
+    }
+}
