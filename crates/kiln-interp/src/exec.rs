@@ -41,6 +41,9 @@ pub struct Machine<'a, S: Storage> {
     steps: u64,
     outputs: BTreeMap<u32, Vec<Option<Vec<Option<u32>>>>>,
     spill: BTreeMap<u32, Vec<Option<u32>>>,
+    /// Operands of logical phis, taken per lane when the lane leaves the predecessor (a lane
+    /// may reach the phi's block much later than it left, while others iterate).
+    pending: BTreeMap<kiln_ir::Temp, Vec<Option<u32>>>,
     textures: BTreeMap<u32, Texture>,
     /// Last executed instructions: block, index, execution mask.
     trace: VecDeque<(Block, usize, u64)>,
@@ -89,6 +92,7 @@ impl<'a, S: Storage> Machine<'a, S> {
             steps: 0,
             outputs: BTreeMap::new(),
             spill: BTreeMap::new(),
+            pending: BTreeMap::new(),
             textures: env.textures.clone(),
             trace: VecDeque::new(),
             region_end,
@@ -205,6 +209,7 @@ impl<'a, S: Storage> Machine<'a, S> {
             if inst.op.is_terminator() {
                 for l in self.active().collect::<Vec<_>>() {
                     self.lane_block[l] = Some(b);
+                    self.take_phi_operands(b, i, inst, l)?;
                 }
                 let next = self.terminator(b, i, inst)?;
                 return Ok(next);
@@ -246,20 +251,76 @@ impl<'a, S: Storage> Machine<'a, S> {
         }
     }
 
+    /// Records, for lane `l` leaving `b`, the operands of the phis of its logical successor.
+    fn take_phi_operands(
+        &mut self,
+        b: Block,
+        i: usize,
+        term: &Inst,
+        l: usize,
+    ) -> Result<(), InterpError> {
+        let succ = match term.op {
+            Opcode::Return => return Ok(()),
+            Opcode::If => match self
+                .read(&term.operands[0], l, 0)
+                .map_err(|m| self.err(b, i, m))?
+            {
+                Some(0) => term.targets[1],
+                Some(_) => term.targets[0],
+                None => return Ok(()), // the branch itself reports the undefined condition
+            },
+            _ => term.targets[0],
+        };
+        let Some(k) = self.cfg.logical.preds[succ.index()]
+            .iter()
+            .position(|&p| p == b)
+        else {
+            return Ok(());
+        };
+        for phi in self
+            .func
+            .block(succ)
+            .insts
+            .iter()
+            .take_while(|x| x.op.is_phi())
+            .filter(|x| x.op == Opcode::Phi)
+        {
+            let op = &phi.operands[k];
+            let size = self.size(op);
+            let mut vals = Vec::with_capacity(size);
+            for u in 0..size {
+                vals.push(self.read(op, l, u).map_err(|m| self.err(b, i, m))?);
+            }
+            let slot = self
+                .pending
+                .entry(phi.defs[0].temp)
+                .or_insert_with(|| vec![None; size * self.lanes]);
+            for (u, v) in vals.into_iter().enumerate() {
+                slot[u * self.lanes + l] = v;
+            }
+        }
+        Ok(())
+    }
+
     fn phis(&mut self, b: Block, phis: &[Inst]) -> Result<(), InterpError> {
         let mut writes = Vec::new();
         for (i, inst) in phis.iter().enumerate() {
             let mask = self.write_mask(inst);
-            for l in (0..self.lanes).filter(|&l| mask & bit(l) != 0) {
-                let (preds, from) = if inst.op == Opcode::Phi {
-                    (&self.cfg.logical.preds[b.index()], self.lane_block[l])
-                } else {
-                    (&self.cfg.linear.preds[b.index()], self.wave_prev)
-                };
-                let Some(k) = from.and_then(|p| preds.iter().position(|&x| x == p)) else {
-                    if inst.op == Opcode::Phi {
-                        continue; // an inactive lane that never reached this block's predecessors
+            if inst.op == Opcode::Phi {
+                let d = inst.defs[0];
+                let size = self.func.class(d.temp).size as usize;
+                let pending = self.pending.get(&d.temp);
+                for l in (0..self.lanes).filter(|&l| mask & bit(l) != 0) {
+                    for u in 0..size {
+                        let v = pending.and_then(|p| p[u * self.lanes + l]);
+                        writes.push((d.temp, d.reg, l, u, v));
                     }
+                }
+                continue;
+            }
+            for l in (0..self.lanes).filter(|&l| mask & bit(l) != 0) {
+                let (preds, from) = (&self.cfg.linear.preds[b.index()], self.wave_prev);
+                let Some(k) = from.and_then(|p| preds.iter().position(|&x| x == p)) else {
                     return Err(self.err(
                         b,
                         i,

@@ -673,6 +673,21 @@ impl Verifier<'_> {
                         None if db == b => di < i,
                         None => dom.dominates(db, b),
                     };
+                    // Temporal divergence (NIR's divergence analysis): lanes leave a divergent
+                    // loop at different iterations, so a linear value defined inside it is not
+                    // uniform after it; it may leave only through a phi of the exit.
+                    let use_block = preds.map_or(b, |p| p[k]);
+                    if is_linear[t.index()]
+                        && let Some(l) = cfg
+                            .enclosing_loops(db)
+                            .find(|&l| cfg.loops[l].divergent && !cfg.loops[l].contains(use_block))
+                    {
+                        let msg = format!(
+                            "operand {k}: linear {t} is defined in the divergent loop at {} and used after it, where lanes that left at different iterations disagree (pass it through a phi of the exit)",
+                            cfg.loops[l].header
+                        );
+                        self.error(Some(b), Some(i), "divergence", msg);
+                    }
                     if !ok {
                         let place = match preds {
                             Some(p) => format!("the end of {}", p[k]),
