@@ -50,3 +50,22 @@ proptest! {
         check(&GenConfig::high_pressure(seed), lanes)?;
     }
 }
+
+/// The long run: `cargo test --release -p kiln-interp --test differential -- --ignored`.
+#[test]
+#[ignore]
+fn long_differential_run() {
+    for seed in 0..50_000u64 {
+        let cfg = if seed % 5 == 0 {
+            GenConfig::high_pressure(seed)
+        } else {
+            GenConfig {
+                size: 20 + (seed % 300) as usize,
+                ..GenConfig::new(seed)
+            }
+        };
+        if let Err(e) = check(&cfg, 1 + (seed % 64) as usize) {
+            panic!("seed {seed}: {e}");
+        }
+    }
+}

@@ -640,6 +640,16 @@ impl Verifier<'_> {
                     Opcode::LinearPhi => Some(&cfg.linear.preds[b.index()]),
                     _ => None,
                 };
+                if inst.op == Opcode::Phi
+                    && is_linear[inst.defs[0].temp.index()]
+                    && cfg.logical.preds[b.index()] != cfg.linear.preds[b.index()]
+                {
+                    let msg = format!(
+                        "`phi` defines linear {} where the logical and linear predecessors differ (use `linear_phi`)",
+                        inst.defs[0].temp
+                    );
+                    self.error(Some(b), Some(i), "phi", msg);
+                }
                 if let Some(preds) = preds
                     && preds.len() != inst.operands.len()
                 {
