@@ -4,10 +4,11 @@
 //!   in all lanes, linear phis) along the linear CFG.
 //! - Live-in/live-out per block by backward dataflow to a fixpoint over sparse sets, blocks
 //!   visited from the highest index down, a block revisited when a successor's live-in grows.
-//! - Seed 003 (i965's `compute_start_end`): a per-lane temp defined inside a loop that leaves
-//!   it — live into the exit, or read by a phi of the exit — stays live across the whole loop,
-//!   because lanes that left keep its value while the others iterate and may be overwritten by
-//!   an all-lanes write.
+//! - Seed 003 (i965's `compute_start_end`): a per-lane temp defined inside a divergent loop that
+//!   leaves it — live into the exit, or read by a phi of the exit — stays live across the whole
+//!   loop, because lanes that left keep its value while the others iterate and may be
+//!   overwritten by an all-lanes write. (i965 extends in every loop; a loop without divergent
+//!   breaks is left by all lanes at once, so kiln extends only in divergent loops.)
 //! - A backward walk of every block then sets the operand flags (kill, first_kill, copy_kill,
 //!   clobbered, late_kill for vector operands) and dead definitions, and computes the demand of
 //!   every instruction with [`InstDemand::compute`].
@@ -153,7 +154,9 @@ fn extend_across_loops(
     live_in: &mut [LiveSet],
     live_out: &mut [LiveSet],
 ) {
-    for lp in &cfg.loops {
+    // Only where lanes leave at different iterations: in a loop without divergent breaks every
+    // lane leaves at once, and nothing can overwrite a value it carries out.
+    for lp in cfg.loops.iter().filter(|l| l.divergent) {
         let inside = |t: Temp| !linear[t.index()] && lp.contains(Block(def_block[t.index()]));
         let mut leaving: Vec<u32> = live_in[lp.exit.index()]
             .iter()

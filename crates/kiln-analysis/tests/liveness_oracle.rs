@@ -72,7 +72,7 @@ fn oracle(func: &Function, cfg: &Cfg) -> (Sets, Sets) {
         }
     }
     // Seed 003.
-    for lp in &cfg.loops {
+    for lp in cfg.loops.iter().filter(|l| l.divergent) {
         let inside = |t: u32| !linear[t as usize] && lp.contains(Block::new(def_block[t as usize]));
         let mut leaving: BTreeSet<u32> = live_in[lp.exit.index()]
             .iter()
