@@ -7,7 +7,11 @@ use crate::storage::Storage;
 use crate::texture::Texture;
 use crate::{Env, InterpError, Outputs};
 use kiln_ir::{Block, Cfg, Function, Inst, Opcode, Operand, Value};
+use smallvec::SmallVec;
 use std::collections::{BTreeMap, VecDeque};
+
+/// The units an instruction reads or writes in one lane.
+type Units = SmallVec<[Option<u32>; 8]>;
 
 /// Last executed instructions kept for error reports and differential traces.
 const TRACE: usize = 12;
@@ -351,8 +355,8 @@ impl<'a, S: Storage> Machine<'a, S> {
         inst: &Inst,
         lane: usize,
         strict: bool,
-    ) -> Result<Vec<Option<u32>>, InterpError> {
-        let mut vals = Vec::with_capacity(inst.operands.len());
+    ) -> Result<Units, InterpError> {
+        let mut vals = Units::new();
         for (k, op) in inst.operands.iter().enumerate() {
             for u in 0..self.size(op) {
                 let v = self.read(op, lane, u).map_err(|m| self.err(b, i, m))?;
@@ -381,12 +385,11 @@ impl<'a, S: Storage> Machine<'a, S> {
                 | Opcode::Reload
                 | Opcode::Output
         );
-        let mut writes = Vec::new();
         for l in (0..self.lanes).filter(|&l| mask & bit(l) != 0) {
             let active = self.exec & bit(l) != 0;
             let vals = self.lane_operands(b, i, inst, l, active && !copy_like)?;
             // The units each definition receives, in order.
-            let results: Vec<Option<u32>> = match inst.op {
+            let results: Units = match inst.op {
                 Opcode::Mov | Opcode::ParallelCopy | Opcode::CreateVector | Opcode::SplitVector => {
                     vals
                 }
@@ -395,11 +398,11 @@ impl<'a, S: Storage> Machine<'a, S> {
                     let v = self.env.inputs.get(&slot).ok_or_else(|| {
                         self.err(b, i, format!("input slot {slot} has no values"))
                     })?;
-                    vec![v.get(l).copied()]
+                    smallvec::smallvec![v.get(l).copied()]
                 }
                 Opcode::Uniform => {
                     let slot = inst.imms[0];
-                    vec![Some(*self.env.uniforms.get(&slot).ok_or_else(|| {
+                    smallvec::smallvec![Some(*self.env.uniforms.get(&slot).ok_or_else(|| {
                         self.err(b, i, format!("uniform slot {slot} has no value"))
                     })?)]
                 }
@@ -409,7 +412,7 @@ impl<'a, S: Storage> Machine<'a, S> {
                             .outputs
                             .entry(inst.imms[0])
                             .or_insert_with(|| vec![None; self.lanes]);
-                        slot[l] = Some(vals);
+                        slot[l] = Some(vals.into_vec());
                     }
                     continue;
                 }
@@ -436,7 +439,7 @@ impl<'a, S: Storage> Machine<'a, S> {
                         .entry(unit)
                         .or_insert_with(|| Texture::procedural(unit));
                     let c = |k: usize| vals.get(k).copied().flatten().map_or(0.0, f32::from_bits);
-                    tex.sample(c(0), c(1)).map(Some).to_vec()
+                    tex.sample(c(0), c(1)).map(Some).into_iter().collect()
                 }
                 Opcode::Discard => {
                     if active {
@@ -446,30 +449,30 @@ impl<'a, S: Storage> Machine<'a, S> {
                 }
                 op => {
                     if vals.iter().any(Option::is_none) {
-                        vec![None]
+                        smallvec::smallvec![None]
                     } else {
-                        let xs: Vec<u32> = vals.into_iter().flatten().collect();
+                        let xs: SmallVec<[u32; 4]> = vals.into_iter().flatten().collect();
                         let v = eval_scalar(op, &xs).ok_or_else(|| {
                             self.err(b, i, format!("`{op}` cannot be interpreted"))
                         })?;
-                        vec![Some(v)]
+                        smallvec::smallvec![Some(v)]
                     }
                 }
             };
+            // Lanes are independent: this lane's operands are all read, so its definitions can
+            // be written now (a parallel copy stays atomic within the lane).
             let mut it = results.into_iter();
             for d in &inst.defs {
                 for u in 0..self.func.class(d.temp).size as usize {
-                    writes.push((d.temp, d.reg, l, u, it.next().flatten()));
+                    let v = it.next().flatten();
+                    self.storage
+                        .write(d.temp, d.reg, l, u, v)
+                        .map_err(|m| self.err(b, i, m))?;
                 }
             }
         }
         if inst.op == Opcode::Discard {
             self.exec &= !self.discarded;
-        }
-        for (t, r, l, u, v) in writes {
-            self.storage
-                .write(t, r, l, u, v)
-                .map_err(|m| self.err(b, i, m))?;
         }
         Ok(())
     }
