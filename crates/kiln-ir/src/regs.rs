@@ -158,7 +158,8 @@ pub trait Target: fmt::Debug + Send + Sync {
     }
     /// Alignment a class of `size` units gets unless it says otherwise.
     fn default_align(&self, _file: FileId, size: u8) -> u8 {
-        size.next_power_of_two()
+        // Sizes past 128 are invalid anyway (`check_class` says why); do not overflow on them.
+        size.checked_next_power_of_two().unwrap_or(1)
     }
 
     /// Looks a file up by name.

@@ -77,6 +77,18 @@ fn reader_never_panics() {
     assert!(cases > 5000, "{cases}");
 }
 
+/// Inputs fuzzing found.
+#[test]
+fn fuzzer_findings_are_errors() {
+    for class in ["v200", "v255", "v0", "s129"] {
+        let text = format!(
+            "target generic(v=8, s=4)\nfunction @f {{\nbb0:\n    %0:{class} = input 0\n    return\n}}\n"
+        );
+        let e = parse_function(&text).unwrap_err();
+        assert!(e.message.contains("invalid class"), "{class}: {e}");
+    }
+}
+
 #[test]
 fn errors_carry_line_and_column() {
     let text = "target generic(v=8, s=4)\nfunction @f {\nbb0:\n    %0:v1 = fadd %1, 2\n    %1:q1 = input 0\n    return\n}\n";

@@ -1,0 +1,32 @@
+//! Random programs from fuzzer-chosen generator settings: SIMT mode on the reference assignment
+//! must agree with SSA mode.
+#![no_main]
+
+use kiln_interp::out_of_ssa::reference_assignment;
+use kiln_interp::{Env, compare};
+use kiln_ir::generate::{GenConfig, generate};
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    if data.len() < 12 {
+        return;
+    }
+    let word = |k: usize| u32::from_le_bytes(data[k..k + 4].try_into().unwrap()) as usize;
+    let seed = u64::from_le_bytes(data[0..8].try_into().unwrap());
+    let knobs = word(8);
+    let cfg = GenConfig {
+        size: 5 + knobs % 400,
+        pressure: 2 + (knobs >> 9) % 80,
+        max_depth: 1 + (knobs >> 16) % 5,
+        vectors: knobs & (1 << 24) != 0,
+        constraints: knobs & (1 << 25) != 0,
+        all_lanes: knobs & (1 << 26) != 0,
+        ..GenConfig::new(seed)
+    };
+    let func = generate(&cfg);
+    let env = Env::for_function(&func, 1 + (knobs >> 27) % 32, seed);
+    let alloc = reference_assignment(&func).expect("reference assignment");
+    if let Err(m) = compare(&func, &alloc, &env) {
+        panic!("{m}\n{}", kiln_ir::print_function(&func));
+    }
+});
