@@ -447,6 +447,25 @@ impl<'a, S: Storage> Machine<'a, S> {
                     }
                     continue;
                 }
+                Opcode::Fddx | Opcode::Fddy => {
+                    // The difference across the lane's 2×2 quad (lanes 4k..4k+3, x = bit 0,
+                    // y = bit 1); the other lanes' values are read whether active or not.
+                    let bit_of_axis = if inst.op == Opcode::Fddx { 1 } else { 2 };
+                    let (lo, hi) = (l & !bit_of_axis, l | bit_of_axis);
+                    let get = |lane: usize| -> Result<Option<f32>, InterpError> {
+                        if lane >= self.lanes {
+                            return Ok(Some(0.0));
+                        }
+                        Ok(self
+                            .read(&inst.operands[0], lane, 0)
+                            .map_err(|m| self.err(b, i, m))?
+                            .map(f32::from_bits))
+                    };
+                    match (get(lo)?, get(hi)?) {
+                        (Some(a), Some(c)) => smallvec::smallvec![Some((c - a).to_bits())],
+                        _ => smallvec::smallvec![None],
+                    }
+                }
                 op => {
                     if vals.iter().any(Option::is_none) {
                         smallvec::smallvec![None]

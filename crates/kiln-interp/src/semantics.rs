@@ -35,6 +35,40 @@ pub fn eval_scalar(op: Opcode, a: &[u32]) -> Option<u32> {
         Imax => (x() as i32).max(y() as i32) as u32,
         Umin => x().min(y()),
         Umax => x().max(y()),
+        Idiv => match (x() as i32, y() as i32) {
+            (a, 0) => a as u32,
+            (a, b) => a.wrapping_div(b) as u32,
+        },
+        Udiv => x().checked_div(y()).unwrap_or(x()),
+        Irem => match (x() as i32, y() as i32) {
+            (_, 0) => 0,
+            (a, b) => a.wrapping_rem(b) as u32,
+        },
+        Urem => x().checked_rem(y()).unwrap_or(0),
+        Ibitcount => x().count_ones(),
+        Ibitreverse => x().reverse_bits(),
+        Iclz => x().leading_zeros(),
+        Ictz => x().trailing_zeros(),
+        Ubfe | Ibfe => {
+            let (off, count) = (a[1] & 31, a[2].min(32));
+            let count = count.min(32 - off);
+            if count == 0 {
+                0
+            } else {
+                let shifted = (x() as u64) << (64 - off - count);
+                if op == Ubfe {
+                    (shifted >> (64 - count)) as u32
+                } else {
+                    ((shifted as i64) >> (64 - count)) as u32
+                }
+            }
+        }
+        Bfi => {
+            let (off, count) = (a[2] & 31, a[3].min(32));
+            let count = count.min(32 - off);
+            let mask = (((1u64 << count) - 1) << off) as u32;
+            (a[0] & !mask) | ((a[1] << off) & mask)
+        }
         Fadd => b(f(x()) + f(y())),
         Fsub => b(f(x()) - f(y())),
         Fmul => b(f(x()) * f(y())),
@@ -56,6 +90,18 @@ pub fn eval_scalar(op: Opcode, a: &[u32]) -> Option<u32> {
         Ffract => b(f(x()) - f(x()).floor()),
         Fsin => b(f(x()).sin()),
         Fcos => b(f(x()).cos()),
+        Fpow => b(f(x()).powf(f(y()))),
+        Fsign => b(if f(x()) > 0.0 {
+            1.0
+        } else if f(x()) < 0.0 {
+            -1.0
+        } else {
+            0.0
+        }),
+        Fatan => b(f(x()).atan()),
+        Fatan2 => b(f(x()).atan2(f(y()))),
+        Fasin => b(f(x()).asin()),
+        Facos => b(f(x()).acos()),
         Ieq => cmp(x() == y()),
         Ine => cmp(x() != y()),
         Ilt => cmp((x() as i32) < (y() as i32)),
@@ -114,6 +160,24 @@ mod tests {
             Some(u32::MAX)
         );
         assert_eq!(eval_scalar(Feq, &[fl(f32::NAN), fl(f32::NAN)]), Some(0));
+    }
+
+    #[test]
+    fn division_and_bits_are_total() {
+        assert_eq!(eval_scalar(Idiv, &[7, 0]), Some(7));
+        assert_eq!(
+            eval_scalar(Idiv, &[i32::MIN as u32, -1i32 as u32]),
+            Some(i32::MIN as u32)
+        );
+        assert_eq!(eval_scalar(Idiv, &[-7i32 as u32, 2]), Some(-3i32 as u32));
+        assert_eq!(eval_scalar(Irem, &[-7i32 as u32, 2]), Some(-1i32 as u32));
+        assert_eq!(eval_scalar(Urem, &[7, 0]), Some(0));
+        assert_eq!(eval_scalar(Ubfe, &[0xabcd_1234, 8, 8]), Some(0x12));
+        assert_eq!(eval_scalar(Ibfe, &[0x0000_8000, 12, 4]), Some(-8i32 as u32));
+        assert_eq!(eval_scalar(Ibfe, &[0x0000_f000, 12, 4]), Some(u32::MAX));
+        assert_eq!(eval_scalar(Bfi, &[0xffff_ffff, 0, 4, 8]), Some(0xffff_f00f));
+        assert_eq!(eval_scalar(Iclz, &[0]), Some(32));
+        assert_eq!(eval_scalar(Ibitcount, &[0xf0f0]), Some(8));
     }
 
     #[test]

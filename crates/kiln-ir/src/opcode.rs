@@ -146,6 +146,28 @@ opcodes! {
     Imax => comm("imax"),
     Umin => comm("umin"),
     Umax => comm("umax"),
+    /// Signed division, truncating; `x / 0 = x`, `i32::MIN / -1 = i32::MIN` (WGSL).
+    Idiv => alu("idiv", 2),
+    /// Unsigned division; `x / 0 = x`.
+    Udiv => alu("udiv", 2),
+    /// Signed remainder with the sign of the dividend; `x % 0 = 0`.
+    Irem => alu("irem", 2),
+    /// Unsigned remainder; `x % 0 = 0`.
+    Urem => alu("urem", 2),
+    /// Number of set bits.
+    Ibitcount => alu("ibitcount", 1),
+    /// Bits in reverse order.
+    Ibitreverse => alu("ibitreverse", 1),
+    /// Count of leading zero bits (32 for 0).
+    Iclz => alu("iclz", 1),
+    /// Count of trailing zero bits (32 for 0).
+    Ictz => alu("ictz", 1),
+    /// `ubfe x, offset, count`: `count` bits of `x` from `offset`, zero-extended.
+    Ubfe => alu("ubfe", 3),
+    /// `ibfe x, offset, count`: the same, sign-extended.
+    Ibfe => alu("ibfe", 3),
+    /// `bfi base, insert, offset, count`: `base` with `count` bits from `offset` replaced by `insert`.
+    Bfi => alu("bfi", 4),
     // --- float arithmetic (IEEE single) ---
     Fadd => comm("fadd"),
     Fsub => alu("fsub", 2),
@@ -168,6 +190,19 @@ opcodes! {
     Ffract => alu("ffract", 1),
     Fsin => alu("fsin", 1),
     Fcos => alu("fcos", 1),
+    /// `fpow x, y` = x^y.
+    Fpow => alu("fpow", 2),
+    /// -1.0, 0.0 or 1.0 (NaN gives 0.0).
+    Fsign => alu("fsign", 1),
+    Fatan => alu("fatan", 1),
+    /// `fatan2 y, x`.
+    Fatan2 => alu("fatan2", 2),
+    Fasin => alu("fasin", 1),
+    Facos => alu("facos", 1),
+    /// Horizontal derivative within the 2×2 quad of lanes (4k..4k+3, x = bit 0).
+    Fddx => info("fddx", f(1), f(1), 0, 0),
+    /// Vertical derivative within the 2×2 quad of lanes (y = bit 1).
+    Fddy => info("fddy", f(1), f(1), 0, 0),
     // --- comparisons: all-ones when true, zero when false ---
     Ieq => comm("ieq"),
     Ine => comm("ine"),
