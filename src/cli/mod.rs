@@ -1,5 +1,6 @@
 //! Command-line interface: one module per group of subcommands.
 
+pub mod front;
 pub mod interp;
 pub mod ir;
 pub mod vc4;
@@ -31,6 +32,11 @@ pub enum Command {
     Asm(vc4::AsmArgs),
     /// Run VideoCore IV QPU code on the simulator.
     Sim(vc4::SimArgs),
+    /// Lower a shader (WGSL, GLSL 450, SPIR-V) to kiln IR and print it.
+    Lower(front::LowerArgs),
+    /// Work on a directory of shaders.
+    #[command(subcommand)]
+    Corpus(front::CorpusCommand),
 }
 
 impl Cli {
@@ -43,6 +49,8 @@ impl Cli {
             Command::Disasm(a) => vc4::run_disasm(a),
             Command::Asm(a) => vc4::run_asm(a),
             Command::Sim(a) => vc4::run_sim(a),
+            Command::Lower(a) => front::lower(a),
+            Command::Corpus(c) => front::corpus(c),
         }
     }
 }

@@ -212,6 +212,22 @@ impl<'f> Builder<'f> {
         exit
     }
 
+    /// Closes a loop whose current block already ends in `continue` (the latch) and starts the
+    /// exit block.
+    pub fn end_loop_terminated(&mut self, scope: LoopScope) -> Block {
+        assert_eq!(
+            self.func.block(self.cur).terminator().map(|t| t.op),
+            Some(Opcode::Continue),
+            "the latch of a loop ends in `continue`"
+        );
+        let exit = self.start_block();
+        self.set_targets(scope.preheader, &[scope.header, exit]);
+        for b in scope.breaks {
+            self.set_targets(b, &[exit]);
+        }
+        exit
+    }
+
     /// Ends the function.
     pub fn ret(&mut self) {
         self.terminate(Opcode::Return, &[], &[]);

@@ -1,0 +1,804 @@
+//! Statements: structured control flow, SSA merges (phis), variable stores, inlined calls.
+
+use super::{Defs, FnCx, LoopFrame, LoopKind, Lowerer, Ptr, RetMode, Root, Val, Var, types};
+use crate::FrontError;
+use kiln_ir::{Block, Inst, Opcode, Operand, Temp, Value};
+use naga::{Handle, Statement};
+
+/// How a naga jump leaves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Jump {
+    Break,
+    Continue,
+    Return,
+}
+
+impl<'m> Lowerer<'m, '_> {
+    /// Lowers a function body with its arguments; returns the value of its `Return`, if any.
+    pub(super) fn function_body(
+        &mut self,
+        f: &'m naga::Function,
+        info: &'m naga::valid::FunctionInfo,
+        args: Vec<Val>,
+    ) -> Result<Option<Vec<Operand>>, FrontError> {
+        if self.call_depth > 64 {
+            return Err(FrontError::unsupported("calls nested more than 64 deep"));
+        }
+        let mut cx = FnCx {
+            f,
+            info,
+            args,
+            cache: Default::default(),
+            locals: Vec::new(),
+            ret: RetMode::Tail,
+            tail_value: None,
+        };
+        for (_, local) in f.local_variables.iter() {
+            let size = types::comp_count(self.m, local.ty)?;
+            let init = match local.init {
+                Some(e) => self.comps(&mut cx, e)?,
+                None => vec![Operand::constant(0); size as usize],
+            };
+            let v = self.new_var(size, init);
+            cx.locals.push(v);
+        }
+        let early_return = has_early_return(&f.body);
+        if !early_return {
+            self.block(&mut cx, &f.body)?;
+            return Ok(cx.tail_value);
+        }
+        // A single-pass loop around the body: `Return` stores its value and breaks out.
+        let value = match &f.result {
+            Some(r) => {
+                let n = types::comp_count(self.m, r.ty)?;
+                Some(self.new_var(n, vec![Operand::constant(0); n as usize]))
+            }
+            None => None,
+        };
+        let flag = self.new_var(1, vec![Operand::constant(0)]);
+        cx.ret = RetMode::Loop { value, flag };
+        self.open_loop(LoopKind::Return, None, None);
+        self.block(&mut cx, &f.body)?;
+        self.finish_single_pass(&mut cx)?;
+        self.close_loop()?;
+        Ok(value.map(|v| self.defs[&v].clone()))
+    }
+
+    /// Lowers a block in the current region; stops after a jump (the rest is dead).
+    fn block(&mut self, cx: &mut FnCx<'m>, block: &'m naga::Block) -> Result<bool, FrontError> {
+        for (stmt, span) in block.span_iter() {
+            let ended = self.stmt(cx, stmt).map_err(|e| with_span(e, *span))?;
+            if ended {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
+    /// Lowers a block as a region of its own.
+    fn region(
+        &mut self,
+        cx: &mut FnCx<'m>,
+        block: &'m naga::Block,
+        must_fall_through: bool,
+    ) -> Result<(), FrontError> {
+        self.regions.push(must_fall_through);
+        let r = self.block(cx, block);
+        self.regions.pop();
+        r.map(|_| ())
+    }
+
+    /// One statement; `true` when it ends the block (a jump or `Kill`).
+    fn stmt(&mut self, cx: &mut FnCx<'m>, stmt: &'m Statement) -> Result<bool, FrontError> {
+        match stmt {
+            Statement::Emit(range) => {
+                for h in range.clone() {
+                    self.expr(cx, h)?;
+                }
+            }
+            Statement::Block(b) => return self.block(cx, b),
+            Statement::If {
+                condition,
+                accept,
+                reject,
+            } => self.if_(cx, *condition, accept, reject)?,
+            Statement::Loop {
+                body,
+                continuing,
+                break_if,
+            } => self.loop_(cx, body, continuing, *break_if)?,
+            Statement::Switch { selector, cases } => self.switch(cx, *selector, cases)?,
+            Statement::Break => {
+                self.jump(cx, Jump::Break)?;
+                return Ok(true);
+            }
+            Statement::Continue => {
+                self.jump(cx, Jump::Continue)?;
+                return Ok(true);
+            }
+            Statement::Return { value } => {
+                let v = match value {
+                    Some(e) => Some(self.comps(cx, *e)?),
+                    None => None,
+                };
+                match cx.ret {
+                    RetMode::Tail => cx.tail_value = v,
+                    RetMode::Loop { value, flag } => {
+                        if let (Some(var), Some(v)) = (value, v) {
+                            self.defs.insert(var, v);
+                        }
+                        self.defs.insert(flag, vec![Operand::constant(u32::MAX)]);
+                        self.jump(cx, Jump::Return)?;
+                    }
+                }
+                return Ok(true);
+            }
+            Statement::Kill => {
+                self.b.push(Inst::new(Opcode::Discard));
+                return Ok(true);
+            }
+            Statement::Store { pointer, value } => {
+                let Val::Ptr(ptr) = self.expr(cx, *pointer)? else {
+                    return Err(FrontError::Internal("store through a non-pointer".into()));
+                };
+                let v = self.comps(cx, *value)?;
+                self.store(&ptr, v)?;
+            }
+            Statement::Call {
+                function,
+                arguments,
+                result,
+            } => {
+                let mut args = Vec::new();
+                for a in arguments {
+                    args.push(self.expr(cx, *a)?);
+                }
+                let callee = &self.m.functions[*function];
+                let info = &self.info[*function];
+                self.call_depth += 1;
+                let value = self.function_body(callee, info, args);
+                self.call_depth -= 1;
+                if let (Some(r), Some(v)) = (result, value?) {
+                    cx.cache.insert(*r, Val::Comps(v));
+                }
+            }
+            Statement::ControlBarrier(_) | Statement::MemoryBarrier(_) => {
+                return Err(FrontError::unsupported("barriers"));
+            }
+            Statement::ImageStore { .. } => return Err(FrontError::unsupported("image stores")),
+            Statement::Atomic { .. } | Statement::ImageAtomic { .. } => {
+                return Err(FrontError::unsupported("atomics"));
+            }
+            Statement::WorkGroupUniformLoad { .. } => {
+                return Err(FrontError::unsupported("workgroup memory"));
+            }
+            Statement::RayQuery { .. } | Statement::RayPipelineFunction(_) => {
+                return Err(FrontError::unsupported("ray tracing"));
+            }
+            Statement::SubgroupBallot { .. }
+            | Statement::SubgroupGather { .. }
+            | Statement::SubgroupCollectiveOperation { .. } => {
+                return Err(FrontError::unsupported("subgroup operations"));
+            }
+            Statement::CooperativeStore { .. } => {
+                return Err(FrontError::unsupported("cooperative matrices"));
+            }
+        }
+        Ok(false)
+    }
+
+    fn if_(
+        &mut self,
+        cx: &mut FnCx<'m>,
+        cond: Handle<naga::Expression>,
+        accept: &'m naga::Block,
+        reject: &'m naga::Block,
+    ) -> Result<(), FrontError> {
+        let c = self.comps(cx, cond)?[0];
+        let divergent = !self.is_uniform(&c);
+        let before = self.defs.clone();
+        let head = self.b.current_block();
+        let mut scope = self.b.begin_if(c, divergent);
+        self.region(cx, accept, false)?;
+        let then_jumped = self.b.is_terminated();
+        let then_end = (self.b.current_block(), self.defs.clone());
+        let mut incoming = Vec::new();
+        let mut else_jumped = false;
+        if reject.is_empty() {
+            incoming.push((head, before.clone()));
+        } else {
+            self.defs = before.clone();
+            self.b.begin_else(&mut scope);
+            // If the then side left, the else side must reach the endif.
+            self.region(cx, reject, then_jumped)?;
+            else_jumped = self.b.is_terminated();
+            if !else_jumped {
+                incoming.push((self.b.current_block(), self.defs.clone()));
+            }
+        }
+        if !then_jumped {
+            incoming.push(then_end);
+        }
+        incoming.sort_by_key(|(b, _)| *b);
+        let endif = self.b.end_if(scope);
+        // Logical and linear predecessors agree only when neither side jumped.
+        let uniform_merge = !divergent && !then_jumped && !else_jumped;
+        self.defs = self.merge(endif, &incoming, uniform_merge, &before);
+        Ok(())
+    }
+
+    /// Merges incoming definitions (in predecessor order) at `block`: a phi per component
+    /// whose incoming values differ. Variables missing in some predecessor are out of scope.
+    fn merge(
+        &mut self,
+        block: Block,
+        incoming: &[(Block, Defs)],
+        uniform: bool,
+        fallback: &Defs,
+    ) -> Defs {
+        let Some((_, first)) = incoming.first() else {
+            return fallback.clone();
+        };
+        let mut out = Defs::new();
+        for (var, comps) in first {
+            if !incoming.iter().all(|(_, d)| d.contains_key(var)) {
+                continue;
+            }
+            let mut merged = Vec::with_capacity(comps.len());
+            for c in 0..comps.len() {
+                let vals: Vec<Operand> = incoming.iter().map(|(_, d)| d[var][c]).collect();
+                if vals.iter().all(|v| *v == vals[0]) {
+                    merged.push(vals[0]);
+                    continue;
+                }
+                merged.push(Operand::temp(self.phi(block, incoming, &vals, uniform)));
+            }
+            out.insert(*var, merged);
+        }
+        out
+    }
+
+    /// A phi at `block` over `vals` (one per predecessor): a linear phi of uniform values where
+    /// allowed, otherwise a per-lane phi (uniform operands copied to per-lane registers at the
+    /// end of their predecessor).
+    fn phi(
+        &mut self,
+        block: Block,
+        preds: &[(Block, Defs)],
+        vals: &[Operand],
+        uniform: bool,
+    ) -> Temp {
+        if uniform && vals.iter().all(|v| self.is_uniform(v)) {
+            let c = self.s1();
+            return self.b.phi(block, Opcode::LinearPhi, c, vals.to_vec());
+        }
+        let ops: Vec<Operand> = preds
+            .iter()
+            .zip(vals)
+            .map(|((p, _), v)| self.per_lane_at_end(*p, *v))
+            .collect();
+        let c = self.v1();
+        self.b.phi(block, Opcode::Phi, c, ops)
+    }
+
+    /// A per-lane copy of `op` placed before the terminator of `block`.
+    fn per_lane_at_end(&mut self, block: Block, op: Operand) -> Operand {
+        match op.value {
+            Value::Temp(t) if !self.is_uniform(&op) => Operand::temp(t),
+            Value::Temp(_) => {
+                let c = self.v1();
+                let t = self.b.func.new_temp(c);
+                let mut inst = Inst::new(Opcode::Mov);
+                inst.defs.push(kiln_ir::Def::new(t));
+                inst.operands.push(op);
+                let insts = &mut self.b.func.block_mut(block).insts;
+                let at = insts.len() - 1;
+                insts.insert(at, inst);
+                Operand::temp(t)
+            }
+            _ => op,
+        }
+    }
+
+    /// Opens a kiln loop with a phi per component of every live variable.
+    fn open_loop(
+        &mut self,
+        kind: LoopKind,
+        continuing: Option<&'m naga::Block>,
+        break_if: Option<Handle<naga::Expression>>,
+    ) {
+        let pre = self.defs.clone();
+        let preheader = self.b.current_block();
+        let scope = self.b.begin_loop();
+        let mut header_phis = Vec::new();
+        let c = self.v1();
+        let vars: Vec<Var> = self.defs.keys().copied().collect();
+        for var in vars {
+            let n = self.defs[&var].len();
+            for k in 0..n {
+                let t = self.b.phi(scope.header, Opcode::Phi, c, Vec::new());
+                header_phis.push((var, k, t));
+                self.defs.get_mut(&var).expect("live variable")[k] = Operand::temp(t);
+            }
+        }
+        self.loops.push(LoopFrame {
+            kind,
+            scope,
+            preheader,
+            pre,
+            header_phis,
+            back: Vec::new(),
+            breaks: Vec::new(),
+            continuing,
+            break_if,
+        });
+        // The loop body's last block must end in `continue`: top-level jumps are wrapped.
+        self.regions.push(true);
+    }
+
+    /// Closes the innermost loop: its latch (already terminated), header phis, exit merge.
+    fn close_loop(&mut self) -> Result<(), FrontError> {
+        self.regions.pop();
+        let frame = self.loops.pop().expect("an open loop");
+        let exit = self.b.end_loop_terminated(frame.scope);
+        if frame.breaks.is_empty() {
+            return Err(FrontError::unsupported("loop without a way out"));
+        }
+        // Header phi operands: the preheader, then the back edges in block order.
+        let mut back = frame.back;
+        back.sort_by_key(|(b, _)| *b);
+        for &(var, k, t) in &frame.header_phis {
+            let mut ops = vec![self.per_lane_at_end(frame.preheader, frame.pre[&var][k])];
+            for (blk, defs) in &back {
+                let v = defs.get(&var).map_or(Operand::constant(0), |d| d[k]);
+                ops.push(self.per_lane_at_end(*blk, v));
+            }
+            let header = &mut self
+                .b
+                .func
+                .block_mut(kiln_ir::Block(frame.preheader.0 + 1))
+                .insts;
+            let phi = header
+                .iter_mut()
+                .find(|i| i.defs.first().is_some_and(|d| d.temp == t))
+                .expect("header phi");
+            phi.operands = ops.into();
+        }
+        let mut breaks = frame.breaks;
+        breaks.sort_by_key(|(b, _)| *b);
+        self.defs = self.merge(exit, &breaks, false, &frame.pre);
+        self.remove_trivial_phis(kiln_ir::Block(frame.preheader.0 + 1), exit);
+        Ok(())
+    }
+
+    /// Braun et al.'s trivial phis (all operands the phi itself or one value) are replaced by
+    /// that value, repeatedly, in the loop header and exit.
+    fn remove_trivial_phis(&mut self, header: Block, exit: Block) {
+        loop {
+            let mut found = None;
+            'search: for blk in [header, exit] {
+                for (k, inst) in self
+                    .b
+                    .func
+                    .block(blk)
+                    .insts
+                    .iter()
+                    .enumerate()
+                    .take_while(|(_, i)| i.op.is_phi())
+                {
+                    let me = inst.defs[0].temp;
+                    let mut same: Option<Operand> = None;
+                    let mut trivial = true;
+                    for op in &inst.operands {
+                        if op.temp_id() == Some(me) || same.is_some_and(|s| s.value == op.value) {
+                            continue;
+                        }
+                        if same.is_some() {
+                            trivial = false;
+                            break;
+                        }
+                        same = Some(Operand::from(op.value));
+                    }
+                    if trivial {
+                        found = Some((blk, k, me, same.unwrap_or(Operand::constant(0))));
+                        break 'search;
+                    }
+                }
+            }
+            let Some((blk, k, me, with)) = found else {
+                return;
+            };
+            self.b.func.block_mut(blk).insts.remove(k);
+            self.replace(me, with);
+        }
+    }
+
+    /// Replaces every use of `t` by `with`, in the function and in the lowering's state.
+    fn replace(&mut self, t: Temp, with: Operand) {
+        let swap = |op: &mut Operand| {
+            if op.temp_id() == Some(t) {
+                op.value = with.value;
+            }
+        };
+        for block in &mut self.b.func.blocks {
+            for inst in &mut block.insts {
+                inst.operands.iter_mut().for_each(swap);
+            }
+        }
+        for comps in self.defs.values_mut() {
+            comps.iter_mut().for_each(swap);
+        }
+        for frame in &mut self.loops {
+            for comps in frame.pre.values_mut() {
+                comps.iter_mut().for_each(swap);
+            }
+            for (_, d) in frame.back.iter_mut().chain(frame.breaks.iter_mut()) {
+                for comps in d.values_mut() {
+                    comps.iter_mut().for_each(swap);
+                }
+            }
+        }
+    }
+
+    fn loop_(
+        &mut self,
+        cx: &mut FnCx<'m>,
+        body: &'m naga::Block,
+        continuing: &'m naga::Block,
+        break_if: Option<Handle<naga::Expression>>,
+    ) -> Result<(), FrontError> {
+        self.open_loop(LoopKind::Naga, Some(continuing), break_if);
+        self.block(cx, body)?;
+        if !self.b.is_terminated() {
+            self.continue_path(cx)?;
+        }
+        self.close_loop()?;
+        self.propagate_return(cx, body)
+    }
+
+    /// After a loop or switch that may return: lanes that returned leave the enclosing loop too.
+    fn propagate_return(
+        &mut self,
+        cx: &mut FnCx<'m>,
+        body: &naga::Block,
+    ) -> Result<(), FrontError> {
+        let RetMode::Loop { flag, .. } = cx.ret else {
+            return Ok(());
+        };
+        if !contains_return(body) {
+            return Ok(());
+        }
+        let f = self.defs[&flag][0];
+        let divergent = !self.is_uniform(&f);
+        let head = self.b.current_block();
+        let before = self.defs.clone();
+        let scope = self.b.begin_if(f, divergent);
+        self.regions.push(false);
+        self.jump_to_frame(cx, Jump::Return, None)?;
+        self.regions.pop();
+        let endif = self.b.end_if(scope);
+        self.defs = self.merge(endif, &[(head, before.clone())], false, &before);
+        Ok(())
+    }
+
+    /// `continuing`, `break_if`, then `continue` to the header.
+    fn continue_path(&mut self, cx: &mut FnCx<'m>) -> Result<(), FrontError> {
+        let frame = self
+            .loops
+            .iter()
+            .rposition(|f| f.kind == LoopKind::Naga)
+            .expect("inside a loop");
+        let (continuing, break_if) = (self.loops[frame].continuing, self.loops[frame].break_if);
+        if let Some(c) = continuing {
+            // The continuing block is emitted at every continue site: evaluate it afresh.
+            forget_emitted(cx, c);
+            if let Some(cond) = break_if {
+                cx.cache.remove(&cond);
+            }
+            self.regions.push(false);
+            let r = self.block(cx, c);
+            self.regions.pop();
+            r?;
+        }
+        if let Some(cond) = break_if {
+            let c = self.comps(cx, cond)?[0];
+            let divergent = !self.is_uniform(&c);
+            let head = self.b.current_block();
+            let before = self.defs.clone();
+            let scope = self.b.begin_if(c, divergent);
+            self.regions.push(false);
+            self.jump_to_frame(cx, Jump::Break, Some(frame))?;
+            self.regions.pop();
+            let endif = self.b.end_if(scope);
+            self.defs = self.merge(endif, &[(head, before.clone())], false, &before);
+        }
+        let at = self.b.current_block();
+        self.loops[frame].back.push((at, self.defs.clone()));
+        let scope = &self.loops[frame].scope;
+        self.b.continue_(scope);
+        Ok(())
+    }
+
+    /// A naga jump at the current point; wrapped in `if true` where the region must go on.
+    fn jump(&mut self, cx: &mut FnCx<'m>, kind: Jump) -> Result<(), FrontError> {
+        if *self.regions.last().unwrap_or(&false) {
+            let head = self.b.current_block();
+            let before = self.defs.clone();
+            let scope = self.b.begin_if(Operand::constant(u32::MAX), false);
+            self.regions.push(false);
+            self.jump_inner(cx, kind)?;
+            self.regions.pop();
+            let endif = self.b.end_if(scope);
+            self.defs = self.merge(endif, &[(head, before.clone())], false, &before);
+            Ok(())
+        } else {
+            self.jump_inner(cx, kind)
+        }
+    }
+
+    fn jump_inner(&mut self, cx: &mut FnCx<'m>, kind: Jump) -> Result<(), FrontError> {
+        match kind {
+            Jump::Continue => {
+                let innermost = self.loops.last().map(|f| f.kind);
+                if innermost != Some(LoopKind::Naga) {
+                    return Err(FrontError::unsupported("continue inside a switch"));
+                }
+                self.continue_path(cx)
+            }
+            Jump::Break | Jump::Return => self.jump_to_frame(cx, kind, None),
+        }
+    }
+
+    /// `break` out of the innermost kiln loop (or `frame`), recording the definitions.
+    fn jump_to_frame(
+        &mut self,
+        _cx: &mut FnCx<'m>,
+        _kind: Jump,
+        frame: Option<usize>,
+    ) -> Result<(), FrontError> {
+        let f = frame.unwrap_or(
+            self.loops
+                .len()
+                .checked_sub(1)
+                .ok_or_else(|| FrontError::Internal("break outside a loop".into()))?,
+        );
+        let at = self.b.current_block();
+        self.loops[f].breaks.push((at, self.defs.clone()));
+        let scope = &mut self.loops[f].scope;
+        self.b.break_(scope);
+        Ok(())
+    }
+
+    /// `switch` as a compare chain inside a single-pass loop.
+    fn switch(
+        &mut self,
+        cx: &mut FnCx<'m>,
+        selector: Handle<naga::Expression>,
+        cases: &'m [naga::SwitchCase],
+    ) -> Result<(), FrontError> {
+        let sel = self.comps(cx, selector)?[0];
+        // Group empty fall-through cases with the case that follows.
+        let mut groups: Vec<(Vec<Option<u32>>, &'m naga::Block)> = Vec::new();
+        let mut pending: Vec<Option<u32>> = Vec::new();
+        for case in cases {
+            let v = match case.value {
+                naga::SwitchValue::I32(v) => Some(v as u32),
+                naga::SwitchValue::U32(v) => Some(v),
+                naga::SwitchValue::Default => None,
+            };
+            pending.push(v);
+            if case.fall_through {
+                if !case.body.is_empty() {
+                    return Err(FrontError::unsupported(
+                        "switch case falling through after statements",
+                    ));
+                }
+                continue;
+            }
+            groups.push((std::mem::take(&mut pending), &case.body));
+        }
+        self.open_loop(LoopKind::Switch, None, None);
+        self.case_chain(cx, sel, &groups)?;
+        self.finish_single_pass(cx)?;
+        self.close_loop()?;
+        for (_, body) in &groups {
+            if contains_return(body) {
+                return self.propagate_return(cx, body);
+            }
+        }
+        Ok(())
+    }
+
+    /// Ends a single-pass loop's body: `if true { break }`, then the latch's `continue` (never
+    /// taken, but kiln's loops end in one).
+    fn finish_single_pass(&mut self, cx: &mut FnCx<'m>) -> Result<(), FrontError> {
+        if !self.b.is_terminated() {
+            self.jump(cx, Jump::Break)?;
+        }
+        let frame = self.loops.len() - 1;
+        let at = self.b.current_block();
+        self.loops[frame].back.push((at, self.defs.clone()));
+        self.b.continue_(&self.loops[frame].scope);
+        Ok(())
+    }
+
+    fn case_chain(
+        &mut self,
+        cx: &mut FnCx<'m>,
+        sel: Operand,
+        groups: &[(Vec<Option<u32>>, &'m naga::Block)],
+    ) -> Result<(), FrontError> {
+        let Some(((values, body), rest)) = groups.split_first() else {
+            return Ok(());
+        };
+        if values.contains(&None) || rest.is_empty() {
+            // The default (or the last case) takes whatever is left.
+            if values.contains(&None) || !values.is_empty() {
+                let last_specific = !values.contains(&None);
+                if last_specific {
+                    return self.guarded_case(cx, sel, values, body, &[]);
+                }
+                return self.region(cx, body, true);
+            }
+            return Ok(());
+        }
+        self.guarded_case(cx, sel, values, body, rest)
+    }
+
+    /// `if sel ∈ values { body } else { rest of the chain }`.
+    fn guarded_case(
+        &mut self,
+        cx: &mut FnCx<'m>,
+        sel: Operand,
+        values: &[Option<u32>],
+        body: &'m naga::Block,
+        rest: &[(Vec<Option<u32>>, &'m naga::Block)],
+    ) -> Result<(), FrontError> {
+        let mut cond: Option<Operand> = None;
+        for v in values.iter().flatten() {
+            let eq = self.op(Opcode::Ieq, &[sel, Operand::constant(*v)]);
+            cond = Some(match cond {
+                None => eq,
+                Some(c) => self.op(Opcode::Ior, &[c, eq]),
+            });
+        }
+        let cond = cond.unwrap_or(Operand::constant(0));
+        let divergent = !self.is_uniform(&cond);
+        let before = self.defs.clone();
+        let head = self.b.current_block();
+        let mut scope = self.b.begin_if(cond, divergent);
+        self.region(cx, body, false)?;
+        let then_jumped = self.b.is_terminated();
+        let then_end = (self.b.current_block(), self.defs.clone());
+        let mut incoming = Vec::new();
+        let mut else_jumped = false;
+        if rest.is_empty() {
+            incoming.push((head, before.clone()));
+        } else {
+            self.defs = before.clone();
+            self.b.begin_else(&mut scope);
+            self.regions.push(then_jumped);
+            let r = self.case_chain(cx, sel, rest);
+            self.regions.pop();
+            r?;
+            else_jumped = self.b.is_terminated();
+            if !else_jumped {
+                incoming.push((self.b.current_block(), self.defs.clone()));
+            }
+        }
+        if !then_jumped {
+            incoming.push(then_end);
+        }
+        incoming.sort_by_key(|(b, _)| *b);
+        let endif = self.b.end_if(scope);
+        let uniform_merge = !divergent && !then_jumped && !else_jumped;
+        self.defs = self.merge(endif, &incoming, uniform_merge, &before);
+        Ok(())
+    }
+
+    /// Writes `v` through a pointer.
+    fn store(&mut self, ptr: &Ptr, v: Vec<Operand>) -> Result<(), FrontError> {
+        let Root::Var(var) = ptr.root else {
+            return Err(FrontError::unsupported("stores to uniform memory"));
+        };
+        let n = v.len() as u32;
+        match ptr.dynamic {
+            None => {
+                let comps = self
+                    .defs
+                    .get_mut(&var)
+                    .ok_or_else(|| FrontError::Internal("store to a dead variable".into()))?;
+                for (k, x) in v.into_iter().enumerate() {
+                    comps[ptr.offset as usize + k] = x;
+                }
+            }
+            Some((index, stride, count)) => {
+                if count > super::MAX_DYNAMIC_ELEMENTS {
+                    return Err(FrontError::unsupported(format!(
+                        "dynamic indexing of more than {} elements",
+                        super::MAX_DYNAMIC_ELEMENTS
+                    )));
+                }
+                for e in 0..count {
+                    let hit = self.op(Opcode::Ieq, &[index, Operand::constant(e)]);
+                    for k in 0..n {
+                        let at = (ptr.offset + e * stride + k) as usize;
+                        let old = self.defs[&var][at];
+                        let new = self.op(Opcode::Sel, &[hit, v[k as usize], old]);
+                        self.defs.get_mut(&var).expect("variable")[at] = new;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Drops the cached values of every expression a block (and its nested blocks) evaluates.
+fn forget_emitted(cx: &mut FnCx<'_>, block: &naga::Block) {
+    for s in block.iter() {
+        match s {
+            Statement::Emit(range) => {
+                for h in range.clone() {
+                    cx.cache.remove(&h);
+                }
+            }
+            Statement::Block(b) => forget_emitted(cx, b),
+            Statement::If { accept, reject, .. } => {
+                forget_emitted(cx, accept);
+                forget_emitted(cx, reject);
+            }
+            Statement::Loop {
+                body, continuing, ..
+            } => {
+                forget_emitted(cx, body);
+                forget_emitted(cx, continuing);
+            }
+            Statement::Switch { cases, .. } => {
+                cases.iter().for_each(|c| forget_emitted(cx, &c.body))
+            }
+            Statement::Call {
+                result: Some(r), ..
+            } => {
+                cx.cache.remove(r);
+            }
+            _ => {}
+        }
+    }
+}
+
+fn with_span(e: FrontError, span: naga::Span) -> FrontError {
+    match e {
+        FrontError::Unsupported { what, span: None } => FrontError::Unsupported {
+            what,
+            span: span.to_range(),
+        },
+        other => other,
+    }
+}
+
+/// A `Return` anywhere but as the body's last top-level statement.
+fn has_early_return(body: &naga::Block) -> bool {
+    let n = body.len();
+    body.iter().enumerate().any(|(k, s)| match s {
+        Statement::Return { .. } => k + 1 != n,
+        other => stmt_contains_return(other),
+    })
+}
+
+fn contains_return(body: &naga::Block) -> bool {
+    body.iter().any(stmt_contains_return)
+}
+
+fn stmt_contains_return(s: &Statement) -> bool {
+    match s {
+        Statement::Return { .. } => true,
+        Statement::Block(b) => contains_return(b),
+        Statement::If { accept, reject, .. } => contains_return(accept) || contains_return(reject),
+        Statement::Loop {
+            body, continuing, ..
+        } => contains_return(body) || contains_return(continuing),
+        Statement::Switch { cases, .. } => cases.iter().any(|c| contains_return(&c.body)),
+        _ => false,
+    }
+}

@@ -1,0 +1,497 @@
+//! naga → kiln IR. One walk over the entry point's structured body builds SSA directly:
+//!
+//! - **Values** are split into 32-bit scalars ([`Val::Comps`]): vectors, matrices (column by
+//!   column), structs and arrays flatten in declaration order.
+//! - **Variables** (function locals, private globals, and the lowering's own flags) are SSA
+//!   variables with a current definition per component (Braun et al. 2013 on structured control
+//!   flow): phis at endif blocks, loop-header phis for every live variable filled once the back
+//!   edges are known ("sealed" after `continuing`), trivial phis removed.
+//! - **Calls** are inlined: each call lowers the callee's body with its arguments bound, pointer
+//!   arguments substituted by the caller's pointers.
+//! - **Control flow**: naga `If` → `if`; `Loop` → `loop` whose `continue` sites run the
+//!   `continuing` block and `break_if` first; `Switch` → a compare chain inside a single-pass loop
+//!   (so that `break` leaves it); `Return` before the end → a single-pass loop around the body,
+//!   the value in a variable; `Kill` → `discard`.
+//! - **Uniformity**: values computed only from uniform words and constants live in the uniform
+//!   file `s`, everything else in `v`; an `if` on a uniform value is `if.uniform`.
+
+mod control;
+mod expr;
+mod math;
+mod types;
+
+use crate::FrontError;
+use crate::interface::{Interface, Slot, SlotKind, TextureUnit, UniformBlock};
+use crate::parse::Parsed;
+use kiln_ir::builder::{Builder, LoopScope};
+use kiln_ir::{Block, Function, GenericTarget, Opcode, Operand, RegClass, Temp, Value};
+use naga::{Handle, ShaderStage};
+use std::collections::{BTreeMap, HashMap};
+
+/// A lowered entry point and its interface.
+pub struct Lowered {
+    pub function: Function,
+    pub interface: Interface,
+}
+
+/// An SSA variable of the lowering (a local, a private global, a flag).
+type Var = u32;
+/// Current definition of every variable, per component.
+type Defs = BTreeMap<Var, Vec<Operand>>;
+
+/// A lowered naga expression.
+#[derive(Clone, Debug)]
+enum Val {
+    /// 32-bit scalar components.
+    Comps(Vec<Operand>),
+    Ptr(Ptr),
+    /// An image or sampler global.
+    Resource(Handle<naga::GlobalVariable>),
+}
+
+/// Where a pointer points.
+#[derive(Clone, Copy, Debug)]
+enum Root {
+    /// An SSA variable; offsets count components.
+    Var(Var),
+    /// A uniform block starting at uniform word `base`; offsets count bytes.
+    Uniform { base: u32 },
+}
+
+/// A pointer: root, pointee type, static offset, and at most one dynamic index.
+#[derive(Clone, Debug)]
+struct Ptr {
+    root: Root,
+    ty: naga::TypeInner,
+    offset: u32,
+    /// `index × stride` added to the offset; `count` elements exist.
+    dynamic: Option<(Operand, u32, u32)>,
+}
+
+/// How the current function returns.
+#[derive(Clone, Copy, Debug)]
+enum RetMode {
+    /// Only a final `Return` (or none).
+    Tail,
+    /// Inside a single-pass loop: a `Return` stores the value and breaks.
+    Loop { value: Option<Var>, flag: Var },
+}
+
+/// One function being lowered (the entry point or an inlined callee).
+struct FnCx<'m> {
+    f: &'m naga::Function,
+    info: &'m naga::valid::FunctionInfo,
+    args: Vec<Val>,
+    cache: HashMap<Handle<naga::Expression>, Val>,
+    locals: Vec<Var>,
+    ret: RetMode,
+    /// The value of a tail `Return`.
+    tail_value: Option<Vec<Operand>>,
+}
+
+/// Kinds of kiln loops the lowering opens.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum LoopKind {
+    /// A naga loop.
+    Naga,
+    /// A switch's single pass.
+    Switch,
+    /// A function's single pass for early returns.
+    Return,
+}
+
+/// An open kiln loop.
+struct LoopFrame<'m> {
+    kind: LoopKind,
+    scope: LoopScope,
+    preheader: Block,
+    pre: Defs,
+    header_phis: Vec<(Var, usize, Temp)>,
+    back: Vec<(Block, Defs)>,
+    breaks: Vec<(Block, Defs)>,
+    continuing: Option<&'m naga::Block>,
+    break_if: Option<Handle<naga::Expression>>,
+}
+
+/// Lower bound on the elements a dynamic index selects among (a select chain per element).
+pub const MAX_DYNAMIC_ELEMENTS: u32 = 64;
+
+struct Lowerer<'m, 'f> {
+    m: &'m naga::Module,
+    info: &'m naga::valid::ModuleInfo,
+    b: Builder<'f>,
+    iface: Interface,
+    defs: Defs,
+    var_sizes: Vec<u32>,
+    loops: Vec<LoopFrame<'m>>,
+    /// Per open region: whether a jump at its top level must be wrapped so the region still
+    /// falls through (kiln's `break`/`continue` end an if region; a loop body ends in `continue`).
+    regions: Vec<bool>,
+    uniform_bases: HashMap<Handle<naga::GlobalVariable>, u32>,
+    private_vars: HashMap<Handle<naga::GlobalVariable>, Var>,
+    units: Vec<(Handle<naga::GlobalVariable>, Handle<naga::GlobalVariable>)>,
+    /// Phis created by the lowering, checked for triviality when their loop closes.
+    call_depth: u32,
+}
+
+/// Lowers entry point `entry` (by name, or the only vertex/fragment one of `stage`).
+pub fn lower_entry_point(
+    parsed: &Parsed,
+    stage: Option<ShaderStage>,
+    entry: Option<&str>,
+) -> Result<Lowered, FrontError> {
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        lower_inner(parsed, stage, entry)
+    }));
+    result.unwrap_or_else(|p| {
+        Err(FrontError::Internal(format!(
+            "lowering panicked: {}",
+            crate::parse::panic_text(&p)
+        )))
+    })
+}
+
+fn lower_inner(
+    parsed: &Parsed,
+    stage: Option<ShaderStage>,
+    entry: Option<&str>,
+) -> Result<Lowered, FrontError> {
+    let m = &parsed.module;
+    let candidates: Vec<usize> = m
+        .entry_points
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| entry.is_none_or(|n| e.name == n) && stage.is_none_or(|s| e.stage == s))
+        .filter(|(_, e)| matches!(e.stage, ShaderStage::Vertex | ShaderStage::Fragment))
+        .map(|(i, _)| i)
+        .collect();
+    let index = match candidates.as_slice() {
+        [i] => *i,
+        [] => {
+            return Err(FrontError::Input(
+                "no vertex or fragment entry point matches".into(),
+            ));
+        }
+        _ => {
+            let names: Vec<&str> = candidates
+                .iter()
+                .map(|&i| m.entry_points[i].name.as_str())
+                .collect();
+            return Err(FrontError::Input(format!(
+                "several entry points match ({}): choose one with --entry",
+                names.join(", ")
+            )));
+        }
+    };
+    // Pipeline overrides take their default values (naga evaluates them and every constant
+    // expression depending on them, array sizes included).
+    let (stage, name) = (
+        m.entry_points[index].stage,
+        m.entry_points[index].name.clone(),
+    );
+    let (module, info) = if m.overrides.is_empty() {
+        (
+            std::borrow::Cow::Borrowed(m),
+            std::borrow::Cow::Borrowed(&parsed.info),
+        )
+    } else {
+        naga::back::pipeline_constants::process_overrides(
+            m,
+            &parsed.info,
+            Some((stage, &name)),
+            &Default::default(),
+        )
+        .map_err(|e| FrontError::unsupported(format!("pipeline overrides: {e}")))?
+    };
+    let m: &naga::Module = &module;
+    let index = m
+        .entry_points
+        .iter()
+        .position(|e| e.name == name && e.stage == stage)
+        .ok_or_else(|| FrontError::Internal("entry point lost".into()))?;
+    let ep = &m.entry_points[index];
+    let mut func = Function::new(ep.name.clone(), GenericTarget::arc(256, 104));
+    let mut lw = Lowerer {
+        m,
+        info: &info,
+        b: Builder::new(&mut func),
+        iface: Interface {
+            stage: format!("{:?}", ep.stage).to_lowercase(),
+            entry_point: ep.name.clone(),
+            ..Interface::default()
+        },
+        defs: Defs::new(),
+        var_sizes: Vec::new(),
+        loops: Vec::new(),
+        regions: vec![false],
+        uniform_bases: HashMap::new(),
+        private_vars: HashMap::new(),
+        units: Vec::new(),
+        call_depth: 0,
+    };
+    lw.globals()?;
+    let info = info.get_entry_point(index);
+    let args = lw.entry_inputs(&ep.function)?;
+    let outputs = lw.function_body(&ep.function, info, args)?;
+    if let (Some(result), Some(values)) = (&ep.function.result, outputs) {
+        lw.entry_outputs(result, &values)?;
+    }
+    lw.b.ret();
+    let iface = lw.iface;
+    Ok(Lowered {
+        function: func,
+        interface: iface,
+    })
+}
+
+impl<'m> Lowerer<'m, '_> {
+    fn v1(&self) -> RegClass {
+        self.b.func.target.class(GenericTarget::V, 1)
+    }
+    fn s1(&self) -> RegClass {
+        self.b.func.target.class(GenericTarget::S, 1)
+    }
+
+    /// Whether an operand holds the same value in every lane.
+    fn is_uniform(&self, op: &Operand) -> bool {
+        match op.value {
+            Value::Const(_) | Value::Undef(_) => true,
+            Value::Temp(t) => self.b.func.class(t).file == GenericTarget::S,
+        }
+    }
+
+    /// Emits a scalar op; uniform when every operand is (and `per_lane` is false).
+    fn op(&mut self, op: Opcode, args: &[Operand]) -> Operand {
+        let uniform = args.iter().all(|a| self.is_uniform(a));
+        let class = if uniform { self.s1() } else { self.v1() };
+        Operand::temp(self.b.op(op, class, args.iter().copied()))
+    }
+
+    /// Emits a per-lane op regardless of its operands.
+    fn op_v(&mut self, op: Opcode, args: &[Operand]) -> Operand {
+        let c = self.v1();
+        Operand::temp(self.b.op(op, c, args.iter().copied()))
+    }
+
+    fn new_var(&mut self, size: u32, init: Vec<Operand>) -> Var {
+        let v = self.var_sizes.len() as Var;
+        self.var_sizes.push(size);
+        self.defs.insert(v, init);
+        v
+    }
+
+    /// Uniform blocks get consecutive word ranges; private globals become variables.
+    fn globals(&mut self) -> Result<(), FrontError> {
+        let mut next = 0u32;
+        for (h, g) in self.m.global_variables.iter() {
+            match g.space {
+                naga::AddressSpace::Uniform | naga::AddressSpace::Immediate => {
+                    let bytes = types::byte_size(self.m, g.ty)?;
+                    let words = bytes.div_ceil(4);
+                    self.uniform_bases.insert(h, next);
+                    self.iface.uniforms.push(UniformBlock {
+                        name: g.name.clone().unwrap_or_default(),
+                        binding: g.binding.as_ref().map(|b| (b.group, b.binding)),
+                        base: next,
+                        words,
+                    });
+                    next += words;
+                }
+                naga::AddressSpace::Private => {
+                    let size = types::comp_count(self.m, g.ty)?;
+                    let init = match g.init {
+                        Some(e) => self.const_expr(e)?,
+                        None => vec![Operand::constant(0); size as usize],
+                    };
+                    let v = self.new_var(size, init);
+                    self.private_vars.insert(h, v);
+                }
+                naga::AddressSpace::Handle => {}
+                naga::AddressSpace::Function => {}
+                naga::AddressSpace::WorkGroup => {
+                    return Err(FrontError::unsupported("workgroup memory"));
+                }
+                naga::AddressSpace::Storage { .. } => {
+                    return Err(FrontError::unsupported("storage buffers"));
+                }
+                _ => {
+                    return Err(FrontError::unsupported(format!(
+                        "address space {:?}",
+                        g.space
+                    )));
+                }
+            }
+        }
+        self.iface.uniform_words = next;
+        Ok(())
+    }
+
+    /// Reads the entry point's arguments from input slots.
+    fn entry_inputs(&mut self, f: &'m naga::Function) -> Result<Vec<Val>, FrontError> {
+        let mut args = Vec::new();
+        for arg in &f.arguments {
+            let comps = match &arg.binding {
+                Some(b) => self.input(b, arg.ty)?,
+                None => {
+                    let naga::TypeInner::Struct { members, .. } = &self.m.types[arg.ty].inner
+                    else {
+                        return Err(FrontError::unsupported(
+                            "entry point argument without binding",
+                        ));
+                    };
+                    let mut all = Vec::new();
+                    for mem in members {
+                        let b = mem.binding.as_ref().ok_or_else(|| {
+                            FrontError::unsupported("input struct member without binding")
+                        })?;
+                        all.extend(self.input(b, mem.ty)?);
+                    }
+                    all
+                }
+            };
+            args.push(Val::Comps(comps));
+        }
+        Ok(args)
+    }
+
+    fn input(
+        &mut self,
+        binding: &naga::Binding,
+        ty: Handle<naga::Type>,
+    ) -> Result<Vec<Operand>, FrontError> {
+        let n = types::comp_count(self.m, ty)?;
+        let mut out = Vec::new();
+        for c in 0..n {
+            let (slot, kind) = match binding {
+                naga::Binding::Location { location, .. } => (
+                    4 * location + c,
+                    SlotKind::Location {
+                        location: *location,
+                        component: c,
+                    },
+                ),
+                naga::Binding::BuiltIn(bi) => {
+                    let (base, name) = match bi {
+                        naga::BuiltIn::Position { .. } => (1000, "position"),
+                        naga::BuiltIn::FrontFacing => (1004, "front_facing"),
+                        naga::BuiltIn::PointCoord => (1005, "point_coord"),
+                        naga::BuiltIn::VertexIndex => (1007, "vertex_index"),
+                        naga::BuiltIn::InstanceIndex => (1008, "instance_index"),
+                        naga::BuiltIn::SampleIndex => (1009, "sample_index"),
+                        other => {
+                            return Err(FrontError::unsupported(format!(
+                                "input built-in {other:?}"
+                            )));
+                        }
+                    };
+                    (
+                        base + c,
+                        SlotKind::BuiltIn {
+                            name: name.into(),
+                            component: c,
+                        },
+                    )
+                }
+            };
+            if !self.iface.inputs.iter().any(|s| s.slot == slot) {
+                self.iface.inputs.push(Slot { slot, kind });
+            }
+            let c1 = self.v1();
+            out.push(Operand::temp(
+                self.b.inst(Opcode::Input, &[slot], &[c1], [])[0],
+            ));
+        }
+        Ok(out)
+    }
+
+    /// Writes the entry point's result to output slots.
+    fn entry_outputs(
+        &mut self,
+        result: &naga::FunctionResult,
+        values: &[Operand],
+    ) -> Result<(), FrontError> {
+        let mut parts: Vec<(naga::Binding, Handle<naga::Type>)> = Vec::new();
+        match &result.binding {
+            Some(b) => parts.push((b.clone(), result.ty)),
+            None => {
+                let naga::TypeInner::Struct { members, .. } = &self.m.types[result.ty].inner else {
+                    return Err(FrontError::unsupported(
+                        "entry point result without binding",
+                    ));
+                };
+                for mem in members {
+                    let b = mem.binding.clone().ok_or_else(|| {
+                        FrontError::unsupported("output struct member without binding")
+                    })?;
+                    parts.push((b, mem.ty));
+                }
+            }
+        }
+        let mut at = 0usize;
+        for (binding, ty) in parts {
+            let n = types::comp_count(self.m, ty)?;
+            for c in 0..n {
+                let (slot, kind) = match &binding {
+                    naga::Binding::Location { location, .. } => (
+                        4 * location + c,
+                        SlotKind::Location {
+                            location: *location,
+                            component: c,
+                        },
+                    ),
+                    naga::Binding::BuiltIn(bi) => {
+                        let (base, name) = match bi {
+                            naga::BuiltIn::Position { .. } => (1100, "position"),
+                            naga::BuiltIn::FragDepth => (1104, "frag_depth"),
+                            naga::BuiltIn::PointSize => (1105, "point_size"),
+                            naga::BuiltIn::SampleMask => (1106, "sample_mask"),
+                            naga::BuiltIn::ClipDistances => (1110, "clip_distance"),
+                            other => {
+                                return Err(FrontError::unsupported(format!(
+                                    "output built-in {other:?}"
+                                )));
+                            }
+                        };
+                        (
+                            base + c,
+                            SlotKind::BuiltIn {
+                                name: name.into(),
+                                component: c,
+                            },
+                        )
+                    }
+                };
+                self.iface.outputs.push(Slot { slot, kind });
+                let mut inst = kiln_ir::Inst::new(Opcode::Output);
+                inst.imms.push(slot);
+                inst.operands.push(values[at]);
+                self.b.push(inst);
+                at += 1;
+            }
+        }
+        Ok(())
+    }
+
+    /// The texture unit of an (image, sampler) pair, allocated on first use.
+    fn unit(
+        &mut self,
+        image: Handle<naga::GlobalVariable>,
+        sampler: Handle<naga::GlobalVariable>,
+    ) -> u32 {
+        if let Some(u) = self.units.iter().position(|&p| p == (image, sampler)) {
+            return u as u32;
+        }
+        let unit = self.units.len() as u32;
+        self.units.push((image, sampler));
+        let name = |h: Handle<naga::GlobalVariable>| {
+            self.m.global_variables[h].name.clone().unwrap_or_default()
+        };
+        self.iface.textures.push(TextureUnit {
+            unit,
+            image: name(image),
+            sampler: name(sampler),
+            size_words: None,
+        });
+        unit
+    }
+}

@@ -1,0 +1,113 @@
+//! Parsing and validation with naga, keeping its `ModuleInfo` (types, uniformity, sampling).
+
+use crate::FrontError;
+use naga::valid::{Capabilities, ModuleInfo, ValidationFlags, Validator};
+use std::path::Path;
+
+/// A source language naga reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Language {
+    Wgsl,
+    /// GLSL 450; the stage comes from the file name.
+    Glsl(naga::ShaderStage),
+    SpirV,
+}
+
+/// A shader source: its language and bytes.
+#[derive(Clone, Debug)]
+pub struct Source {
+    pub name: String,
+    pub language: Language,
+    pub bytes: Vec<u8>,
+}
+
+impl Source {
+    /// Guesses the language from the file name: `.wgsl`, `.spv`, and GLSL's `.vert` / `.frag`
+    /// (also `.vert.glsl`, `.frag.glsl`).
+    pub fn from_path(path: &Path, bytes: Vec<u8>) -> Result<Source, FrontError> {
+        let name = path.display().to_string();
+        let lower = name.to_ascii_lowercase();
+        let language = if lower.ends_with(".wgsl") {
+            Language::Wgsl
+        } else if lower.ends_with(".spv") {
+            Language::SpirV
+        } else if lower.ends_with(".vert") || lower.ends_with(".vert.glsl") {
+            Language::Glsl(naga::ShaderStage::Vertex)
+        } else if lower.ends_with(".frag") || lower.ends_with(".frag.glsl") {
+            Language::Glsl(naga::ShaderStage::Fragment)
+        } else {
+            return Err(FrontError::Input(format!(
+                "{name}: cannot tell the language (expected .wgsl, .spv, .vert or .frag)"
+            )));
+        };
+        Ok(Source {
+            name,
+            language,
+            bytes,
+        })
+    }
+
+    /// The source as text, for diagnostics (SPIR-V has none).
+    pub fn text(&self) -> Option<&str> {
+        match self.language {
+            Language::SpirV => None,
+            _ => std::str::from_utf8(&self.bytes).ok(),
+        }
+    }
+}
+
+/// A parsed and validated module.
+pub struct Parsed {
+    pub module: naga::Module,
+    pub info: ModuleInfo,
+}
+
+/// Parses and validates; naga's panics become errors.
+pub fn parse(source: &Source) -> Result<Parsed, FrontError> {
+    let result = std::panic::catch_unwind(|| parse_inner(source));
+    result.unwrap_or_else(|p| {
+        Err(FrontError::Internal(format!(
+            "naga panicked: {}",
+            panic_text(&p)
+        )))
+    })
+}
+
+fn parse_inner(source: &Source) -> Result<Parsed, FrontError> {
+    let module = match source.language {
+        Language::Wgsl => {
+            let text = std::str::from_utf8(&source.bytes)
+                .map_err(|e| FrontError::Input(format!("{}: not UTF-8: {e}", source.name)))?;
+            naga::front::wgsl::parse_str(text)
+                .map_err(|e| FrontError::Parse(e.emit_to_string(text)))?
+        }
+        Language::Glsl(stage) => {
+            let text = std::str::from_utf8(&source.bytes)
+                .map_err(|e| FrontError::Input(format!("{}: not UTF-8: {e}", source.name)))?;
+            naga::front::glsl::Frontend::default()
+                .parse(&naga::front::glsl::Options::from(stage), text)
+                .map_err(|e| FrontError::Parse(e.emit_to_string(text)))?
+        }
+        Language::SpirV => {
+            naga::front::spv::parse_u8_slice(&source.bytes, &naga::front::spv::Options::default())
+                .map_err(|e| FrontError::Parse(format!("{e}")))?
+        }
+    };
+    let info = Validator::new(ValidationFlags::all(), Capabilities::all())
+        .validate(&module)
+        .map_err(|e| {
+            FrontError::Validate(match source.text() {
+                Some(t) => e.emit_to_string(t),
+                None => format!("{}", e.into_inner()),
+            })
+        })?;
+    Ok(Parsed { module, info })
+}
+
+/// The message of a caught panic.
+pub fn panic_text(p: &Box<dyn std::any::Any + Send>) -> String {
+    p.downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| p.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown panic".into())
+}

@@ -1,0 +1,163 @@
+//! `kiln lower` and `kiln corpus lower`: shaders through the front end.
+
+use clap::{Args, Subcommand, ValueEnum};
+use indicatif::{ProgressBar, ProgressStyle};
+use kiln_front::corpus::{Outcome, lower_file, shader_files, summarize};
+use kiln_front::{FrontError, Source, lower_entry_point, parse};
+use miette::{Diagnostic, NamedSource, SourceSpan};
+use rayon::prelude::*;
+use std::path::PathBuf;
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum Stage {
+    Vertex,
+    Fragment,
+}
+
+#[derive(Debug, Args)]
+pub struct LowerArgs {
+    /// A `.wgsl`, `.spv`, `.vert` or `.frag` file.
+    pub shader: PathBuf,
+    #[arg(long, value_enum)]
+    pub stage: Option<Stage>,
+    /// Entry point name (needed when several match).
+    #[arg(long)]
+    pub entry: Option<String>,
+    /// Print the interface description (JSON) after the IR.
+    #[arg(long)]
+    pub interface: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum CorpusCommand {
+    /// Lower and verify every vertex and fragment entry point under a directory.
+    Lower(CorpusLowerArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct CorpusLowerArgs {
+    pub dir: PathBuf,
+    /// Worker threads (default: all cores).
+    #[arg(short = 'j', long)]
+    pub jobs: Option<usize>,
+    /// Also list every failed or unsupported entry point.
+    #[arg(long)]
+    pub verbose: bool,
+}
+
+/// An unsupported construct, pointing into the shader source.
+#[derive(Debug, thiserror::Error, Diagnostic)]
+#[error("{message}")]
+#[diagnostic(code(kiln::front))]
+struct FrontDiagnostic {
+    message: String,
+    #[source_code]
+    src: NamedSource<String>,
+    #[label("here")]
+    span: SourceSpan,
+}
+
+fn diagnostic(source: &Source, e: FrontError) -> miette::Report {
+    if let (FrontError::Unsupported { span: Some(r), .. }, Some(text)) = (&e, source.text()) {
+        let r = r.start.min(text.len())..r.end.min(text.len());
+        return FrontDiagnostic {
+            message: format!("{}: {e}", source.name),
+            src: NamedSource::new(&source.name, text.to_string()),
+            span: r.into(),
+        }
+        .into();
+    }
+    miette::miette!("{}: {e}", source.name)
+}
+
+pub fn lower(args: LowerArgs) -> miette::Result<()> {
+    let bytes = std::fs::read(&args.shader)
+        .map_err(|e| miette::miette!("cannot read {}: {e}", args.shader.display()))?;
+    let source = Source::from_path(&args.shader, bytes).map_err(|e| miette::miette!("{e}"))?;
+    let parsed = parse(&source).map_err(|e| diagnostic(&source, e))?;
+    let stage = args.stage.map(|s| match s {
+        Stage::Vertex => naga::ShaderStage::Vertex,
+        Stage::Fragment => naga::ShaderStage::Fragment,
+    });
+    let lowered = lower_entry_point(&parsed, stage, args.entry.as_deref())
+        .map_err(|e| diagnostic(&source, e))?;
+    if std::env::var("KILN_DEBUG").is_ok_and(|v| v.split(',').any(|x| x == "print")) {
+        eprint!("{}", kiln_ir::print_function(&lowered.function));
+    }
+    kiln_ir::verify(&lowered.function).map_err(|errs| {
+        miette::miette!(
+            "internal error: the lowered function does not verify: {}",
+            errs[0]
+        )
+    })?;
+    print!("{}", kiln_ir::print_function(&lowered.function));
+    if args.interface {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&lowered.interface).expect("serializable")
+        );
+    }
+    Ok(())
+}
+
+pub fn corpus(cmd: CorpusCommand) -> miette::Result<()> {
+    let CorpusCommand::Lower(args) = cmd;
+    let files = shader_files(&args.dir);
+    if files.is_empty() {
+        return Err(miette::miette!("no shaders under {}", args.dir.display()));
+    }
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(args.jobs.unwrap_or(0))
+        .build()
+        .map_err(|e| miette::miette!("{e}"))?;
+    let bar = ProgressBar::new(files.len() as u64);
+    bar.set_style(
+        ProgressStyle::with_template("{bar:40} {pos}/{len} files {elapsed}")
+            .expect("valid template"),
+    );
+    // naga and the lowering run under catch_unwind; keep their panic messages off the bar.
+    let hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(|_| {}));
+    let verdicts: Vec<_> = pool.install(|| {
+        files
+            .par_iter()
+            .flat_map_iter(|f| {
+                let v = lower_file(f);
+                bar.inc(1);
+                v
+            })
+            .collect()
+    });
+    std::panic::set_hook(hook);
+    bar.finish_and_clear();
+    if args.verbose {
+        for v in &verdicts {
+            if v.outcome != Outcome::Lowered {
+                println!(
+                    "{} [{}]: {:?}",
+                    v.file.display(),
+                    v.entry.as_deref().unwrap_or("-"),
+                    v.outcome
+                );
+            }
+        }
+    }
+    print!("{}", summarize(&verdicts));
+    let mut times: Vec<f64> = verdicts
+        .iter()
+        .filter(|v| v.outcome == Outcome::Lowered)
+        .map(|v| v.seconds)
+        .collect();
+    times.sort_by(f64::total_cmp);
+    if !times.is_empty() {
+        let insts: usize = verdicts.iter().map(|v| v.instructions).sum();
+        let total: f64 = times.iter().sum();
+        println!(
+            "lowering time per entry point: median {:.3} ms, p90 {:.3} ms; {:.0} instructions/s",
+            times[times.len() / 2] * 1e3,
+            times[times.len() * 9 / 10] * 1e3,
+            insts as f64 / total
+        );
+    }
+    Ok(())
+}
