@@ -3,6 +3,7 @@
 use clap::{Args, Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 use kiln_front::corpus::{Outcome, lower_file, shader_files, summarize};
+
 use kiln_front::{FrontError, Source, lower_entry_point, parse};
 use miette::{Diagnostic, NamedSource, SourceSpan};
 use rayon::prelude::*;
@@ -43,6 +44,38 @@ pub struct CorpusLowerArgs {
     /// Also list every failed or unsupported entry point.
     #[arg(long)]
     pub verbose: bool,
+    /// Also run every lowered entry point in the interpreter (16 lanes, ordinary inputs); an
+    /// interpreter error counts as a failure.
+    #[arg(long)]
+    pub run: bool,
+}
+
+/// Runs a lowered function on ordinary per-lane inputs and uniform words.
+fn run_check(f: &kiln_ir::Function) -> Result<(), String> {
+    let mut env = kiln_interp::Env::new(16);
+    env.step_limit = 2_000_000;
+    for inst in f.blocks.iter().flat_map(|b| &b.insts) {
+        let slot = inst.imms.first().copied().unwrap_or(0);
+        match inst.op {
+            kiln_ir::Opcode::Input => {
+                env.inputs.entry(slot).or_insert_with(|| {
+                    (0..16)
+                        .map(|l| (0.1 + 0.05 * l as f32 + 0.03 * (slot % 7) as f32).to_bits())
+                        .collect()
+                });
+            }
+            kiln_ir::Opcode::Uniform => {
+                env.uniforms
+                    .entry(slot)
+                    .or_insert((0.2 + 0.1 * (slot % 5) as f32).to_bits());
+            }
+            _ => {}
+        }
+    }
+    match kiln_interp::run_ssa(f, &env) {
+        Ok(_) | Err(kiln_interp::InterpError::StepLimit { .. }) => Ok(()),
+        Err(e) => Err(format!("interpreter: {e}")),
+    }
 }
 
 /// An unsupported construct, pointing into the shader source.
@@ -122,7 +155,11 @@ pub fn corpus(cmd: CorpusCommand) -> miette::Result<()> {
         files
             .par_iter()
             .flat_map_iter(|f| {
-                let v = lower_file(f);
+                let v = if args.run {
+                    kiln_front::corpus::lower_file_then(f, run_check)
+                } else {
+                    lower_file(f)
+                };
                 bar.inc(1);
                 v
             })

@@ -13,6 +13,7 @@ pub struct Verdict {
     pub outcome: Outcome,
     /// Instructions of the lowered function.
     pub instructions: usize,
+    /// Time spent lowering (not parsing, verifying or running).
     pub seconds: f64,
 }
 
@@ -53,6 +54,14 @@ pub fn shader_files(dir: &Path) -> Vec<PathBuf> {
 
 /// Lowers and verifies every vertex and fragment entry point of one file.
 pub fn lower_file(path: &Path) -> Vec<Verdict> {
+    lower_file_then(path, |_| Ok(()))
+}
+
+/// [`lower_file`], then `check` on every lowered and verified function (an `Err` is a failure).
+pub fn lower_file_then(
+    path: &Path,
+    check: impl Fn(&kiln_ir::Function) -> Result<(), String>,
+) -> Vec<Verdict> {
     let start = std::time::Instant::now();
     let fail = |outcome: Outcome| {
         vec![Verdict {
@@ -80,10 +89,14 @@ pub fn lower_file(path: &Path) -> Vec<Verdict> {
         .into_iter()
         .map(|(name, stage)| {
             let t = std::time::Instant::now();
-            let (outcome, instructions) = match lower_entry_point(&parsed, Some(stage), Some(&name))
-            {
+            let lowered = lower_entry_point(&parsed, Some(stage), Some(&name));
+            let seconds = t.elapsed().as_secs_f64();
+            let (outcome, instructions) = match lowered {
                 Ok(l) => match kiln_ir::verify(&l.function) {
-                    Ok(()) => (Outcome::Lowered, l.function.inst_count()),
+                    Ok(()) => match check(&l.function) {
+                        Ok(()) => (Outcome::Lowered, l.function.inst_count()),
+                        Err(e) => (Outcome::Failed(e), 0),
+                    },
                     Err(errs) => (Outcome::Failed(format!("verifier: {}", errs[0])), 0),
                 },
                 Err(e @ FrontError::Internal(_)) => (Outcome::Failed(e.to_string()), 0),
@@ -94,7 +107,7 @@ pub fn lower_file(path: &Path) -> Vec<Verdict> {
                 entry: Some(name),
                 outcome,
                 instructions,
-                seconds: t.elapsed().as_secs_f64(),
+                seconds,
             }
         })
         .collect()

@@ -4,6 +4,7 @@ use super::{Defs, FnCx, LoopFrame, LoopKind, Lowerer, Ptr, RetMode, Root, Val, V
 use crate::FrontError;
 use kiln_ir::{Block, Inst, Opcode, Operand, Temp, Value};
 use naga::{Handle, Statement};
+use std::collections::HashMap;
 
 /// How a naga jump leaves.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -372,19 +373,20 @@ impl<'m> Lowerer<'m, '_> {
     }
 
     /// Braun et al.'s trivial phis (all operands the phi itself or one value) are replaced by
-    /// that value, repeatedly, in the loop header and exit.
+    /// that value, in rounds: each round finds every trivial phi of the loop header and exit,
+    /// then rewrites the loop's blocks once (uses of these phis cannot come before the header),
+    /// so the cost is the loop's size per round, not per phi.
     fn remove_trivial_phis(&mut self, header: Block, exit: Block) {
         loop {
-            let mut found = None;
-            'search: for blk in [header, exit] {
-                for (k, inst) in self
+            let mut subst: HashMap<Temp, Operand> = HashMap::new();
+            for blk in [header, exit] {
+                for inst in self
                     .b
                     .func
                     .block(blk)
                     .insts
                     .iter()
-                    .enumerate()
-                    .take_while(|(_, i)| i.op.is_phi())
+                    .take_while(|i| i.op.is_phi())
                 {
                     let me = inst.defs[0].temp;
                     let mut same: Option<Operand> = None;
@@ -400,27 +402,49 @@ impl<'m> Lowerer<'m, '_> {
                         same = Some(Operand::from(op.value));
                     }
                     if trivial {
-                        found = Some((blk, k, me, same.unwrap_or(Operand::constant(0))));
-                        break 'search;
+                        subst.insert(me, same.unwrap_or(Operand::constant(0)));
                     }
                 }
             }
-            let Some((blk, k, me, with)) = found else {
+            if subst.is_empty() {
                 return;
-            };
-            self.b.func.block_mut(blk).insts.remove(k);
-            self.replace(me, with);
+            }
+            // Resolve chains (a trivial phi whose value is another trivial phi).
+            let keys: Vec<Temp> = subst.keys().copied().collect();
+            for k in keys {
+                let mut v = subst[&k];
+                let mut hops = 0;
+                while let Some(t) = v.temp_id().filter(|t| subst.contains_key(t) && *t != k) {
+                    v = subst[&t];
+                    hops += 1;
+                    if hops > subst.len() {
+                        break;
+                    }
+                }
+                if v.temp_id() == Some(k) {
+                    v = Operand::constant(0);
+                }
+                subst.insert(k, v);
+            }
+            for blk in [header, exit] {
+                self.b
+                    .func
+                    .block_mut(blk)
+                    .insts
+                    .retain(|i| !(i.op.is_phi() && subst.contains_key(&i.defs[0].temp)));
+            }
+            self.replace(&subst, header);
         }
     }
 
-    /// Replaces every use of `t` by `with`, in the function and in the lowering's state.
-    fn replace(&mut self, t: Temp, with: Operand) {
+    /// Applies a substitution to every use at or after block `from`, and to the lowering's state.
+    fn replace(&mut self, subst: &HashMap<Temp, Operand>, from: Block) {
         let swap = |op: &mut Operand| {
-            if op.temp_id() == Some(t) {
-                op.value = with.value;
+            if let Some(w) = op.temp_id().and_then(|t| subst.get(&t)) {
+                op.value = w.value;
             }
         };
-        for block in &mut self.b.func.blocks {
+        for block in &mut self.b.func.blocks[from.index()..] {
             for inst in &mut block.insts {
                 inst.operands.iter_mut().for_each(swap);
             }
