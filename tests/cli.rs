@@ -125,3 +125,40 @@ fn interp_runs_in_both_modes_with_the_same_output() {
     assert_eq!(text(&ssa.stdout), text(&simt.stdout));
     assert_eq!(text(&ssa.stdout).matches("lane").count(), 16);
 }
+
+#[test]
+fn lower_prints_verified_ir_or_an_unsupported_diagnostic() {
+    let dir = std::env::temp_dir().join(format!("kiln-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let good = dir.join("ok.wgsl");
+    std::fs::write(
+        &good,
+        "@fragment fn main(@location(0) x: vec4f) -> @location(0) vec4f { return x * 2.0; }\n",
+    )
+    .unwrap();
+    let out = kiln(&["lower", good.to_str().unwrap(), "--interface"], None);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.contains("= fmul") && stdout.contains("\"entry_point\": \"main\""),
+        "{stdout}"
+    );
+    let bad = dir.join("bad.wgsl");
+    std::fs::write(&bad, "@group(0) @binding(0) var<storage, read> b: array<f32>;\n@fragment fn main() -> @location(0) vec4f { return vec4f(b[0]); }\n").unwrap();
+    let out = kiln(&["lower", bad.to_str().unwrap()], None);
+    let stderr = text(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        stderr.contains("unsupported: storage buffers") && !stderr.contains("panicked"),
+        "{stderr}"
+    );
+    let garbage = dir.join("junk.wgsl");
+    std::fs::write(&garbage, "fn (((").unwrap();
+    let out = kiln(&["lower", garbage.to_str().unwrap()], None);
+    assert!(
+        !out.status.success() && text(&out.stderr).contains("parse error"),
+        "{}",
+        text(&out.stderr)
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}
