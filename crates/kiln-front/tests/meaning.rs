@@ -548,3 +548,14 @@ fn glsl_functions_with_out_parameters() {
     ));
     check(got, |x| [x[0].floor(), x[0] - x[0].floor(), 0.0, 0.0]);
 }
+
+#[test]
+fn texel_fetch_reads_the_texel() {
+    let src = "@group(0) @binding(0) var t: texture_2d<f32>;\n@fragment fn main(@location(0) x: vec4f) -> @location(0) vec4f { return textureLoad(t, vec2i(i32(x.x * 2.0 + 3.0), 5), 0); }";
+    let got = floats(run_with(Language::Wgsl, src, lane_input, |_| 0));
+    let tex = kiln_interp::Texture::procedural(0);
+    check(got, |x| {
+        let px = (x[0] * 2.0 + 3.0) as i32;
+        tex.texels[(5 * 16 + px) as usize].map(|c| c as f32 / 255.0)
+    });
+}

@@ -441,6 +441,15 @@ impl<'a, S: Storage> Machine<'a, S> {
                     let c = |k: usize| vals.get(k).copied().flatten().map_or(0.0, f32::from_bits);
                     tex.sample(c(0), c(1)).map(Some).into_iter().collect()
                 }
+                Opcode::TextureFetch => {
+                    let unit = inst.imms[0];
+                    let tex = self
+                        .textures
+                        .entry(unit)
+                        .or_insert_with(|| Texture::procedural(unit));
+                    let c = |k: usize| vals.get(k).copied().flatten().unwrap_or(0) as i32;
+                    tex.fetch(c(0), c(1)).map(Some).into_iter().collect()
+                }
                 Opcode::Discard => {
                     if active {
                         self.discarded |= bit(l);

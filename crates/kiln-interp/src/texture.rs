@@ -28,6 +28,14 @@ impl Texture {
         }
     }
 
+    /// Texel (x, y) as normalized RGBA float bits; coordinates wrap (repeat), as the sampled
+    /// path does.
+    pub fn fetch(&self, x: i32, y: i32) -> [u32; 4] {
+        let (w, h) = (self.width as i32, self.height as i32);
+        let texel = self.texels[(y.rem_euclid(h) * w + x.rem_euclid(w)) as usize];
+        texel.map(|c| (c as f32 / 255.0).to_bits())
+    }
+
     /// Samples at normalized coordinates `(s, t)`: nearest texel, coordinates wrapped (repeat);
     /// returns normalized RGBA as f32 bits. Non-finite coordinates read texel (0, 0).
     pub fn sample(&self, s: f32, t: f32) -> [u32; 4] {

@@ -230,6 +230,9 @@ opcodes! {
     Output => effect(info("output", f(0), f(1), 1, 0)),
     /// Samples texture unit `imm0` with mode `imm1` at the coordinate operands; defines a vector.
     TextureSample => info("texture_sample", f(1), VAR, 2, 0),
+    /// Reads texel (x, y) (integer operands, then optional layer and level) of unit `imm0`
+    /// without filtering; defines a vector.
+    TextureFetch => info("texture_fetch", f(1), VAR, 1, 0),
     /// Ends the active lanes without output (fragment discard).
     Discard => effect(info("discard", f(0), f(0), 0, 0)),
 }

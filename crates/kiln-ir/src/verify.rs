@@ -585,6 +585,7 @@ impl Verifier<'_> {
                     Opcode::Spill
                         | Opcode::Reload
                         | Opcode::TextureSample
+                        | Opcode::TextureFetch
                         | Opcode::Output
                         | Opcode::Uniform
                 ) =>

@@ -393,7 +393,39 @@ impl<'m> Lowerer<'m, '_> {
             Expression::CallResult(_) => {
                 Err(FrontError::Internal("call result before its call".into()))
             }
-            Expression::ImageLoad { .. } => Err(FrontError::unsupported("texel fetches")),
+            Expression::ImageLoad {
+                image,
+                coordinate,
+                array_index,
+                sample,
+                level,
+            } => {
+                if sample.is_some() {
+                    return Err(FrontError::unsupported("multisampled texel fetches"));
+                }
+                let Val::Resource(img) = self.expr(cx, *image)? else {
+                    return Err(FrontError::unsupported("texture chosen at run time"));
+                };
+                let unit = match self.units.iter().position(|u| u.0 == img) {
+                    Some(u) => u as u32,
+                    None => self.unit(img, img),
+                };
+                let mut ops = self.comps(cx, *coordinate)?;
+                if let Some(a) = array_index {
+                    ops.extend(self.comps(cx, *a)?);
+                }
+                if let Some(l) = level {
+                    ops.extend(self.comps(cx, *l)?);
+                }
+                let c4 = self.b.func.target.class(kiln_ir::GenericTarget::V, 4);
+                let t = self.b.inst(Opcode::TextureFetch, &[unit], &[c4], ops)[0];
+                let c1 = self.v1();
+                let parts = self
+                    .b
+                    .inst(Opcode::SplitVector, &[], &[c1; 4], [Operand::temp(t)]);
+                let n = types::inner_count(m, &self.ty(cx, h))? as usize;
+                comps(parts.iter().take(n).map(|&p| Operand::temp(p)).collect())
+            }
             Expression::ArrayLength(_) => Err(FrontError::unsupported("runtime-sized arrays")),
             other => Err(FrontError::unsupported(format!(
                 "expression {}",
