@@ -52,26 +52,8 @@ pub struct CorpusLowerArgs {
 
 /// Runs a lowered function on ordinary per-lane inputs and uniform words.
 fn run_check(f: &kiln_ir::Function) -> Result<(), String> {
-    let mut env = kiln_interp::Env::new(16);
+    let mut env = kiln_interp::Env::with_ordinary_values(f, 16);
     env.step_limit = 2_000_000;
-    for inst in f.blocks.iter().flat_map(|b| &b.insts) {
-        let slot = inst.imms.first().copied().unwrap_or(0);
-        match inst.op {
-            kiln_ir::Opcode::Input => {
-                env.inputs.entry(slot).or_insert_with(|| {
-                    (0..16)
-                        .map(|l| (0.1 + 0.05 * l as f32 + 0.03 * (slot % 7) as f32).to_bits())
-                        .collect()
-                });
-            }
-            kiln_ir::Opcode::Uniform => {
-                env.uniforms
-                    .entry(slot)
-                    .or_insert((0.2 + 0.1 * (slot % 5) as f32).to_bits());
-            }
-            _ => {}
-        }
-    }
     match kiln_interp::run_ssa(f, &env) {
         Ok(_) | Err(kiln_interp::InterpError::StepLimit { .. }) => Ok(()),
         Err(e) => Err(format!("interpreter: {e}")),

@@ -88,31 +88,9 @@ fn glsl_and_hlsl_versions_agree() {
             skipped += 1;
             continue;
         }
-        // The same inputs in both (slots are numbered by location and uniform offset): ordinary
-        // floats, different per lane and per slot.
-        let mut env = Env::new(16);
-        for f in [&a, &b] {
-            for inst in f.blocks.iter().flat_map(|b| &b.insts) {
-                let slot = inst.imms.first().copied().unwrap_or(0);
-                match inst.op {
-                    kiln_ir::Opcode::Input => {
-                        env.inputs.entry(slot).or_insert_with(|| {
-                            (0..16)
-                                .map(|l| {
-                                    (0.1 + 0.05 * l as f32 + 0.03 * (slot % 7) as f32).to_bits()
-                                })
-                                .collect()
-                        });
-                    }
-                    kiln_ir::Opcode::Uniform => {
-                        env.uniforms
-                            .entry(slot)
-                            .or_insert((0.2 + 0.1 * (slot % 5) as f32).to_bits());
-                    }
-                    _ => {}
-                }
-            }
-        }
+        // The same inputs in both (slots are numbered by location and uniform offset).
+        let mut env = Env::with_ordinary_values(&a, 16);
+        env.merge_missing(Env::with_ordinary_values(&b, 16));
         let (ra, rb) = (run_ssa(&a, &env), run_ssa(&b, &env));
         match (ra, rb) {
             (Ok(x), Ok(y)) => {

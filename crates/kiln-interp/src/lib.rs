@@ -83,6 +83,44 @@ impl Env {
     }
 }
 
+impl Env {
+    /// Ordinary values for every input and uniform slot `func` reads — floats a little above 0,
+    /// different per lane and slot — for comparing programs whose float results would explode
+    /// on random bit patterns.
+    pub fn with_ordinary_values(func: &Function, lanes: usize) -> Env {
+        let mut env = Env::new(lanes);
+        for inst in func.blocks.iter().flat_map(|b| &b.insts) {
+            let slot = inst.imms.first().copied().unwrap_or(0);
+            match inst.op {
+                Opcode::Input => {
+                    env.inputs.entry(slot).or_insert_with(|| {
+                        (0..lanes)
+                            .map(|l| (0.1 + 0.05 * l as f32 + 0.03 * (slot % 7) as f32).to_bits())
+                            .collect()
+                    });
+                }
+                Opcode::Uniform => {
+                    env.uniforms
+                        .entry(slot)
+                        .or_insert((0.2 + 0.1 * (slot % 5) as f32).to_bits());
+                }
+                _ => {}
+            }
+        }
+        env
+    }
+
+    /// Adds values for the slots of `other` that this environment lacks.
+    pub fn merge_missing(&mut self, other: Env) {
+        for (k, v) in other.inputs {
+            self.inputs.entry(k).or_insert(v);
+        }
+        for (k, v) in other.uniforms {
+            self.uniforms.entry(k).or_insert(v);
+        }
+    }
+}
+
 /// What a run produced.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Outputs {

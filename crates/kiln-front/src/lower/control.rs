@@ -6,6 +6,10 @@ use kiln_ir::{Block, Inst, Opcode, Operand, Temp, Value};
 use naga::{Handle, Statement};
 use std::collections::HashMap;
 
+/// The else side of a structured if: told whether it must reach the endif.
+type Side<'m, 'f, 'a> =
+    dyn FnMut(&mut Lowerer<'m, 'f>, &mut FnCx<'m>, bool) -> Result<(), FrontError> + 'a;
+
 /// How a naga jump leaves.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Jump {
@@ -14,7 +18,7 @@ enum Jump {
     Return,
 }
 
-impl<'m> Lowerer<'m, '_> {
+impl<'m, 'f> Lowerer<'m, 'f> {
     /// Lowers a function body with its arguments; returns the value of its `Return`, if any.
     pub(super) fn function_body(
         &mut self,
@@ -196,25 +200,46 @@ impl<'m> Lowerer<'m, '_> {
         reject: &'m naga::Block,
     ) -> Result<(), FrontError> {
         let c = self.comps(cx, cond)?[0];
+        let mut then_side = |lw: &mut Self, cx: &mut FnCx<'m>| lw.region(cx, accept, false);
+        let mut else_side = |lw: &mut Self, cx: &mut FnCx<'m>, fall_through: bool| {
+            lw.region(cx, reject, fall_through)
+        };
+        let else_side: Option<&mut Side<'m, 'f, '_>> = if reject.is_empty() {
+            None
+        } else {
+            Some(&mut else_side)
+        };
+        self.structured_if(cx, c, &mut then_side, else_side)
+    }
+
+    /// `if c { then } else { else }` with the SSA merge at the endif. The else side is told
+    /// whether it must reach the endif (when the then side left by a jump).
+    fn structured_if(
+        &mut self,
+        cx: &mut FnCx<'m>,
+        c: Operand,
+        then_side: &mut dyn FnMut(&mut Self, &mut FnCx<'m>) -> Result<(), FrontError>,
+        else_side: Option<&mut Side<'m, 'f, '_>>,
+    ) -> Result<(), FrontError> {
         let divergent = !self.is_uniform(&c);
         let before = self.defs.clone();
         let head = self.b.current_block();
         let mut scope = self.b.begin_if(c, divergent);
-        self.region(cx, accept, false)?;
+        then_side(self, cx)?;
         let then_jumped = self.b.is_terminated();
         let then_end = (self.b.current_block(), self.defs.clone());
         let mut incoming = Vec::new();
         let mut else_jumped = false;
-        if reject.is_empty() {
-            incoming.push((head, before.clone()));
-        } else {
-            self.defs = before.clone();
-            self.b.begin_else(&mut scope);
-            // If the then side left, the else side must reach the endif.
-            self.region(cx, reject, then_jumped)?;
-            else_jumped = self.b.is_terminated();
-            if !else_jumped {
-                incoming.push((self.b.current_block(), self.defs.clone()));
+        match else_side {
+            None => incoming.push((head, before.clone())),
+            Some(side) => {
+                self.defs = before.clone();
+                self.b.begin_else(&mut scope);
+                side(self, cx, then_jumped)?;
+                else_jumped = self.b.is_terminated();
+                if !else_jumped {
+                    incoming.push((self.b.current_block(), self.defs.clone()));
+                }
             }
         }
         if !then_jumped {
@@ -687,37 +712,19 @@ impl<'m> Lowerer<'m, '_> {
             });
         }
         let cond = cond.unwrap_or(Operand::constant(0));
-        let divergent = !self.is_uniform(&cond);
-        let before = self.defs.clone();
-        let head = self.b.current_block();
-        let mut scope = self.b.begin_if(cond, divergent);
-        self.region(cx, body, false)?;
-        let then_jumped = self.b.is_terminated();
-        let then_end = (self.b.current_block(), self.defs.clone());
-        let mut incoming = Vec::new();
-        let mut else_jumped = false;
-        if rest.is_empty() {
-            incoming.push((head, before.clone()));
+        let mut then_side = |lw: &mut Self, cx: &mut FnCx<'m>| lw.region(cx, body, false);
+        let mut else_side = |lw: &mut Self, cx: &mut FnCx<'m>, fall_through: bool| {
+            lw.regions.push(fall_through);
+            let r = lw.case_chain(cx, sel, rest);
+            lw.regions.pop();
+            r
+        };
+        let else_side: Option<&mut Side<'m, 'f, '_>> = if rest.is_empty() {
+            None
         } else {
-            self.defs = before.clone();
-            self.b.begin_else(&mut scope);
-            self.regions.push(then_jumped);
-            let r = self.case_chain(cx, sel, rest);
-            self.regions.pop();
-            r?;
-            else_jumped = self.b.is_terminated();
-            if !else_jumped {
-                incoming.push((self.b.current_block(), self.defs.clone()));
-            }
-        }
-        if !then_jumped {
-            incoming.push(then_end);
-        }
-        incoming.sort_by_key(|(b, _)| *b);
-        let endif = self.b.end_if(scope);
-        let uniform_merge = !divergent && !then_jumped && !else_jumped;
-        self.defs = self.merge(endif, &incoming, uniform_merge, &before);
-        Ok(())
+            Some(&mut else_side)
+        };
+        self.structured_if(cx, cond, &mut then_side, else_side)
     }
 
     /// Writes `v` through a pointer.

@@ -113,6 +113,17 @@ struct LoopFrame<'m> {
     break_if: Option<Handle<naga::Expression>>,
 }
 
+/// Location `location`, component `c`: slot `4 · location + c`.
+fn location_slot(location: u32, c: u32) -> (u32, SlotKind) {
+    (
+        4 * location + c,
+        SlotKind::Location {
+            location,
+            component: c,
+        },
+    )
+}
+
 /// Lower bound on the elements a dynamic index selects among (a select chain per element).
 pub const MAX_DYNAMIC_ELEMENTS: u32 = 64;
 
@@ -363,13 +374,7 @@ impl<'m> Lowerer<'m, '_> {
         let mut out = Vec::new();
         for c in 0..n {
             let (slot, kind) = match binding {
-                naga::Binding::Location { location, .. } => (
-                    4 * location + c,
-                    SlotKind::Location {
-                        location: *location,
-                        component: c,
-                    },
-                ),
+                naga::Binding::Location { location, .. } => location_slot(*location, c),
                 naga::Binding::BuiltIn(bi) => {
                     let (base, name) = match bi {
                         naga::BuiltIn::Position { .. } => (1000, "position"),
@@ -432,13 +437,7 @@ impl<'m> Lowerer<'m, '_> {
             let n = types::comp_count(self.m, ty)?;
             for c in 0..n {
                 let (slot, kind) = match &binding {
-                    naga::Binding::Location { location, .. } => (
-                        4 * location + c,
-                        SlotKind::Location {
-                            location: *location,
-                            component: c,
-                        },
-                    ),
+                    naga::Binding::Location { location, .. } => location_slot(*location, c),
                     naga::Binding::BuiltIn(bi) => {
                         let (base, name) = match bi {
                             naga::BuiltIn::Position { .. } => (1100, "position"),
