@@ -113,6 +113,15 @@ struct LoopFrame<'m> {
     break_if: Option<Handle<naga::Expression>>,
 }
 
+/// A built-in's name without its fields (`Barycentric`, not `Barycentric { perspective: true }`).
+fn builtin_name(b: &naga::BuiltIn) -> String {
+    format!("{b:?}")
+        .split([' ', '{', '('])
+        .next()
+        .unwrap_or("?")
+        .to_string()
+}
+
 /// Location `location`, component `c`: slot `4 · location + c`.
 fn location_slot(location: u32, c: u32) -> (u32, SlotKind) {
     (
