@@ -394,7 +394,8 @@ impl<'m> Lowerer<'m, '_> {
                         naga::BuiltIn::SampleIndex => (1009, "sample_index"),
                         other => {
                             return Err(FrontError::unsupported(format!(
-                                "input built-in {other:?}"
+                                "input built-in {}",
+                                builtin_name(other)
                             )));
                         }
                     };
@@ -456,7 +457,8 @@ impl<'m> Lowerer<'m, '_> {
                             naga::BuiltIn::ClipDistances => (1110, "clip_distance"),
                             other => {
                                 return Err(FrontError::unsupported(format!(
-                                    "output built-in {other:?}"
+                                    "output built-in {}",
+                                    builtin_name(other)
                                 )));
                             }
                         };
