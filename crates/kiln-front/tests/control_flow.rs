@@ -319,6 +319,29 @@ fn unsupported_constructs_are_reported() {
         @fragment fn main() -> @location(0) vec4f { return vec4f(b[0]); }";
     let msg = failure(Language::Wgsl, storage.as_bytes()).expect("storage buffers are refused");
     assert!(msg.contains("unsupported: storage buffers"), "{msg}");
+    // The error points at the global's declaration.
+    let parsed = parse(&source(Language::Wgsl, storage.as_bytes())).expect("valid");
+    match lower_entry_point(&parsed, None, None) {
+        Err(kiln_front::FrontError::Unsupported {
+            span: Some(span), ..
+        }) => assert!(storage[span].starts_with("var<storage"), "{storage}"),
+        other => panic!(
+            "expected an unsupported error with a span: {:?}",
+            other.err()
+        ),
+    }
+    // A storage buffer that only another entry point uses does not stop this one.
+    let shared = "@group(0) @binding(0) var<storage, read> b: array<f32>;
+        @vertex fn vs() -> @builtin(position) vec4f { return vec4f(b[0]); }
+        @fragment fn fs() -> @location(0) vec4f { return vec4f(1.0); }";
+    let parsed = parse(&source(Language::Wgsl, shared.as_bytes())).expect("valid");
+    let lowered = lower_entry_point(&parsed, None, Some("fs")).expect("fs does not use b");
+    kiln_ir::verify(&lowered.function).expect("verifies");
+    let msg = match lower_entry_point(&parsed, None, Some("vs")) {
+        Err(e) => e,
+        Ok(_) => panic!("vs uses b"),
+    };
+    assert!(msg.to_string().contains("storage buffers"), "{msg}");
     let compute = "@compute @workgroup_size(1) fn main() {}";
     let msg = failure(Language::Wgsl, compute.as_bytes()).expect("no vertex/fragment entry");
     assert!(!msg.is_empty());

@@ -249,7 +249,7 @@ fn lower_inner(
         units: Vec::new(),
         call_depth: 0,
     };
-    lw.globals()?;
+    lw.globals(index)?;
     let info = info.get_entry_point(index);
     let args = lw.entry_inputs(&ep.function)?;
     let outputs = lw.function_body(&ep.function, info, args)?;
@@ -300,10 +300,24 @@ impl<'m> Lowerer<'m, '_> {
         v
     }
 
-    /// Uniform blocks get consecutive word ranges; private globals become variables.
-    fn globals(&mut self) -> Result<(), FrontError> {
+    /// Uniform blocks get consecutive word ranges; private globals become variables. Globals in
+    /// address spaces kiln cannot serve are refused only when entry point `index` uses them
+    /// (naga's `FunctionInfo::global_uses`, which includes the uses of called functions); the
+    /// error points at the global's declaration.
+    fn globals(&mut self, index: usize) -> Result<(), FrontError> {
         let mut next = 0u32;
+        let uses = self.info.get_entry_point(index);
         for (h, g) in self.m.global_variables.iter() {
+            let unused = uses[h].is_empty();
+            let refuse = |what: String| -> Result<(), FrontError> {
+                if unused {
+                    return Ok(());
+                }
+                Err(FrontError::Unsupported {
+                    what,
+                    span: self.m.global_variables.get_span(h).to_range(),
+                })
+            };
             match g.space {
                 naga::AddressSpace::Uniform | naga::AddressSpace::Immediate => {
                     let bytes = types::byte_size(self.m, g.ty)?;
@@ -328,18 +342,9 @@ impl<'m> Lowerer<'m, '_> {
                 }
                 naga::AddressSpace::Handle => {}
                 naga::AddressSpace::Function => {}
-                naga::AddressSpace::WorkGroup => {
-                    return Err(FrontError::unsupported("workgroup memory"));
-                }
-                naga::AddressSpace::Storage { .. } => {
-                    return Err(FrontError::unsupported("storage buffers"));
-                }
-                _ => {
-                    return Err(FrontError::unsupported(format!(
-                        "address space {:?}",
-                        g.space
-                    )));
-                }
+                naga::AddressSpace::WorkGroup => refuse("workgroup memory".into())?,
+                naga::AddressSpace::Storage { .. } => refuse("storage buffers".into())?,
+                _ => refuse(format!("address space {:?}", g.space))?,
             }
         }
         self.iface.uniform_words = next;
