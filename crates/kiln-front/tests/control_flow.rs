@@ -360,6 +360,6 @@ fn malformed_input_is_an_error_not_a_panic() {
         ),
     ];
     for (lang, src) in cases {
-        assert!(failure(lang.clone(), src).is_some(), "{src:?} was accepted");
+        assert!(failure(*lang, src).is_some(), "{src:?} was accepted");
     }
 }
