@@ -363,3 +363,93 @@ fn malformed_input_is_an_error_not_a_panic() {
         assert!(failure(*lang, src).is_some(), "{src:?} was accepted");
     }
 }
+
+/// Lowers `src`, gives uniform word `w` the value `w / 2 + 1` and every input the slot number
+/// plus the lane, and returns, per lane, the first unit written to each output slot.
+fn run_any(
+    lang: Language,
+    src: &str,
+) -> (
+    kiln_front::Interface,
+    std::collections::BTreeMap<u32, Vec<f32>>,
+) {
+    let parsed = parse(&source(lang, src.as_bytes())).unwrap_or_else(|e| panic!("{e}"));
+    let lowered = lower_entry_point(&parsed, None, None).unwrap_or_else(|e| panic!("{e}"));
+    let text = kiln_ir::print_function(&lowered.function);
+    if let Err(e) = kiln_ir::verify(&lowered.function) {
+        panic!("{}\n{text}", e[0]);
+    }
+    let mut env = Env::new(LANES);
+    for inst in lowered.function.blocks.iter().flat_map(|b| &b.insts) {
+        match inst.op {
+            kiln_ir::Opcode::Input => {
+                let slot = inst.imms[0];
+                env.inputs.insert(
+                    slot,
+                    (0..LANES)
+                        .map(|l| (slot + l as u32) as f32)
+                        .map(f32::to_bits)
+                        .collect(),
+                );
+            }
+            kiln_ir::Opcode::Uniform => {
+                let w = inst.imms[0];
+                env.uniforms.insert(w, (w as f32 * 0.5 + 1.0).to_bits());
+            }
+            _ => {}
+        }
+    }
+    let out = run_ssa(&lowered.function, &env).unwrap_or_else(|e| panic!("{e}\n{text}"));
+    let slots = out
+        .slots
+        .iter()
+        .map(|(&s, lanes)| {
+            let v = lanes
+                .iter()
+                .map(|u| f32::from_bits(u.as_ref().and_then(|u| u[0]).unwrap_or(0xdead)))
+                .collect();
+            (s, v)
+        })
+        .collect();
+    (lowered.interface, slots)
+}
+
+#[test]
+fn glsl_uniform_block_follows_std140() {
+    // std140: a[3] at bytes 0, 16, 32 (stride 16); b at 48; c at 60; m's columns at 64, 80, 96.
+    // Word w holds w / 2 + 1: a[2] = word 8 -> 5, b.z = word 14 -> 8, c = word 15 -> 8.5,
+    // m[1][2] = word 22 -> 12.
+    let src = "#version 450
+        layout(std140, set = 0, binding = 0) uniform Block { float a[3]; vec3 b; float c; mat3 m; } u;
+        layout(location = 0) out vec4 o;
+        void main() { o = vec4(u.a[2], u.b.z, u.c, u.m[1][2]); }";
+    let (iface, out) = run_any(Language::Glsl(naga::ShaderStage::Fragment), src);
+    assert_eq!(iface.uniforms.len(), 1);
+    assert_eq!(iface.uniforms[0].base, 0);
+    for l in 0..LANES {
+        let got: Vec<f32> = (0..4).map(|c| out[&c][l]).collect();
+        assert_eq!(got, [5.0, 8.0, 8.5, 12.0], "lane {l}");
+    }
+}
+
+#[test]
+fn vertex_built_ins_and_attributes() {
+    // Inputs: slot s of lane l holds s + l; location 1 component 1 is slot 5, vertex_index 1007.
+    // vertex_index arrives as the bits of a float here, so it is reinterpreted back.
+    let src = "struct O { @builtin(position) p: vec4f, @location(2) v: f32 }
+        @vertex fn main(@location(1) a: vec2f, @builtin(vertex_index) i: u32) -> O {
+          var o: O;
+          o.p = vec4f(a.y, a.x * 2.0, bitcast<f32>(i), 1.0);
+          o.v = a.x + a.y;
+          return o;
+        }";
+    let (_, out) = run_any(Language::Wgsl, src);
+    for l in 0..LANES {
+        let lf = l as f32;
+        assert_eq!(out[&1100][l], 5.0 + lf, "position.x");
+        assert_eq!(out[&1101][l], 2.0 * (4.0 + lf), "position.y");
+        assert_eq!(out[&1102][l], 1007.0 + lf, "position.z");
+        assert_eq!(out[&1103][l], 1.0, "position.w");
+        assert_eq!(out[&8][l], 9.0 + 2.0 * lf, "location 2");
+    }
+}
