@@ -415,6 +415,7 @@ fn run_any(
 }
 
 #[test]
+#[allow(clippy::needless_range_loop)] // lanes index several slot vectors
 fn glsl_uniform_block_follows_std140() {
     // std140: a[3] at bytes 0, 16, 32 (stride 16); b at 48; c at 60; m's columns at 64, 80, 96.
     // Word w holds w / 2 + 1: a[2] = word 8 -> 5, b.z = word 14 -> 8, c = word 15 -> 8.5,
@@ -433,6 +434,7 @@ fn glsl_uniform_block_follows_std140() {
 }
 
 #[test]
+#[allow(clippy::needless_range_loop)] // lanes index several slot vectors
 fn vertex_built_ins_and_attributes() {
     // Inputs: slot s of lane l holds s + l; location 1 component 1 is slot 5, vertex_index 1007.
     // vertex_index arrives as the bits of a float here, so it is reinterpreted back.
