@@ -455,3 +455,34 @@ fn vertex_built_ins_and_attributes() {
         assert_eq!(out[&8][l], 9.0 + 2.0 * lf, "location 2");
     }
 }
+
+#[test]
+fn two_dynamic_indices_in_one_access() {
+    // `m[i][j]` on a local array of arrays and a matrix column: both indices select among the
+    // product of their counts, for loads and for stores.
+    check(
+        "var a: array<array<f32, 3>, 4>;
+         for (var r = 0; r < 4; r++) { for (var c = 0; c < 3; c++) { a[r][c] = f32(r * 10 + c); } }
+         let i = i32(x.x + 1.5) % 4;
+         let j = i32(x.y + 0.5) % 3;
+         a[j][i % 3] = -1.0;
+         var m = mat3x3f(vec3f(1.0, 2.0, 3.0), vec3f(4.0, 5.0, 6.0), vec3f(7.0, 8.0, 9.0));
+         m[j][i % 3] = 100.0;
+         return vec4f(a[i][j], a[j][i % 3], m[j][i % 3] + m[i % 3][j], a[3][2]);",
+        "",
+        |x| {
+            let mut a = [[0.0f32; 3]; 4];
+            for (r, row) in a.iter_mut().enumerate() {
+                for (c, v) in row.iter_mut().enumerate() {
+                    *v = (r * 10 + c) as f32;
+                }
+            }
+            let i = ((x[0] + 1.5) as i32 % 4) as usize;
+            let j = ((x[1] + 0.5) as i32 % 3) as usize;
+            a[j][i % 3] = -1.0;
+            let mut m = [[1.0f32, 2.0, 3.0], [4.0, 5.0, 6.0], [7.0, 8.0, 9.0]];
+            m[j][i % 3] = 100.0;
+            Some([a[i][j], a[j][i % 3], m[j][i % 3] + m[i % 3][j], a[3][2]])
+        },
+    );
+}

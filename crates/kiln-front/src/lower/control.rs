@@ -733,32 +733,23 @@ impl<'m, 'f> Lowerer<'m, 'f> {
             return Err(FrontError::unsupported("stores to uniform memory"));
         };
         let n = v.len() as u32;
-        match ptr.dynamic {
-            None => {
-                let comps = self
-                    .defs
-                    .get_mut(&var)
-                    .ok_or_else(|| FrontError::Internal("store to a dead variable".into()))?;
-                for (k, x) in v.into_iter().enumerate() {
-                    comps[ptr.offset as usize + k] = x;
-                }
+        if ptr.dynamic.is_empty() {
+            let comps = self
+                .defs
+                .get_mut(&var)
+                .ok_or_else(|| FrontError::Internal("store to a dead variable".into()))?;
+            for (k, x) in v.into_iter().enumerate() {
+                comps[ptr.offset as usize + k] = x;
             }
-            Some((index, stride, count)) => {
-                if count > super::MAX_DYNAMIC_ELEMENTS {
-                    return Err(FrontError::unsupported(format!(
-                        "dynamic indexing of more than {} elements",
-                        super::MAX_DYNAMIC_ELEMENTS
-                    )));
-                }
-                for e in 0..count {
-                    let hit = self.op(Opcode::Ieq, &[index, Operand::constant(e)]);
-                    for k in 0..n {
-                        let at = (ptr.offset + e * stride + k) as usize;
-                        let old = self.defs[&var][at];
-                        let new = self.op(Opcode::Sel, &[hit, v[k as usize], old]);
-                        self.defs.get_mut(&var).expect("variable")[at] = new;
-                    }
-                }
+            return Ok(());
+        }
+        for (off, hit) in self.dynamic_cases(&ptr.dynamic, false)? {
+            let hit = hit.ok_or_else(|| FrontError::Internal("dynamic case".into()))?;
+            for k in 0..n {
+                let at = (ptr.offset + off + k) as usize;
+                let old = self.defs[&var][at];
+                let new = self.op(Opcode::Sel, &[hit, v[k as usize], old]);
+                self.defs.get_mut(&var).expect("variable")[at] = new;
             }
         }
         Ok(())

@@ -162,14 +162,14 @@ impl<'m> Lowerer<'m, '_> {
                             },
                             ty: m.types[gv.ty].inner.clone(),
                             offset: 0,
-                            dynamic: None,
+                            dynamic: Vec::new(),
                         }))
                     }
                     naga::AddressSpace::Private => Ok(Val::Ptr(Ptr {
                         root: Root::Var(self.private_vars[g]),
                         ty: m.types[gv.ty].inner.clone(),
                         offset: 0,
-                        dynamic: None,
+                        dynamic: Vec::new(),
                     })),
                     other => Err(FrontError::unsupported(format!("address space {other:?}"))),
                 }
@@ -178,7 +178,7 @@ impl<'m> Lowerer<'m, '_> {
                 root: Root::Var(cx.locals[l.index()]),
                 ty: m.types[cx.f.local_variables[*l].ty].inner.clone(),
                 offset: 0,
-                dynamic: None,
+                dynamic: Vec::new(),
             })),
             Expression::Load { pointer } => {
                 let Val::Ptr(p) = self.expr(cx, *pointer)? else {
@@ -575,19 +575,12 @@ impl<'m> Lowerer<'m, '_> {
                     root: p.root,
                     ty: elem,
                     offset: p.offset,
-                    dynamic: p.dynamic,
+                    dynamic: p.dynamic.clone(),
                 };
                 match (member_off, index, dynamic) {
                     (Some(off), _, _) => q.offset += off,
                     (None, Some(i), _) => q.offset += i * stride,
-                    (None, None, Some(d)) => {
-                        if q.dynamic.is_some() {
-                            return Err(FrontError::unsupported(
-                                "more than one dynamic index in one access",
-                            ));
-                        }
-                        q.dynamic = Some((d, stride, count));
-                    }
+                    (None, None, Some(d)) => q.dynamic.push((d, stride, count)),
                     _ => return Err(FrontError::Internal("access without index".into())),
                 }
                 Ok(Val::Ptr(q))
@@ -663,26 +656,19 @@ impl<'m> Lowerer<'m, '_> {
                 }
             }
         };
-        match p.dynamic {
-            None => read_at(self, p.offset),
-            Some((index, stride, count)) => {
-                if count > super::MAX_DYNAMIC_ELEMENTS {
-                    return Err(FrontError::unsupported(format!(
-                        "dynamic indexing of more than {} elements",
-                        super::MAX_DYNAMIC_ELEMENTS
-                    )));
-                }
-                let mut acc = read_at(self, p.offset)?;
-                for e in 1..count {
-                    let cand = read_at(self, p.offset + e * stride)?;
-                    let hit = self.op(Opcode::Ieq, &[index, Operand::constant(e)]);
-                    acc = (0..acc.len())
-                        .map(|k| self.op(Opcode::Sel, &[hit, cand[k], acc[k]]))
-                        .collect();
-                }
-                Ok(acc)
-            }
+        if p.dynamic.is_empty() {
+            return read_at(self, p.offset);
         }
+        let cases = self.dynamic_cases(&p.dynamic, true)?;
+        let mut acc = read_at(self, p.offset + cases[0].0)?;
+        for &(off, hit) in &cases[1..] {
+            let hit = hit.ok_or_else(|| FrontError::Internal("dynamic case".into()))?;
+            let cand = read_at(self, p.offset + off)?;
+            acc = (0..acc.len())
+                .map(|k| self.op(Opcode::Sel, &[hit, cand[k], acc[k]]))
+                .collect();
+        }
+        Ok(acc)
     }
 
     fn binary(

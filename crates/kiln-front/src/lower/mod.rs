@@ -58,14 +58,15 @@ enum Root {
     Uniform { base: u32 },
 }
 
-/// A pointer: root, pointee type, static offset, and at most one dynamic index.
+/// A pointer: root, pointee type, static offset, and its dynamic indices.
 #[derive(Clone, Debug)]
 struct Ptr {
     root: Root,
     ty: naga::TypeInner,
     offset: u32,
-    /// `index × stride` added to the offset; `count` elements exist.
-    dynamic: Option<(Operand, u32, u32)>,
+    /// Each `(index, stride, count)` adds `index × stride` to the offset; `count` elements exist.
+    /// Several indices (`a[i][j]`) select among the product of their counts.
+    dynamic: Vec<(Operand, u32, u32)>,
 }
 
 /// How the current function returns.
@@ -133,7 +134,8 @@ fn location_slot(location: u32, c: u32) -> (u32, SlotKind) {
     )
 }
 
-/// Lower bound on the elements a dynamic index selects among (a select chain per element).
+/// Upper bound on the elements dynamic indices select among (a select chain per element; with
+/// several indices in one access, the product of their counts).
 pub const MAX_DYNAMIC_ELEMENTS: u32 = 64;
 
 struct Lowerer<'m, 'f> {
@@ -285,6 +287,66 @@ impl<'m> Lowerer<'m, '_> {
         let uniform = args.iter().all(|a| self.is_uniform(a));
         let class = if uniform { self.s1() } else { self.v1() };
         Operand::temp(self.b.op(op, class, args.iter().copied()))
+    }
+
+    /// Every position a pointer's dynamic indices can select: the offset added to the static one
+    /// and the condition (all ones when every index equals its element number) that selects it,
+    /// in row-major order. With `first_default`, the first position gets no condition: a load's
+    /// select chain starts from it. At most [`MAX_DYNAMIC_ELEMENTS`] positions.
+    fn dynamic_cases(
+        &mut self,
+        dynamic: &[(Operand, u32, u32)],
+        first_default: bool,
+    ) -> Result<Vec<(u32, Option<Operand>)>, FrontError> {
+        let total = dynamic
+            .iter()
+            .try_fold(1u32, |n, &(_, _, c)| n.checked_mul(c))
+            .filter(|&n| n <= MAX_DYNAMIC_ELEMENTS)
+            .ok_or_else(|| {
+                FrontError::unsupported(format!(
+                    "dynamic indexing of more than {MAX_DYNAMIC_ELEMENTS} elements"
+                ))
+            })?;
+        let mut cases = Vec::with_capacity(total as usize);
+        let mut hits: Vec<Vec<Option<Operand>>> = dynamic
+            .iter()
+            .map(|&(_, _, c)| vec![None; c as usize])
+            .collect();
+        for n in 0..total {
+            // Mixed-radix digits of `n`, the last index varying fastest.
+            let mut rest = n;
+            let mut digits = vec![0u32; dynamic.len()];
+            for (k, &(_, _, c)) in dynamic.iter().enumerate().rev() {
+                digits[k] = rest % c;
+                rest /= c;
+            }
+            let offset = digits
+                .iter()
+                .zip(dynamic)
+                .map(|(&e, &(_, stride, _))| e * stride)
+                .sum();
+            if n == 0 && first_default {
+                cases.push((offset, None));
+                continue;
+            }
+            let mut cond: Option<Operand> = None;
+            for (k, &e) in digits.iter().enumerate() {
+                let hit = match hits[k][e as usize] {
+                    Some(h) => h,
+                    None => {
+                        let h = self.op(Opcode::Ieq, &[dynamic[k].0, Operand::constant(e)]);
+                        hits[k][e as usize] = Some(h);
+                        h
+                    }
+                };
+                cond = Some(match cond {
+                    None => hit,
+                    Some(c) => self.op(Opcode::Iand, &[c, hit]),
+                });
+            }
+            cases.push((offset, cond));
+        }
+        Ok(cases)
     }
 
     /// Emits a per-lane op regardless of its operands.
