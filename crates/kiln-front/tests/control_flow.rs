@@ -486,3 +486,28 @@ fn two_dynamic_indices_in_one_access() {
         },
     );
 }
+
+#[test]
+fn switch_default_before_other_cases() {
+    // WGSL allows `default` anywhere; values that match a later case must still reach it.
+    check(
+        "var r = 0.0;
+         switch (i32(x.x + 1.5)) {
+           case 0, default: { r = 1.0; }
+           case 1: { r = 2.0; }
+           case 3: { }
+           case 4: { r = 4.0; }
+         }
+         return vec4f(r, 0.0, 0.0, 0.0);",
+        "",
+        |x| {
+            let r = match (x[0] + 1.5) as i32 {
+                1 => 2.0,
+                3 => 0.0,
+                4 => 4.0,
+                _ => 1.0,
+            };
+            Some([r, 0.0, 0.0, 0.0])
+        },
+    );
+}

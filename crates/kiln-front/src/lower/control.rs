@@ -646,6 +646,13 @@ impl<'m, 'f> Lowerer<'m, 'f> {
             }
             groups.push((std::mem::take(&mut pending), &case.body));
         }
+        // The groups exclude each other, so their order in the chain is free, except that the
+        // default (which may stand anywhere in naga's list) must come last: the chain's final
+        // arm takes every value no earlier arm matched.
+        if let Some(d) = groups.iter().position(|(vs, _)| vs.contains(&None)) {
+            let default = groups.remove(d);
+            groups.push(default);
+        }
         self.open_loop(LoopKind::Switch, None, None);
         self.case_chain(cx, sel, &groups)?;
         self.finish_single_pass(cx)?;
