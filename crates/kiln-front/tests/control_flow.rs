@@ -30,18 +30,11 @@ fn run(body: &str, prelude: &str) -> Vec<Option<[f32; 4]>> {
     if let Err(e) = kiln_ir::verify(&lowered.function) {
         panic!("{}\n{text}", e[0]);
     }
-    let mut env = Env::new(LANES);
-    for inst in lowered.function.blocks.iter().flat_map(|b| &b.insts) {
-        if inst.op == kiln_ir::Opcode::Input {
-            let slot = inst.imms[0];
-            env.inputs.insert(
-                slot,
-                (0..LANES)
-                    .map(|l| x(l)[(slot % 4) as usize].to_bits())
-                    .collect(),
-            );
-        }
-    }
+    // These shaders read no uniform words.
+    let env = Env::from_slots(&lowered.function, LANES, |s| match s {
+        kiln_interp::Slot::Input { slot, lane } => x(lane)[(slot % 4) as usize].to_bits(),
+        kiln_interp::Slot::Uniform(_) => 0,
+    });
     let out = run_ssa(&lowered.function, &env).unwrap_or_else(|e| panic!("{e}\n{text}"));
     (0..LANES)
         .map(|l| {
@@ -379,26 +372,10 @@ fn run_any(
     if let Err(e) = kiln_ir::verify(&lowered.function) {
         panic!("{}\n{text}", e[0]);
     }
-    let mut env = Env::new(LANES);
-    for inst in lowered.function.blocks.iter().flat_map(|b| &b.insts) {
-        match inst.op {
-            kiln_ir::Opcode::Input => {
-                let slot = inst.imms[0];
-                env.inputs.insert(
-                    slot,
-                    (0..LANES)
-                        .map(|l| (slot + l as u32) as f32)
-                        .map(f32::to_bits)
-                        .collect(),
-                );
-            }
-            kiln_ir::Opcode::Uniform => {
-                let w = inst.imms[0];
-                env.uniforms.insert(w, (w as f32 * 0.5 + 1.0).to_bits());
-            }
-            _ => {}
-        }
-    }
+    let env = Env::from_slots(&lowered.function, LANES, |s| match s {
+        kiln_interp::Slot::Input { slot, lane } => ((slot + lane as u32) as f32).to_bits(),
+        kiln_interp::Slot::Uniform(w) => (w as f32 * 0.5 + 1.0).to_bits(),
+    });
     let out = run_ssa(&lowered.function, &env).unwrap_or_else(|e| panic!("{e}\n{text}"));
     let slots = out
         .slots

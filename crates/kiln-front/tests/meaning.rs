@@ -23,24 +23,10 @@ fn run_with(
     let lowered = lower_entry_point(&parsed, None, None).unwrap_or_else(|e| panic!("{e}"));
     kiln_ir::verify(&lowered.function)
         .unwrap_or_else(|e| panic!("{}\n{}", e[0], kiln_ir::print_function(&lowered.function)));
-    let mut env = Env::new(LANES);
-    for inst in lowered.function.blocks.iter().flat_map(|b| &b.insts) {
-        match inst.op {
-            kiln_ir::Opcode::Input => {
-                let slot = inst.imms[0];
-                env.inputs.insert(
-                    slot,
-                    (0..LANES)
-                        .map(|l| input(slot / 4, slot % 4, l).to_bits())
-                        .collect(),
-                );
-            }
-            kiln_ir::Opcode::Uniform => {
-                env.uniforms.insert(inst.imms[0], uniform(inst.imms[0]));
-            }
-            _ => {}
-        }
-    }
+    let env = Env::from_slots(&lowered.function, LANES, |s| match s {
+        kiln_interp::Slot::Input { slot, lane } => input(slot / 4, slot % 4, lane).to_bits(),
+        kiln_interp::Slot::Uniform(w) => uniform(w),
+    });
     let out = run_ssa(&lowered.function, &env)
         .unwrap_or_else(|e| panic!("{e}\n{}", kiln_ir::print_function(&lowered.function)));
     (0..LANES)

@@ -55,26 +55,33 @@ impl Env {
     /// Deterministic pseudo-random values for every input and uniform slot `func` reads: small
     /// integers and ordinary floats, so that comparisons, shifts and loop limits vary by lane.
     pub fn for_function(func: &Function, lanes: usize, seed: u64) -> Env {
-        let mut env = Env::new(lanes);
         let mut rng = Rng::new(seed);
-        let value = |rng: &mut Rng| -> u32 {
-            match rng.below(3) {
-                0 => rng.below(16) as u32,
-                1 => (rng.below(2000) as f32 / 16.0 - 60.0).to_bits(),
-                _ => rng.next_u64() as u32,
-            }
-        };
+        Env::from_slots(func, lanes, |_| match rng.below(3) {
+            0 => rng.below(16) as u32,
+            1 => (rng.below(2000) as f32 / 16.0 - 60.0).to_bits(),
+            _ => rng.next_u64() as u32,
+        })
+    }
+
+    /// Values for every input and uniform slot `func` reads, from `value`, asked once per
+    /// input slot and lane and once per uniform word, in the order the function reads them.
+    pub fn from_slots(func: &Function, lanes: usize, mut value: impl FnMut(Slot) -> u32) -> Env {
+        let mut env = Env::new(lanes);
         for inst in func.blocks.iter().flat_map(|b| &b.insts) {
             match inst.op {
                 Opcode::Input => {
-                    env.inputs
-                        .entry(inst.imms[0])
-                        .or_insert_with(|| (0..lanes).map(|_| value(&mut rng)).collect());
+                    let slot = inst.imms[0];
+                    env.inputs.entry(slot).or_insert_with(|| {
+                        (0..lanes)
+                            .map(|lane| value(Slot::Input { slot, lane }))
+                            .collect()
+                    });
                 }
                 Opcode::Uniform => {
+                    let slot = inst.imms[0];
                     env.uniforms
-                        .entry(inst.imms[0])
-                        .or_insert_with(|| value(&mut rng));
+                        .entry(slot)
+                        .or_insert_with(|| value(Slot::Uniform(slot)));
                 }
                 _ => {}
             }
@@ -83,31 +90,24 @@ impl Env {
     }
 }
 
+/// A value [`Env::from_slots`] asks for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Slot {
+    Input { slot: u32, lane: usize },
+    Uniform(u32),
+}
+
 impl Env {
     /// Ordinary values for every input and uniform slot `func` reads — floats a little above 0,
     /// different per lane and slot — for comparing programs whose float results would explode
     /// on random bit patterns.
     pub fn with_ordinary_values(func: &Function, lanes: usize) -> Env {
-        let mut env = Env::new(lanes);
-        for inst in func.blocks.iter().flat_map(|b| &b.insts) {
-            let slot = inst.imms.first().copied().unwrap_or(0);
-            match inst.op {
-                Opcode::Input => {
-                    env.inputs.entry(slot).or_insert_with(|| {
-                        (0..lanes)
-                            .map(|l| (0.1 + 0.05 * l as f32 + 0.03 * (slot % 7) as f32).to_bits())
-                            .collect()
-                    });
-                }
-                Opcode::Uniform => {
-                    env.uniforms
-                        .entry(slot)
-                        .or_insert((0.2 + 0.1 * (slot % 5) as f32).to_bits());
-                }
-                _ => {}
+        Env::from_slots(func, lanes, |s| match s {
+            Slot::Input { slot, lane } => {
+                (0.1 + 0.05 * lane as f32 + 0.03 * (slot % 7) as f32).to_bits()
             }
-        }
-        env
+            Slot::Uniform(slot) => (0.2 + 0.1 * (slot % 5) as f32).to_bits(),
+        })
     }
 
     /// Adds values for the slots of `other` that this environment lacks.
