@@ -47,19 +47,25 @@ impl Target for Unbounded {
             subset: None,
             ..class
         };
-        let file = &self.files[reg.file.index()];
-        if reg.file != class.file
-            || reg.unit + class.size as u32 > file.units
-            || (class.align > 1 && reg.unit % class.align as u32 != 0)
+        let Some(file) = self.files.get(reg.file().index()) else {
+            return Err(format!("register file {} does not exist", reg.file().0));
+        };
+        if reg.file() != class.file
+            || reg.units(class.size, file.units).is_none()
+            || (class.align > 1 && reg.unit() % class.align as u32 != 0)
         {
-            return Err(format!("{}[{}] cannot hold the class", file.name, reg.unit));
+            return Err(format!(
+                "{}[{}] cannot hold the class",
+                file.name,
+                reg.unit()
+            ));
         }
         Ok(())
     }
 }
 
 /// Units of every file of the unbounded target.
-const UNITS: u32 = 1 << 20;
+const UNITS: u32 = kiln_ir::MAX_GENERIC_UNITS;
 
 /// Returns an allocated copy of the SSA function `func` in which no two temps share a register.
 pub fn reference_assignment(func: &Function) -> Result<Function, String> {
@@ -81,19 +87,19 @@ pub fn reference_assignment(func: &Function) -> Result<Function, String> {
     out.allocated = true;
     let mut next = vec![0u32; func.target.files().len()];
     let mut reg_of = vec![None; func.temps.len()];
-    let assign = |class: RegClass, next: &mut Vec<u32>| -> PhysReg {
+    let assign = |class: RegClass, next: &mut Vec<u32>| -> Result<PhysReg, String> {
         let n = &mut next[class.file.index()];
         let align = class.align.max(1) as u32;
         let unit = n.div_ceil(align) * align;
-        *n = unit + class.size as u32;
-        PhysReg {
-            file: class.file,
-            unit,
-        }
+        *n = unit
+            .checked_add(class.size as u32)
+            .filter(|&end| end <= UNITS)
+            .ok_or("the function has more temps than the reference assignment's files hold")?;
+        Ok(PhysReg::new(class.file, unit))
     };
     for (t, class) in func.temps.iter().enumerate() {
         if !class.is_none() {
-            reg_of[t] = Some(assign(*class, &mut next));
+            reg_of[t] = Some(assign(*class, &mut next)?);
         }
     }
     // Phis: isolate each through a fresh temp and register.
@@ -113,7 +119,7 @@ pub fn reference_assignment(func: &Function) -> Result<Function, String> {
             let dest = phi.defs[0].temp;
             let class = func.class(dest);
             let fresh = out.new_temp(class);
-            reg_of.push(Some(assign(class, &mut next)));
+            reg_of.push(Some(assign(class, &mut next)?));
             let preds = if linear {
                 &cfg.linear.preds[b.index()]
             } else {

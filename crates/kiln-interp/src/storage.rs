@@ -94,11 +94,11 @@ impl RegStorage {
         unit: usize,
     ) -> Result<(usize, usize), String> {
         let reg = reg.ok_or("a temp has no register in an allocated program")?;
-        let u = reg.unit as usize + unit;
-        if u as u32 >= MAX_UNITS || reg.file.index() >= self.files.len() {
+        let u = reg.unit() as usize + unit;
+        if u >= MAX_UNITS as usize || reg.file().index() >= self.files.len() {
             return Err(format!("register unit {u} is out of range"));
         }
-        Ok((reg.file.index(), u * self.lanes + lane))
+        Ok((reg.file().index(), u * self.lanes + lane))
     }
 
     fn poison(i: usize) -> u32 {

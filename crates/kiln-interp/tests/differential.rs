@@ -3,7 +3,7 @@
 use kiln_interp::out_of_ssa::reference_assignment;
 use kiln_interp::{Env, compare, run_ssa};
 use kiln_ir::generate::{GenConfig, generate};
-use kiln_ir::{print_function, verify};
+use kiln_ir::{parse_function, print_function, verify};
 use proptest::prelude::*;
 
 fn check(cfg: &GenConfig, lanes: usize) -> Result<(), TestCaseError> {
@@ -23,6 +23,24 @@ fn check(cfg: &GenConfig, lanes: usize) -> Result<(), TestCaseError> {
             errs[0],
             print_function(&alloc)
         )));
+    }
+    // The allocated form reads back as the same structure (every fourth program: the text of
+    // an unbounded target is slow to read in a debug build).
+    if cfg.seed % 4 == 0 {
+        let text = print_function(&alloc);
+        match parse_function(&text) {
+            Ok(back) if back == alloc => {}
+            Ok(_) => {
+                return Err(TestCaseError::fail(format!(
+                    "allocated form reads back differently\n{text}"
+                )));
+            }
+            Err(e) => {
+                return Err(TestCaseError::fail(format!(
+                    "allocated form does not read back: {e}\n{text}"
+                )));
+            }
+        }
     }
     if let Err(m) = compare(&func, &alloc, &env) {
         return Err(TestCaseError::fail(format!(

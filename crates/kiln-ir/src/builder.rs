@@ -110,7 +110,7 @@ impl<'f> Builder<'f> {
     fn terminate(&mut self, op: Opcode, operands: &[Operand], targets: &[Block]) {
         let mut inst = Inst::new(op);
         inst.operands.extend_from_slice(operands);
-        inst.targets.extend_from_slice(targets);
+        inst.targets = targets.into();
         self.push(inst);
     }
 

@@ -37,6 +37,19 @@ pub struct Function {
     pub allocated: bool,
 }
 
+/// Structural equality: same name, target (by name and parameters), blocks, temps and form.
+/// Round-trip tests compare functions with it, not two printings.
+impl PartialEq for Function {
+    fn eq(&self, other: &Function) -> bool {
+        self.name == other.name
+            && self.target.name() == other.target.name()
+            && self.target.params() == other.target.params()
+            && self.allocated == other.allocated
+            && self.temps == other.temps
+            && self.blocks == other.blocks
+    }
+}
+
 impl Function {
     pub fn new(name: impl Into<String>, target: Arc<dyn Target>) -> Function {
         Function {

@@ -131,10 +131,7 @@ pub fn generate(cfg: &GenConfig) -> Function {
             && g.b.func.class(t).file == GenericTarget::V
             && k < 4
         {
-            op.fixed = Some(PhysReg {
-                file: GenericTarget::V,
-                unit: k as u32,
-            });
+            op.fixed = Some(PhysReg::new(GenericTarget::V, k as u32));
         }
         let mut inst = crate::Inst::new(Opcode::Output);
         inst.imms.push(g.next_location + k as u32);

@@ -21,8 +21,9 @@ pub use function::{BlockData, Function};
 pub use inst::{Def, Inst, InstFlags, Operand, OperandFlags, Value};
 pub use opcode::{Arity, OpInfo, Opcode};
 pub use regs::{
-    Demand, FileId, GenericTarget, Lanes, MAX_FILES, PhysReg, RegClass, RegFile, RegSubset, Target,
-    TargetConstructor, TargetRegistry,
+    Demand, FileId, GenericTarget, Lanes, MAX_FILES, MAX_GENERIC_UNITS, PhysReg, RegClass, RegFile,
+    RegSubset, SubsetId, Target, TargetConstructor, TargetRegistry, UnitMask,
+    close_under_intersection,
 };
 pub use text::{ParseError, parse_function, print_function};
 pub use verify::{VerifyError, verify};

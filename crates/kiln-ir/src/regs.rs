@@ -1,7 +1,9 @@
 //! The register model: files, classes, physical registers, per-file demand, and the `Target`
 //! description every target provides (DESIGN.md §3).
 
+use fixedbitset::FixedBitSet;
 use std::fmt;
+use std::num::{NonZeroU16, NonZeroU32};
 use std::ops::{Add, AddAssign, Sub, SubAssign};
 use std::sync::Arc;
 
@@ -35,13 +37,128 @@ pub struct RegFile {
     pub lanes: Lanes,
 }
 
-/// A named subset of the positions of one file where a class may start (vc4's "a_or_b"...).
+/// Index of a subset in its target's [`Target::subsets`].
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug)]
+pub struct SubsetId(NonZeroU16);
+
+impl SubsetId {
+    /// The subset at `index` (panics past `u16::MAX - 1`: targets declare a handful).
+    pub fn new(index: usize) -> SubsetId {
+        let raw = u16::try_from(index + 1).expect("subset index fits in 16 bits");
+        SubsetId(NonZeroU16::new(raw).expect("index + 1 is not zero"))
+    }
+
+    pub fn index(self) -> usize {
+        self.0.get() as usize - 1
+    }
+}
+
+/// A set of units of one register file, as a bit mask.
+#[derive(Clone, PartialEq, Eq, Hash, Debug)]
+pub struct UnitMask(FixedBitSet);
+
+impl UnitMask {
+    /// The units of `units` (each below `file_units`).
+    pub fn from_units(file_units: u32, units: impl IntoIterator<Item = u32>) -> UnitMask {
+        let mut bits = FixedBitSet::with_capacity(file_units as usize);
+        for u in units {
+            bits.insert(u as usize);
+        }
+        UnitMask(bits)
+    }
+
+    /// The units `range` (word at a time).
+    pub fn range(file_units: u32, range: std::ops::Range<u32>) -> UnitMask {
+        let mut bits = FixedBitSet::with_capacity(file_units as usize);
+        bits.insert_range(range.start as usize..range.end as usize);
+        UnitMask(bits)
+    }
+
+    /// Every `step`-th unit from 0 (`step` ≤ 64 and dividing 64; word at a time).
+    pub fn every(file_units: u32, step: u32) -> UnitMask {
+        let pattern = (0..64).step_by(step as usize).fold(0u64, |w, b| w | 1 << b);
+        let words = (file_units as usize).div_ceil(64);
+        let mut bits = FixedBitSet::with_capacity_and_blocks(
+            words * 64,
+            std::iter::repeat_n(pattern as usize, words * 64 / usize::BITS as usize),
+        );
+        // Nothing past the file.
+        bits.set_range(file_units as usize.., false);
+        UnitMask(bits)
+    }
+
+    pub fn contains(&self, unit: u32) -> bool {
+        self.0.contains(unit as usize)
+    }
+
+    pub fn intersection(&self, other: &UnitMask) -> UnitMask {
+        let mut bits = self.0.clone();
+        bits.intersect_with(&other.0);
+        UnitMask(bits)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_clear()
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = u32> + '_ {
+        self.0.ones().map(|u| u as u32)
+    }
+
+    pub fn count(&self) -> usize {
+        self.0.count_ones(..)
+    }
+
+    /// Same units, whatever the capacity each was built with (word by word).
+    pub fn same_units(&self, other: &UnitMask) -> bool {
+        let (a, b) = (self.0.as_slice(), other.0.as_slice());
+        let n = a.len().min(b.len());
+        a[..n] == b[..n] && a[n..].iter().chain(&b[n..]).all(|&w| w == 0)
+    }
+}
+
+/// A subset of the positions of one file where a class may start (vc4's "a_or_b"...), as a bit
+/// mask over the file's units.
+///
+/// A target's subsets are closed under intersection ([`close_under_intersection`]), so narrowing
+/// a class by the constraints of every use (seed 002) always names a subset. A generated
+/// intersection is named by its members joined with `.`, which is how the text format writes a
+/// class with several subset attributes (`r1.a_or_b.r4_or_a`).
 #[derive(Clone, PartialEq, Eq, Debug)]
 pub struct RegSubset {
     pub name: String,
     pub file: FileId,
-    /// Allowed start units, sorted.
-    pub units: Vec<u32>,
+    /// Allowed start units.
+    pub units: UnitMask,
+}
+
+/// Adds the non-empty intersections of every pair of subsets of a file, to a fixpoint, skipping
+/// masks already present; the result is closed under intersection. Targets call this once when
+/// they are built (the number of distinct intersections of a real target's classes is small).
+pub fn close_under_intersection(mut subsets: Vec<RegSubset>) -> Vec<RegSubset> {
+    let mut i = 0;
+    while i < subsets.len() {
+        for j in 0..i {
+            if subsets[i].file != subsets[j].file {
+                continue;
+            }
+            let units = subsets[i].units.intersection(&subsets[j].units);
+            if units.is_empty()
+                || subsets
+                    .iter()
+                    .any(|s| s.file == subsets[i].file && s.units.same_units(&units))
+            {
+                continue;
+            }
+            subsets.push(RegSubset {
+                name: format!("{}.{}", subsets[j].name, subsets[i].name),
+                file: subsets[i].file,
+                units,
+            });
+        }
+        i += 1;
+    }
+    subsets
 }
 
 /// A register class: a file, a size in units, an alignment of the first unit, and optionally a
@@ -51,7 +168,7 @@ pub struct RegClass {
     pub file: FileId,
     pub size: u8,
     pub align: u8,
-    pub subset: Option<u16>,
+    pub subset: Option<SubsetId>,
 }
 
 impl RegClass {
@@ -68,11 +185,47 @@ impl RegClass {
     }
 }
 
-/// A physical register: the first unit of a value in a file.
-#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug)]
-pub struct PhysReg {
-    pub file: FileId,
-    pub unit: u32,
+/// A physical register: the first unit of a value in a file, packed in 32 bits (file in the top
+/// 8 bits, unit + 1 in the low 24), so that `Option<PhysReg>` is 4 bytes too.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct PhysReg(NonZeroU32);
+
+impl PhysReg {
+    /// Highest unit a physical register may name.
+    pub const MAX_UNIT: u32 = (1 << 24) - 2;
+
+    /// The register at `unit` of `file`, if `unit` is at most [`PhysReg::MAX_UNIT`].
+    pub fn try_new(file: FileId, unit: u32) -> Option<PhysReg> {
+        if unit > Self::MAX_UNIT {
+            return None;
+        }
+        NonZeroU32::new(((file.0 as u32) << 24) | (unit + 1)).map(PhysReg)
+    }
+
+    /// The register at `unit` of `file` (panics past [`PhysReg::MAX_UNIT`]).
+    pub fn new(file: FileId, unit: u32) -> PhysReg {
+        Self::try_new(file, unit).expect("register unit within PhysReg::MAX_UNIT")
+    }
+
+    pub fn file(self) -> FileId {
+        FileId((self.0.get() >> 24) as u8)
+    }
+
+    pub fn unit(self) -> u32 {
+        (self.0.get() & 0xff_ffff) - 1
+    }
+
+    /// Units `[unit, unit + size)`, or `None` when they run past `file_units`.
+    pub fn units(self, size: u8, file_units: u32) -> Option<std::ops::Range<u32>> {
+        let end = self.unit().checked_add(size as u32)?;
+        (end <= file_units).then_some(self.unit()..end)
+    }
+}
+
+impl fmt::Debug for PhysReg {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "PhysReg({}, {})", self.file().0, self.unit())
+    }
 }
 
 /// Register demand per file, in units (seed 000).
@@ -171,11 +324,60 @@ pub trait Target: fmt::Debug + Send + Sync {
     }
 
     /// Looks a subset up by name.
-    fn subset_by_name(&self, name: &str) -> Option<u16> {
+    fn subset_by_name(&self, name: &str) -> Option<SubsetId> {
         self.subsets()
             .iter()
             .position(|s| s.name == name)
-            .map(|i| i as u16)
+            .map(SubsetId::new)
+    }
+
+    /// The subset `id` names, if the target has it.
+    fn subset(&self, id: SubsetId) -> Option<&RegSubset> {
+        self.subsets().get(id.index())
+    }
+
+    /// The subset of `file` with exactly the units of `units`, if the target has one.
+    fn subset_with_units(&self, file: FileId, units: &UnitMask) -> Option<SubsetId> {
+        self.subsets()
+            .iter()
+            .position(|s| s.file == file && s.units.same_units(units))
+            .map(SubsetId::new)
+    }
+
+    /// The class whose registers satisfy both `a` and `b` (class narrowing, seed 002): same file
+    /// and size, the larger alignment, the intersection of the subsets. `None` when no register
+    /// satisfies both (the value needs a copy) or when the target lacks the intersection (its
+    /// subsets are not closed: see [`close_under_intersection`]).
+    fn intersect_classes(&self, a: RegClass, b: RegClass) -> Option<RegClass> {
+        if a.file != b.file || a.size != b.size {
+            return None;
+        }
+        let subset = match (a.subset, b.subset) {
+            (None, s) | (s, None) => s,
+            (Some(x), Some(y)) if x == y => Some(x),
+            (Some(x), Some(y)) => {
+                let units = self.subset(x)?.units.intersection(&self.subset(y)?.units);
+                if units.is_empty() {
+                    return None;
+                }
+                Some(self.subset_with_units(a.file, &units)?)
+            }
+        };
+        let class = RegClass {
+            file: a.file,
+            size: a.size,
+            align: a.align.max(b.align),
+            subset,
+        };
+        // A subset whose every start is misaligned for the class leaves no register either.
+        let file_units = self.files().get(a.file.index())?.units;
+        let any = match subset {
+            Some(s) => self.subset(s)?.units.iter().any(|u| {
+                PhysReg::try_new(a.file, u).is_some_and(|r| self.check_reg(r, class).is_ok())
+            }),
+            None => file_units >= a.size as u32,
+        };
+        any.then_some(class)
     }
 
     /// The class of `size` units in `file` with the default alignment and no subset.
@@ -205,12 +407,12 @@ pub trait Target: fmt::Debug + Send + Sync {
             return Err(format!("alignment {} is not a power of two", class.align));
         }
         if let Some(s) = class.subset {
-            match self.subsets().get(s as usize) {
+            match self.subset(s) {
                 Some(sub) if sub.file == class.file => {}
                 Some(sub) => {
                     return Err(format!("subset {} is not in file {}", sub.name, file.name));
                 }
-                None => return Err(format!("subset {s} does not exist")),
+                None => return Err(format!("subset {} does not exist", s.index())),
             }
         }
         Ok(())
@@ -218,34 +420,35 @@ pub trait Target: fmt::Debug + Send + Sync {
 
     /// Why `reg` cannot hold a value of `class`, if it cannot.
     fn check_reg(&self, reg: PhysReg, class: RegClass) -> Result<(), String> {
-        let Some(file) = self.files().get(reg.file.index()) else {
-            return Err(format!("register file {} does not exist", reg.file.0));
+        let Some(file) = self.files().get(reg.file().index()) else {
+            return Err(format!("register file {} does not exist", reg.file().0));
         };
-        if reg.file != class.file {
+        let unit = reg.unit();
+        if reg.file() != class.file {
             return Err(format!(
                 "register is in file {}, the value's class is not",
                 file.name
             ));
         }
-        if reg.unit + class.size as u32 > file.units {
+        if reg.units(class.size, file.units).is_none() {
             return Err(format!(
-                "{}[{}] with {} units runs past the end of file {} ({} units)",
-                file.name, reg.unit, class.size, file.name, file.units
+                "{}[{unit}] with {} units runs past the end of file {} ({} units)",
+                file.name, class.size, file.name, file.units
             ));
         }
-        if class.align > 1 && reg.unit % class.align as u32 != 0 {
+        if class.align > 1 && unit % class.align as u32 != 0 {
             return Err(format!(
-                "{}[{}] is not aligned to {}",
-                file.name, reg.unit, class.align
+                "{}[{unit}] is not aligned to {}",
+                file.name, class.align
             ));
         }
         if let Some(s) = class.subset
-            && let Some(sub) = self.subsets().get(s as usize)
-            && sub.units.binary_search(&reg.unit).is_err()
+            && let Some(sub) = self.subset(s)
+            && !sub.units.contains(unit)
         {
             return Err(format!(
-                "{}[{}] is not in subset {}",
-                file.name, reg.unit, sub.name
+                "{}[{unit}] is not in subset {}",
+                file.name, sub.name
             ));
         }
         Ok(())
@@ -253,10 +456,13 @@ pub trait Target: fmt::Debug + Send + Sync {
 }
 
 /// The configurable test target: a per-lane file `v` and a uniform file `s`, with vectors of
-/// 1–4 units aligned to their power-of-two size (a GCN-like model, as in ACO).
+/// 1–4 units aligned to their power-of-two size (a GCN-like model, as in ACO). Three subsets of
+/// `v` exercise irregular classes: `low` (the lower half, like vc4's threaded mode), `high` (the
+/// upper half) and `even` (even units), closed under intersection (`low.even`, `high.even`).
 #[derive(Clone, Debug)]
 pub struct GenericTarget {
     files: [RegFile; 2],
+    subsets: Vec<RegSubset>,
 }
 
 impl GenericTarget {
@@ -264,7 +470,19 @@ impl GenericTarget {
     pub const S: FileId = FileId(1);
 
     pub fn new(v_units: u32, s_units: u32) -> Self {
+        let half = v_units / 2;
+        let subset = |name: &str, units: UnitMask| RegSubset {
+            name: name.into(),
+            file: Self::V,
+            units,
+        };
+        let subsets = close_under_intersection(vec![
+            subset("low", UnitMask::range(v_units, 0..half)),
+            subset("high", UnitMask::range(v_units, half..v_units)),
+            subset("even", UnitMask::every(v_units, 2)),
+        ]);
         GenericTarget {
+            subsets,
             files: [
                 RegFile {
                     name: "v".into(),
@@ -297,6 +515,9 @@ impl Target for GenericTarget {
     }
     fn files(&self) -> &[RegFile] {
         &self.files
+    }
+    fn subsets(&self) -> &[RegSubset] {
+        &self.subsets
     }
 }
 
@@ -341,6 +562,9 @@ impl Default for TargetRegistry {
     }
 }
 
+/// Largest file of the generic target the reader accepts.
+pub const MAX_GENERIC_UNITS: u32 = 1 << 20;
+
 fn generic_from_params(params: &[(String, u32)]) -> Result<Arc<dyn Target>, String> {
     let (mut v, mut s) = (256, 104);
     for (k, val) in params {
@@ -353,8 +577,11 @@ fn generic_from_params(params: &[(String, u32)]) -> Result<Arc<dyn Target>, Stri
                 ));
             }
         }
-        if *val == 0 || *val > 1 << 16 {
-            return Err(format!("parameter `{k}` must be in 1..=65536"));
+        // Up to the size of the reference assignment's unbounded files, so its output reads back.
+        if *val == 0 || *val > MAX_GENERIC_UNITS {
+            return Err(format!(
+                "parameter `{k}` must be in 1..={MAX_GENERIC_UNITS}"
+            ));
         }
     }
     Ok(GenericTarget::arc(v, s))

@@ -379,7 +379,9 @@ impl Verifier<'_> {
             }
             for (reg, what) in [(op.fixed, "fixed"), (op.reg, "assigned")] {
                 if let Some(r) = reg {
-                    let class = self.class_of(op).unwrap_or_else(|| target.class(r.file, 1));
+                    let class = self
+                        .class_of(op)
+                        .unwrap_or_else(|| target.class(r.file(), 1));
                     if let Err(m) = target.check_reg(r, class) {
                         e(
                             self,

@@ -297,7 +297,22 @@ impl Parser {
             {
                 class.align = a;
             } else if let Some(s) = self.target().subset_by_name(&attr) {
-                class.subset = Some(s);
+                // Several subsets name their intersection (how generated intersections print).
+                let narrowed = RegClass {
+                    subset: Some(s),
+                    ..class
+                };
+                class.subset = match class.subset {
+                    None => Some(s),
+                    Some(_) => match self.target().intersect_classes(class, narrowed) {
+                        Some(c) => c.subset,
+                        None => {
+                            return self.err_prev(format!(
+                                "subset `{attr}` leaves no register for the class"
+                            ));
+                        }
+                    },
+                };
             } else {
                 return self.err_prev(format!("unknown class attribute `{attr}`"));
             }
@@ -323,9 +338,12 @@ impl Parser {
             return self.err_prev(format!("unknown register file `{name}`"));
         };
         self.expect('[', "after the register file")?;
-        let unit = self.uint("register unit", u32::MAX as u64)? as u32;
+        let unit = self.uint("register unit", PhysReg::MAX_UNIT as u64)? as u32;
         self.expect(']', "after the register unit")?;
-        Ok(PhysReg { file, unit })
+        match PhysReg::try_new(file, unit) {
+            Some(r) => Ok(r),
+            None => self.err_prev(format!("register unit {unit} is out of range")),
+        }
     }
 
     fn def(&mut self) -> PResult<Def> {
@@ -440,6 +458,7 @@ impl Parser {
             });
         }
         let info = op.info();
+        let mut targets = Vec::new();
         if !matches!(self.peek(), Tok::Newline | Tok::Eof) {
             loop {
                 let (line, col) = self.here();
@@ -460,9 +479,9 @@ impl Parser {
                         self.bump();
                         let b = Block(s[2..].parse().unwrap_or(0));
                         self.block_refs.push((b, line, col));
-                        inst.targets.push(b);
+                        targets.push(b);
                     }
-                    _ if !inst.targets.is_empty() => {
+                    _ if !targets.is_empty() => {
                         return self.err("operands must come before block targets");
                     }
                     Tok::Punct('%') => {
@@ -500,6 +519,7 @@ impl Parser {
                 }
             }
         }
+        inst.targets = targets.into();
         if inst.imms.len() != info.imms as usize {
             return Err(ParseError {
                 line: ol,

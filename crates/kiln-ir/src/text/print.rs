@@ -17,10 +17,7 @@ pub fn fmt_class(target: &dyn Target, class: RegClass) -> String {
         let _ = write!(s, ".align{}", class.align);
     }
     if let Some(sub) = class.subset {
-        let name = target
-            .subsets()
-            .get(sub as usize)
-            .map_or("?", |s| s.name.as_str());
+        let name = target.subset(sub).map_or("?", |s| s.name.as_str());
         let _ = write!(s, ".{name}");
     }
     s
@@ -30,9 +27,9 @@ pub fn fmt_class(target: &dyn Target, class: RegClass) -> String {
 pub fn fmt_reg(target: &dyn Target, reg: PhysReg) -> String {
     let file = target
         .files()
-        .get(reg.file.index())
+        .get(reg.file().index())
         .map_or("?", |f| f.name.as_str());
-    format!("{file}[{}]", reg.unit)
+    format!("{file}[{}]", reg.unit())
 }
 
 /// A constant: small integers in decimal, floats that print and parse back exactly as floats,
@@ -168,10 +165,11 @@ pub fn print_function_annotated(
         .map(|(k, v)| format!("{k}={v}"))
         .collect();
     let mut out = format!(
-        "target {}({})\n\nfunction @{} {{\n",
+        "target {}({})\n\nfunction @{}{} {{\n",
         target.name(),
         params.join(", "),
-        func.name
+        func.name,
+        if func.allocated { " allocated" } else { "" }
     );
     for b in func.block_ids() {
         let _ = write!(out, "{b}:");
