@@ -91,14 +91,20 @@ fn liveness_json_is_json_with_every_block() {
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("valid JSON");
     let blocks = v["blocks"].as_array().unwrap();
     assert_eq!(blocks.len(), 5);
+    // Exact liveness: color2 is not live into the header; it leaves the divergent loop.
     assert!(
-        blocks[1]["live_in"]
+        !blocks[1]["live_in"]
             .as_array()
             .unwrap()
             .iter()
             .any(|t| t == "%12")
     );
-    assert_eq!(v["max_demand"]["v"], 10);
+    assert_eq!(
+        v["loops"][0]["leaving"],
+        serde_json::json!([12, 13, 14, 15])
+    );
+    // Two late-killed operands beside the four-unit texture result.
+    assert_eq!(v["max_demand"]["v"], 6);
 }
 
 #[test]

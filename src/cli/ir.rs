@@ -182,6 +182,16 @@ pub fn liveness_text(func: &Function, cfg: &Cfg, lv: &Liveness, demand: bool) ->
             Some(note)
         },
     );
+    let mut text = text;
+    for (l, leaving) in lv.loop_leaving.iter().enumerate() {
+        if !leaving.is_empty() {
+            text.push_str(&format!(
+                "; loop {l} ({}): seed 003, leaving {}\n",
+                cfg.loops[l].header,
+                fmt_set(leaving)
+            ));
+        }
+    }
     if demand {
         format!("{text}; max demand: {}\n", fmt_demand(target, lv.max))
     } else {
@@ -242,7 +252,25 @@ pub fn liveness_json(func: &Function, cfg: &Cfg, lv: &Liveness) -> Json {
             })
         })
         .collect();
-    json!({ "function": func.name, "max_demand": demand_json(target, lv.max), "blocks": blocks })
+    let loops: Vec<Json> = cfg
+        .loops
+        .iter()
+        .zip(&lv.loop_leaving)
+        .map(|(l, leaving)| {
+            json!({
+                "header": l.header.0,
+                "exit": l.exit.0,
+                "divergent": l.divergent,
+                "leaving": leaving.iter().map(|t| t.0).collect::<Vec<_>>(),
+            })
+        })
+        .collect();
+    json!({
+        "function": func.name,
+        "max_demand": demand_json(target, lv.max),
+        "blocks": blocks,
+        "loops": loops,
+    })
 }
 
 pub fn liveness(args: LivenessArgs) -> miette::Result<()> {

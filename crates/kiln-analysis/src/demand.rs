@@ -2,7 +2,7 @@
 //! `aco_live_var_analysis.cpp` description) defines it. [`InstDemand::compute`] is the one
 //! function that computes it; liveness, spiller, scheduler and allocator all call it.
 
-use kiln_ir::{Demand, Inst, RegClass, Temp};
+use kiln_ir::{Demand, Inst, RegClass};
 
 /// The quantities of seed 000 for one instruction, each a per-file [`Demand`].
 #[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
@@ -26,23 +26,13 @@ pub struct InstDemand {
 impl InstDemand {
     /// Computes the quantities from the instruction's flags and the demand live after it;
     /// `classes` is the function's per-temp class table ([`kiln_ir::Function::temps`]).
-    /// `already_live(t)` says a definition's temp was live before the instruction too (seed
-    /// 003's loop extension); such a definition adds no demand. Phi operands are used at the
-    /// predecessors and count nothing here.
-    pub fn compute(
-        classes: &[RegClass],
-        inst: &Inst,
-        live_out: Demand,
-        already_live: impl Fn(Temp) -> bool,
-    ) -> InstDemand {
+    /// Phi operands are used at the predecessors and count nothing here.
+    pub fn compute(classes: &[RegClass], inst: &Inst, live_out: Demand) -> InstDemand {
         let mut d = InstDemand {
             live_out,
             ..InstDemand::default()
         };
         for def in &inst.defs {
-            if already_live(def.temp) {
-                continue;
-            }
             let size = Demand::of(classes[def.temp.index()]);
             if def.dead {
                 d.dead_definitions += size;

@@ -4,11 +4,13 @@
 //!   in all lanes, linear phis) along the linear CFG.
 //! - Live-in/live-out per block by backward dataflow to a fixpoint over sparse sets, blocks
 //!   visited from the highest index down, a block revisited when a successor's live-in grows.
-//! - Seed 003 (i965's `compute_start_end`): a per-lane temp defined inside a divergent loop that
-//!   leaves it — live into the exit, or read by a phi of the exit — stays live across the whole
-//!   loop, because lanes that left keep its value while the others iterate and may be
-//!   overwritten by an all-lanes write. (i965 extends in every loop; a loop without divergent
-//!   breaks is left by all lanes at once, so kiln extends only in divergent loops.)
+//! - Live-in and live-out are exact dataflow results. Seed 003 (i965's `compute_start_end`) is
+//!   kept apart: [`Liveness::loop_leaving`] lists, per divergent loop, the per-lane temps defined
+//!   in it that leave it — live into the exit, or read by a phi of the exit. Lanes that left
+//!   keep such a value while the others iterate; a masked write of another lane cannot disturb
+//!   it, an all-lanes write can, so the extension is an interference fact
+//!   ([`crate::interference`]), not a liveness one. (i965 extends in every loop; a loop without
+//!   divergent breaks is left by all lanes at once, so kiln extends only in divergent loops.)
 //! - A backward walk of every block then sets the operand flags (kill, first_kill, copy_kill,
 //!   clobbered, late_kill for vector operands) and dead definitions, and computes the demand of
 //!   every instruction with [`InstDemand::compute`].
@@ -24,6 +26,10 @@ pub struct Liveness {
     pub live_out: Vec<LiveSet>,
     /// Whether each temp lives along the linear CFG.
     pub linear: Vec<bool>,
+    /// Seed 003, per loop of `cfg.loops`: the per-lane temps defined in a divergent loop that
+    /// leave it (empty for loops without divergent breaks). Such a temp must keep its register
+    /// in every lane from the loop header to the exit against all-lanes writes.
+    pub loop_leaving: Vec<LiveSet>,
     /// `max(stage1, stage3)` per block, per instruction (as ACO keeps `register_demand` on
     /// every instruction); [`Liveness::inst_demands`] gives all quantities of seed 000.
     pub register_demand: Vec<Vec<Demand>>,
@@ -45,7 +51,6 @@ impl Liveness {
             &func.temps,
             &func.block(b).insts,
             sum(func, &self.live_out[b.index()]),
-            &self.live_in[b.index()],
         )
     }
 }
@@ -55,48 +60,78 @@ fn sum(func: &Function, set: &LiveSet) -> Demand {
         .fold(Demand::ZERO, |d, t| d + Demand::of(func.class(t)))
 }
 
-/// Runs liveness on `func`, writing kill flags and dead flags into it.
-pub fn compute_liveness(func: &mut Function, cfg: &Cfg) -> Liveness {
-    let n = func.blocks.len();
-    let linear = func.linear_temps();
-    // Upward-exposed uses, definitions, and phi uses at the end of each predecessor.
-    let mut gen_ = Vec::with_capacity(n);
-    let mut defs = Vec::with_capacity(n);
-    let mut phi_uses: Vec<Vec<u32>> = vec![Vec::new(); n];
-    let mut def_block = vec![u32::MAX; func.temps.len()];
-    for b in func.block_ids() {
-        let mut g = Vec::new();
-        let mut d = Vec::new();
-        for inst in &func.block(b).insts {
-            if inst.op.is_phi() {
-                let preds = if inst.op == kiln_ir::Opcode::Phi {
-                    &cfg.logical.preds
-                } else {
-                    &cfg.linear.preds
-                };
-                for (op, p) in inst.operands.iter().zip(&preds[b.index()]) {
-                    if let Some(t) = op.temp_id() {
-                        phi_uses[p.index()].push(t.0);
-                    }
-                }
-            } else {
-                // A use not preceded by its definition in the block (SSA: a def follows no use).
-                g.extend(
-                    inst.used_temps()
-                        .filter(|t| def_block[t.index()] != b.0)
-                        .map(|t| t.0),
-                );
-            }
-            for def in &inst.defs {
-                def_block[def.temp.index()] = b.0;
-                d.push(def.temp.0);
-            }
-        }
-        gen_.push(LiveSet::from_unsorted(g));
-        defs.push(LiveSet::from_unsorted(d));
-    }
-    let phi_uses: Vec<LiveSet> = phi_uses.into_iter().map(LiveSet::from_unsorted).collect();
+/// Upward-exposed uses, definitions and phi operands of every block: the inputs of the
+/// liveness dataflow.
+pub(crate) struct BlockSets {
+    pub gen_: Vec<LiveSet>,
+    pub defs: Vec<LiveSet>,
+    /// Phi operands read at the end of each predecessor, over the phi's own CFG.
+    pub phi_uses: Vec<LiveSet>,
+    /// Block of each temp's definition (`u32::MAX` when none).
+    pub def_block: Vec<u32>,
+}
 
+impl BlockSets {
+    pub fn compute(func: &Function, cfg: &Cfg) -> BlockSets {
+        let n = func.blocks.len();
+        let mut gen_ = Vec::with_capacity(n);
+        let mut defs = Vec::with_capacity(n);
+        let mut phi_uses: Vec<Vec<u32>> = vec![Vec::new(); n];
+        let mut def_block = vec![u32::MAX; func.temps.len()];
+        for b in func.block_ids() {
+            let mut g = Vec::new();
+            let mut d = Vec::new();
+            for inst in &func.block(b).insts {
+                if inst.op.is_phi() {
+                    for (op, p) in inst.operands.iter().zip(phi_preds(cfg, inst.op, b)) {
+                        if let Some(t) = op.temp_id() {
+                            phi_uses[p.index()].push(t.0);
+                        }
+                    }
+                } else {
+                    // A use not preceded by its definition in the block (SSA: a def follows no
+                    // use).
+                    g.extend(
+                        inst.used_temps()
+                            .filter(|t| def_block[t.index()] != b.0)
+                            .map(|t| t.0),
+                    );
+                }
+                for def in &inst.defs {
+                    def_block[def.temp.index()] = b.0;
+                    d.push(def.temp.0);
+                }
+            }
+            gen_.push(LiveSet::from_unsorted(g));
+            defs.push(LiveSet::from_unsorted(d));
+        }
+        BlockSets {
+            gen_,
+            defs,
+            phi_uses: phi_uses.into_iter().map(LiveSet::from_unsorted).collect(),
+            def_block,
+        }
+    }
+}
+
+/// The predecessors a phi's operands follow: logical for `phi`, linear for `linear_phi`.
+pub(crate) fn phi_preds(cfg: &Cfg, op: kiln_ir::Opcode, b: Block) -> &[Block] {
+    if op == kiln_ir::Opcode::Phi {
+        &cfg.logical.preds[b.index()]
+    } else {
+        &cfg.linear.preds[b.index()]
+    }
+}
+
+/// Backward dataflow to a fixpoint: a temp flows along the linear CFG when `linear` says so,
+/// else along the logical one. Blocks are visited from the highest index down and revisited when
+/// a successor's live-in grows (ACO's single integer worklist). Returns (live-in, live-out).
+pub(crate) fn solve(
+    cfg: &Cfg,
+    sets: &BlockSets,
+    linear: impl Fn(u32) -> bool,
+) -> (Vec<LiveSet>, Vec<LiveSet>) {
+    let n = sets.gen_.len();
     let mut live_in = vec![LiveSet::new(); n];
     let mut live_out = vec![LiveSet::new(); n];
     let mut dirty = vec![true; n];
@@ -108,14 +143,14 @@ pub fn compute_liveness(func: &mut Function, cfg: &Cfg) -> Liveness {
             continue;
         }
         let mut out = std::mem::take(&mut live_out[i]);
-        out.clone_from(&phi_uses[i]);
+        out.clone_from(&sets.phi_uses[i]);
         for s in &cfg.logical.succs[i] {
-            out.union_with(&live_in[s.index()], |t| !linear[t as usize], &mut scratch);
+            out.union_with(&live_in[s.index()], |t| !linear(t), &mut scratch);
         }
         for s in &cfg.linear.succs[i] {
-            out.union_with(&live_in[s.index()], |t| linear[t as usize], &mut scratch);
+            out.union_with(&live_in[s.index()], &linear, &mut scratch);
         }
-        let changed = live_in[i].assign_transfer(&gen_[i], &out, &defs[i], &mut scratch);
+        let changed = live_in[i].assign_transfer(&sets.gen_[i], &out, &sets.defs[i], &mut scratch);
         live_out[i] = out;
         if changed {
             for p in cfg.logical.preds[i].iter().chain(&cfg.linear.preds[i]) {
@@ -124,13 +159,21 @@ pub fn compute_liveness(func: &mut Function, cfg: &Cfg) -> Liveness {
             }
         }
     }
+    (live_in, live_out)
+}
 
-    extend_across_loops(func, cfg, &linear, &def_block, &mut live_in, &mut live_out);
-
+/// Runs liveness on `func`, writing kill flags and dead flags into it.
+pub fn compute_liveness(func: &mut Function, cfg: &Cfg) -> Liveness {
+    let n = func.blocks.len();
+    let linear = func.linear_temps();
+    let sets = BlockSets::compute(func, cfg);
+    let (live_in, live_out) = solve(cfg, &sets, |t| linear[t as usize]);
+    let loop_leaving = loop_leaving(func, cfg, &linear, &sets.def_block, &live_in);
     let mut liveness = Liveness {
         live_in,
         live_out,
         linear,
+        loop_leaving,
         register_demand: Vec::with_capacity(n),
         block_max: Vec::with_capacity(n),
         max: Demand::ZERO,
@@ -145,52 +188,53 @@ pub fn compute_liveness(func: &mut Function, cfg: &Cfg) -> Liveness {
     liveness
 }
 
-/// Seed 003: a per-lane temp defined in a loop and leaving it is live across the whole loop.
-fn extend_across_loops(
+/// Seed 003: per loop, the per-lane temps defined in it that leave it, when lanes leave it at
+/// different iterations (a divergent break); empty for the other loops.
+fn loop_leaving(
     func: &Function,
     cfg: &Cfg,
     linear: &[bool],
     def_block: &[u32],
-    live_in: &mut [LiveSet],
-    live_out: &mut [LiveSet],
-) {
-    // Only where lanes leave at different iterations: in a loop without divergent breaks every
-    // lane leaves at once, and nothing can overwrite a value it carries out.
-    for lp in cfg.loops.iter().filter(|l| l.divergent) {
-        let inside = |t: Temp| !linear[t.index()] && lp.contains(Block(def_block[t.index()]));
-        let mut leaving: Vec<u32> = live_in[lp.exit.index()]
-            .iter()
-            .filter(|&t| inside(t))
-            .map(|t| t.0)
-            .collect();
-        for inst in func
-            .block(lp.exit)
-            .insts
-            .iter()
-            .filter(|i| i.op == kiln_ir::Opcode::Phi)
-        {
-            for (op, p) in inst
-                .operands
+    live_in: &[LiveSet],
+) -> Vec<LiveSet> {
+    cfg.loops
+        .iter()
+        .map(|lp| {
+            if !lp.divergent {
+                return LiveSet::new();
+            }
+            let inside = |t: Temp| {
+                !linear[t.index()]
+                    && def_block[t.index()] != u32::MAX
+                    && lp.contains(Block(def_block[t.index()]))
+            };
+            let mut leaving: Vec<u32> = live_in[lp.exit.index()]
                 .iter()
-                .zip(&cfg.logical.preds[lp.exit.index()])
+                .filter(|&t| inside(t))
+                .map(|t| t.0)
+                .collect();
+            for inst in func
+                .block(lp.exit)
+                .insts
+                .iter()
+                .filter(|i| i.op == kiln_ir::Opcode::Phi)
             {
-                if let Some(t) = op.temp_id()
-                    && lp.contains(*p)
-                    && inside(t)
+                for (op, p) in inst
+                    .operands
+                    .iter()
+                    .zip(&cfg.logical.preds[lp.exit.index()])
                 {
-                    leaving.push(t.0);
+                    if let Some(t) = op.temp_id()
+                        && lp.contains(*p)
+                        && inside(t)
+                    {
+                        leaving.push(t.0);
+                    }
                 }
             }
-        }
-        if leaving.is_empty() {
-            continue;
-        }
-        let leaving = LiveSet::from_unsorted(leaving);
-        for b in lp.header.index()..lp.exit.index() {
-            live_in[b] = live_in[b].union(&leaving);
-            live_out[b] = live_out[b].union(&leaving);
-        }
-    }
+            LiveSet::from_unsorted(leaving)
+        })
+        .collect()
 }
 
 /// Walks a block backwards: flags, dead definitions, then per-instruction demand.
@@ -207,12 +251,10 @@ fn walk_block(
     }
     let live_in = &lv.live_in[bi];
     for inst in func.blocks[bi].insts.iter_mut().rev() {
-        // Definitions: dead when not live after; leave the live set (unless extended by seed 003).
+        // Definitions: dead when not live after; they leave the live set.
         for d in inst.defs.iter_mut() {
             d.dead = !live[d.temp.index()];
-            if !live_in.contains(d.temp) {
-                live[d.temp.index()] = false;
-            }
+            live[d.temp.index()] = false;
         }
         if inst.op.is_phi() {
             set_phi_flags(cfg, lv, b, inst);
@@ -239,7 +281,6 @@ fn walk_block(
         &func.temps,
         &func.blocks[bi].insts,
         sum(func, &lv.live_out[bi]),
-        live_in,
     );
     let max = dems
         .iter()
@@ -252,14 +293,11 @@ fn block_demands(
     classes: &[kiln_ir::RegClass],
     insts: &[kiln_ir::Inst],
     live_out: Demand,
-    live_in: &LiveSet,
 ) -> Vec<InstDemand> {
     let mut dems = vec![InstDemand::default(); insts.len()];
     let mut cur = live_out;
     for (k, inst) in insts.iter().enumerate().rev() {
-        let d = InstDemand::compute(classes, inst, cur, |t| {
-            live_in.contains(t) && inst.defs.iter().any(|d| d.temp == t)
-        });
+        let d = InstDemand::compute(classes, inst, cur);
         cur = d.live_in();
         dems[k] = d;
     }
@@ -314,11 +352,7 @@ fn set_operand_flags(inst: &mut kiln_ir::Inst, live: &[bool]) {
 /// Phi operands are read at the end of the predecessors: killed when not live out of the
 /// predecessor through its successors.
 fn set_phi_flags(cfg: &Cfg, lv: &Liveness, b: Block, inst: &mut kiln_ir::Inst) {
-    let preds = if inst.op == kiln_ir::Opcode::Phi {
-        &cfg.logical.preds[b.index()]
-    } else {
-        &cfg.linear.preds[b.index()]
-    };
+    let preds = phi_preds(cfg, inst.op, b);
     for (k, op) in inst.operands.iter_mut().enumerate() {
         op.flags = OperandFlags::empty();
         let (Some(t), Some(p)) = (op.temp_id(), preds.get(k)) else {
@@ -332,45 +366,5 @@ fn set_phi_flags(cfg: &Cfg, lv: &Liveness, b: Block, inst: &mut kiln_ir::Inst) {
         let live_after = succs.iter().any(|s| lv.live_in[s.index()].contains(t));
         op.flags.set(OperandFlags::KILL, !live_after);
         op.flags.set(OperandFlags::FIRST_KILL, !live_after);
-    }
-}
-
-impl Liveness {
-    /// Temps live right after instruction `index` of `block`: the block's live-out walked
-    /// backwards (temps extended across a loop by seed 003 stay live at their definition).
-    pub fn live_after(&self, func: &Function, block: Block, index: usize) -> LiveSet {
-        let live_in = &self.live_in[block.index()];
-        let mut live: Vec<u32> = self.live_out[block.index()].iter().map(|t| t.0).collect();
-        for inst in func.block(block).insts[index + 1..].iter().rev() {
-            live.retain(|&t| !inst.defs.iter().any(|d| d.temp.0 == t) || live_in.contains(Temp(t)));
-            if !inst.op.is_phi() {
-                live.extend(inst.used_temps().map(|t| t.0));
-            }
-            live.sort_unstable();
-            live.dedup();
-        }
-        LiveSet::from_unsorted(live)
-    }
-
-    /// Whether `a` and `b` interfere: one is live right after the other's definition (the SSA
-    /// criterion of Budimlić et al., "Fast copy coalescing and live-range identification", 2002),
-    /// or one instruction defines both.
-    pub fn interferes(&self, func: &Function, a: Temp, b: Temp) -> bool {
-        let def_site = |t: Temp| {
-            func.block_ids().find_map(|blk| {
-                func.block(blk)
-                    .insts
-                    .iter()
-                    .position(|i| i.defs.iter().any(|d| d.temp == t))
-                    .map(|k| (blk, k))
-            })
-        };
-        let (Some((ba, ka)), Some((bb, kb))) = (def_site(a), def_site(b)) else {
-            return false;
-        };
-        if (ba, ka) == (bb, kb) {
-            return true;
-        }
-        self.live_after(func, ba, ka).contains(b) || self.live_after(func, bb, kb).contains(a)
     }
 }

@@ -1,10 +1,15 @@
 //! Seed 000's identities on random programs: the three forms of every stage, both forms of
-//! `register_demand`, the helper quantities, and the relations between consecutive instructions.
+//! `register_demand`, the helper quantities, and the relations between consecutive instructions;
+//! and the demand against the path oracle's live sets (`oracle/mod.rs`), which shares no code
+//! with liveness or `demand.rs`.
+
+mod oracle;
 
 use kiln_analysis::{Cfg, InstDemand, compute_liveness};
 use kiln_ir::generate::{GenConfig, generate};
 use kiln_ir::{Demand, verify};
 use proptest::prelude::*;
+use std::collections::BTreeSet;
 
 fn check(d: &InstDemand) -> Result<(), TestCaseError> {
     let live_in = d.live_in();
@@ -95,6 +100,73 @@ proptest! {
                 prop_assert_eq!(last.stage(4), out);
             }
             prop_assert_eq!(block_max, lv.block_max[b]);
+        }
+    }
+}
+
+/// Demand of a set of temps.
+fn size_of(func: &kiln_ir::Function, set: impl IntoIterator<Item = u32>) -> Demand {
+    set.into_iter().fold(Demand::ZERO, |d, t| {
+        d + Demand::of(func.class(kiln_ir::Temp(t)))
+    })
+}
+
+/// Whether each demand of `a` is at least `b`'s.
+fn at_least(a: Demand, b: Demand) -> bool {
+    a.0.iter().zip(b.0).all(|(x, y)| *x >= y)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 150, ..ProptestConfig::default() })]
+
+    /// Stages 0 and 4 are the registers live before and after each instruction by the path
+    /// definition; a plain instruction (no tie, vector or late kill) needs exactly the larger of
+    /// "before" and "after plus dead definitions"; a tied operand that stays live costs a copy;
+    /// killed late-kill operands stay occupied while the definitions are written.
+    #[test]
+    fn demand_matches_the_path_oracle(seed in any::<u64>(), size in 20usize..300, pressure in 4usize..64) {
+        let mut func = generate(&GenConfig { size, pressure, ..GenConfig::new(seed) });
+        let cfg = Cfg::compute(&func).unwrap();
+        let (_, want_out, _) = oracle::oracle(&func, &cfg);
+        let lv = compute_liveness(&mut func, &cfg);
+        for (b, out) in want_out.iter().enumerate() {
+            let dems = lv.inst_demands(&func, kiln_ir::Block::new(b));
+            let after = oracle::live_after_each(&func, b, out);
+            for (k, inst) in func.blocks[b].insts.iter().enumerate() {
+                let d = &dems[k];
+                let defs: BTreeSet<u32> = inst.defs.iter().map(|d| d.temp.0).collect();
+                let mut before: BTreeSet<u32> = after[k].difference(&defs).copied().collect();
+                if !inst.op.is_phi() {
+                    before.extend(inst.used_temps().map(|t| t.0));
+                }
+                let dead = size_of(&func, defs.iter().copied().filter(|t| !after[k].contains(t)));
+                let (before, out) = (size_of(&func, before.iter().copied()), size_of(&func, after[k].iter().copied()));
+                prop_assert_eq!(d.stage(0), before, "bb{}:{} stage 0", b, k);
+                prop_assert_eq!(d.stage(4), out, "bb{}:{} stage 4", b, k);
+                let rd = d.register_demand();
+                prop_assert!(at_least(rd, before.max(out + dead)), "bb{}:{}", b, k);
+                let plain = !inst.op.is_phi()
+                    && inst.defs.iter().all(|d| d.tied.is_none())
+                    && inst.operands.iter().all(|o| !o.is_vector_aligned() && !o.is_late_kill());
+                if plain {
+                    prop_assert_eq!(rd, before.max(out + dead), "bb{}:{} plain", b, k);
+                }
+                for (j, op) in inst.operands.iter().enumerate() {
+                    let Some(t) = op.temp_id() else { continue };
+                    if inst.tied_def(j).is_some() && after[k].contains(&t.0) {
+                        prop_assert!(at_least(rd, before + size_of(&func, [t.0])), "bb{}:{} tied copy", b, k);
+                    }
+                }
+                let late_killed: BTreeSet<u32> = inst
+                    .operands
+                    .iter()
+                    .filter(|o| o.is_late_kill() && !inst.op.is_phi())
+                    .filter_map(|o| o.temp_id())
+                    .map(|t| t.0)
+                    .filter(|t| !after[k].contains(t))
+                    .collect();
+                prop_assert!(at_least(rd, out + dead + size_of(&func, late_killed)), "bb{}:{} late kill", b, k);
+            }
         }
     }
 }

@@ -1,0 +1,207 @@
+//! Interference between temps, answered in near-constant time per query.
+//!
+//! - **SSA criterion** (Budimlić et al., "Fast copy coalescing and live-range identification",
+//!   2002; Boissinot et al., "Fast liveness checking for SSA-form programs", 2008): two temps of
+//!   one file interfere when one is live right after the other's definition, or one instruction
+//!   defines both. "Live right after (block, k)" is read from the block's live-out and the
+//!   temp's last use in the block, both precomputed, so a query costs a binary search.
+//! - **All-lanes writes (SIMT)**: a per-lane-file temp written in every lane (`.all_lanes`,
+//!   linear) overwrites inactive lanes too. It interferes with every per-lane temp live in *any*
+//!   lane at its definition: liveness along the linear CFG, with a logical phi's operand kept
+//!   alive along the linear path from its predecessor to the phi (the else region of a divergent
+//!   `if`, the rest of a loop body after a divergent `continue`) — docs/ir.md's note on values
+//!   live into an endif from the then side.
+//! - **Seed 003**: a per-lane temp leaving a divergent loop ([`Liveness::loop_leaving`]) stays in
+//!   its register in the lanes that left while the others iterate; an all-lanes write anywhere
+//!   in the loop interferes with it.
+
+use crate::live_set::LiveSet;
+use crate::liveness::{BlockSets, Liveness, phi_preds, solve};
+use kiln_ir::{Block, Cfg, Function, Lanes, Opcode, Temp};
+
+/// No definition (a temp number nothing defines).
+const NONE: u32 = u32::MAX;
+
+/// Interference queries over one function and its liveness.
+#[derive(Clone, Debug)]
+pub struct Interference<'l> {
+    liveness: &'l Liveness,
+    /// (block, index) of each temp's definition.
+    def_site: Vec<(u32, u32)>,
+    /// Per temp, `uses[use_start[t]..use_start[t + 1]]`: (block, index of the last non-phi use in
+    /// that block), sorted by block.
+    use_start: Vec<u32>,
+    uses: Vec<(u32, u32)>,
+    /// Defined by an all-lanes write into a per-lane file.
+    all_lanes: Vec<bool>,
+    /// Per-lane temps: their file holds a value per lane.
+    per_lane: Vec<bool>,
+    /// Live-out along the linear CFG for every temp, when some temp is written in all lanes.
+    wide_live_out: Option<Vec<LiveSet>>,
+    /// Loops of each block, innermost first, as indices into `cfg.loops`.
+    loops_of: Vec<Vec<u32>>,
+}
+
+impl<'l> Interference<'l> {
+    /// Precomputes definition sites, last uses per block and, when the function writes some
+    /// per-lane temp in all lanes, liveness along the linear CFG. Cost: linear in the
+    /// instructions plus the uses sorted once (O(U log U)), plus one dataflow when needed.
+    pub fn new(func: &Function, cfg: &Cfg, liveness: &'l Liveness) -> Interference<'l> {
+        let n = func.temps.len();
+        let files = func.target.files();
+        let per_lane: Vec<bool> = func
+            .temps
+            .iter()
+            .map(|c| {
+                !c.is_none()
+                    && files
+                        .get(c.file.index())
+                        .is_some_and(|f| f.lanes == Lanes::PerLane)
+            })
+            .collect();
+        let mut def_site = vec![(NONE, NONE); n];
+        let mut triples: Vec<(u32, u32, u32)> = Vec::new();
+        for b in func.block_ids() {
+            for (k, inst) in func.block(b).insts.iter().enumerate() {
+                for d in &inst.defs {
+                    def_site[d.temp.index()] = (b.0, k as u32);
+                }
+                if !inst.op.is_phi() {
+                    triples.extend(inst.used_temps().map(|t| (t.0, b.0, k as u32)));
+                }
+            }
+        }
+        // Temp-major, block order kept; the last use per (temp, block) wins.
+        triples.sort_unstable();
+        let mut use_start = Vec::with_capacity(n + 1);
+        let mut uses: Vec<(u32, u32)> = Vec::with_capacity(triples.len());
+        let mut next = 0;
+        for t in 0..n as u32 {
+            use_start.push(uses.len() as u32);
+            while next < triples.len() && triples[next].0 == t {
+                let (_, b, k) = triples[next];
+                let own = uses.len() > use_start[t as usize] as usize;
+                match uses.last_mut() {
+                    Some(last) if own && last.0 == b => last.1 = k,
+                    _ => uses.push((b, k)),
+                }
+                next += 1;
+            }
+        }
+        use_start.push(uses.len() as u32);
+        let all_lanes: Vec<bool> = (0..n)
+            .map(|t| liveness.linear.get(t).copied().unwrap_or(false) && per_lane[t])
+            .collect();
+        let wide_live_out = all_lanes
+            .iter()
+            .any(|&w| w)
+            .then(|| wide_liveness(func, cfg));
+        let loops_of = func
+            .block_ids()
+            .map(|b| cfg.enclosing_loops(b).map(|l| l as u32).collect())
+            .collect();
+        Interference {
+            liveness,
+            def_site,
+            use_start,
+            uses,
+            all_lanes,
+            per_lane,
+            wide_live_out,
+            loops_of,
+        }
+    }
+
+    /// The block and index of `t`'s definition.
+    pub fn def_site(&self, t: Temp) -> Option<(Block, usize)> {
+        let (b, k) = *self.def_site.get(t.index())?;
+        (b != NONE).then_some((Block(b), k as usize))
+    }
+
+    /// Index of the last non-phi use of `t` in `block`.
+    pub fn last_use_in(&self, t: Temp, block: Block) -> Option<usize> {
+        let range = self.use_start[t.index()] as usize..self.use_start[t.index() + 1] as usize;
+        let uses = &self.uses[range];
+        let i = uses.binary_search_by_key(&block.0, |u| u.0).ok()?;
+        Some(uses[i].1 as usize)
+    }
+
+    /// Whether `t` is live right after instruction `index` of `block` (exact liveness).
+    pub fn live_after(&self, t: Temp, block: Block, index: usize) -> bool {
+        self.live_after_in(&self.liveness.live_out, t, block, index)
+    }
+
+    fn live_after_in(&self, live_out: &[LiveSet], t: Temp, block: Block, index: usize) -> bool {
+        let (db, dk) = self.def_site[t.index()];
+        if db == block.0 && dk as usize > index {
+            return false;
+        }
+        live_out[block.index()].contains(t) || self.last_use_in(t, block).is_some_and(|k| k > index)
+    }
+
+    /// Whether `a` and `b` may not share register units.
+    pub fn interferes(&self, func: &Function, a: Temp, b: Temp) -> bool {
+        if a == b || func.class(a).file != func.class(b).file {
+            return false;
+        }
+        let (Some(da), Some(db)) = (self.def_site(a), self.def_site(b)) else {
+            return false;
+        };
+        if da == db {
+            return true;
+        }
+        self.live_after(a, db.0, db.1)
+            || self.live_after(b, da.0, da.1)
+            || self.all_lanes_hits(a, da, b)
+            || self.all_lanes_hits(b, db, a)
+    }
+
+    /// Whether an all-lanes definition of `w` at `site` overwrites per-lane `t` in a lane where
+    /// `t` is still needed.
+    fn all_lanes_hits(&self, w: Temp, site: (Block, usize), t: Temp) -> bool {
+        if !self.all_lanes[w.index()]
+            || !self.per_lane[t.index()]
+            || self.liveness.linear[t.index()]
+        {
+            return false;
+        }
+        let wide = self
+            .wide_live_out
+            .as_ref()
+            .expect("computed whenever a temp is written in all lanes");
+        self.live_after_in(wide, t, site.0, site.1)
+            || self.loops_of[site.0.index()]
+                .iter()
+                .any(|&l| self.liveness.loop_leaving[l as usize].contains(t))
+    }
+}
+
+/// Live-out of every block with every temp flowing along the linear CFG, and each logical phi
+/// operand whose edge is not a linear edge kept live out of the phi block's later linear
+/// predecessors, so that it survives the linear path from its predecessor to the phi. A
+/// superset of the lanes that can still need a value, which is what an all-lanes write must
+/// respect.
+fn wide_liveness(func: &Function, cfg: &Cfg) -> Vec<LiveSet> {
+    let mut sets = BlockSets::compute(func, cfg);
+    let mut extra: Vec<Vec<u32>> = vec![Vec::new(); func.blocks.len()];
+    for m in func.block_ids() {
+        for inst in func.block(m).insts.iter().filter(|i| i.op == Opcode::Phi) {
+            for (op, &p) in inst.operands.iter().zip(phi_preds(cfg, inst.op, m)) {
+                let Some(t) = op.temp_id() else { continue };
+                let linear_preds = &cfg.linear.preds[m.index()];
+                if linear_preds.contains(&p) {
+                    continue;
+                }
+                for &q in linear_preds.iter().filter(|&&q| q > p) {
+                    extra[q.index()].push(t.0);
+                }
+            }
+        }
+    }
+    for (b, e) in extra.into_iter().enumerate() {
+        if !e.is_empty() {
+            sets.phi_uses[b] = sets.phi_uses[b].union(&LiveSet::from_unsorted(e));
+        }
+    }
+    solve(cfg, &sets, |_| true).1
+}
