@@ -184,13 +184,21 @@ struct Ctx<'a> {
 }
 
 impl Ctx<'_> {
+    /// An error at `at`: a slice of the line (its exact position) or other text (its first
+    /// occurrence in the line, else column 1). Columns count characters.
     fn err(&self, at: &str, msg: impl Into<String>) -> AsmError {
-        let column = self
-            .text
-            .find(at)
-            .filter(|_| !at.is_empty())
-            .map(|c| c + 1)
-            .unwrap_or(1);
+        let base = self.text.as_ptr() as usize;
+        let start = at.as_ptr() as usize;
+        let offset = if start >= base && start + at.len() <= base + self.text.len() {
+            Some(start - base)
+        } else if at.is_empty() {
+            None
+        } else {
+            self.text.find(at)
+        };
+        let column = offset
+            .and_then(|o| self.text.get(..o))
+            .map_or(1, |s| s.chars().count() + 1);
         AsmError {
             line: self.line,
             column,
@@ -216,17 +224,33 @@ fn is_ident(s: &str) -> bool {
             .all(|ch| ch.is_ascii_alphanumeric() || ch == '_' || ch == '.')
 }
 
+/// A decimal or `0x` hex integer with an optional sign; `None` when malformed or beyond
+/// the range of `i64`.
 fn parse_int(s: &str) -> Option<i64> {
     let (neg, body) = match s.strip_prefix('-') {
         Some(b) => (true, b),
         None => (false, s.strip_prefix('+').unwrap_or(s)),
     };
-    let v = if let Some(h) = body.strip_prefix("0x").or_else(|| body.strip_prefix("0X")) {
-        i64::from_str_radix(h, 16).ok()?
-    } else {
-        body.parse::<i64>().ok()?
+    let (digits, radix) = match body.strip_prefix("0x").or_else(|| body.strip_prefix("0X")) {
+        Some(h) => (h, 16),
+        None => (body, 10),
     };
-    Some(if neg { -v } else { v })
+    // from_str_radix accepts a sign of its own: only digits here
+    if digits.is_empty() || !digits.chars().all(|c| c.is_digit(radix)) {
+        return None;
+    }
+    let v = i64::from_str_radix(digits, radix).ok()?;
+    if neg { v.checked_neg() } else { Some(v) }
+}
+
+/// True for text written as an integer (sign, then decimal digits or `0x` and hex digits),
+/// whatever its size.
+fn is_int_syntax(s: &str) -> bool {
+    let body = s.strip_prefix(['-', '+']).unwrap_or(s);
+    match body.strip_prefix("0x").or_else(|| body.strip_prefix("0X")) {
+        Some(h) => !h.is_empty() && h.bytes().all(|b| b.is_ascii_hexdigit()),
+        None => !body.is_empty() && body.bytes().all(|b| b.is_ascii_digit()),
+    }
 }
 
 /// Assembles a program. Labels resolve to instruction indices: a relative branch to `L`
@@ -293,6 +317,36 @@ fn parse_cond(cx: &Ctx, s: &str) -> Result<Cond, AsmError> {
     })
 }
 
+/// `raN` / `rbN` (N decimal digits only): (N, file A). N may be out of range.
+fn regfile_number(s: &str) -> Option<(u8, bool)> {
+    let (is_a, n) = match (s.strip_prefix("ra"), s.strip_prefix("rb")) {
+        (Some(n), _) => (true, n),
+        (_, Some(n)) => (false, n),
+        _ => return None,
+    };
+    if n.is_empty() || !n.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    Some((n.parse::<u8>().unwrap_or(u8::MAX), is_a))
+}
+
+/// An unnamed address `a40?` / `b40?` (32–63): (address, file A).
+fn unnamed_address(s: &str) -> Option<(u8, bool)> {
+    let q = s.strip_suffix('?')?;
+    let (is_a, n) = match (q.strip_prefix('a'), q.strip_prefix('b')) {
+        (Some(n), _) => (true, n),
+        (_, Some(n)) => (false, n),
+        _ => return None,
+    };
+    if n.is_empty() || !n.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    n.parse::<u8>()
+        .ok()
+        .filter(|n| (32..64).contains(n))
+        .map(|n| (n, is_a))
+}
+
 /// A destination: address, file constraint (Some(true) = must be file A) and pack text.
 struct Dst<'a> {
     waddr: u8,
@@ -307,17 +361,13 @@ fn parse_dst<'a>(cx: &Ctx, s: &'a str, allow_cond: bool) -> Result<Dst<'a>, AsmE
         Some(p) => (&s[..p], Some(&s[p..])),
         None => (s, None),
     };
-    let (waddr, file) = if let Some(n) = name.strip_prefix("ra").and_then(|n| n.parse::<u8>().ok())
-    {
-        (n, Some(true))
-    } else if let Some(n) = name.strip_prefix("rb").and_then(|n| n.parse::<u8>().ok()) {
-        (n, Some(false))
-    } else if let Some(q) = name.strip_suffix('?') {
-        let (f, n) = q.split_at(1);
-        let n: u8 = n
-            .parse()
-            .map_err(|_| cx.err(s, format!("bad destination `{s}`")))?;
-        (n, Some(f == "a"))
+    let (waddr, file) = if let Some((n, is_a)) = regfile_number(name) {
+        if n > 31 {
+            return Err(cx.err(name, format!("register number out of range in `{name}`")));
+        }
+        (n, Some(is_a))
+    } else if let Some((n, is_a)) = unnamed_address(name) {
+        (n, Some(is_a))
     } else {
         match name {
             "r5quad" => (37, Some(true)),
@@ -334,9 +384,6 @@ fn parse_dst<'a>(cx: &Ctx, s: &'a str, allow_cond: bool) -> Result<Dst<'a>, AsmE
             }
         }
     };
-    if waddr > 63 {
-        return Err(cx.err(s, format!("register number out of range in `{s}`")));
-    }
     let mut pack = None;
     let mut cond = None;
     if let Some(r) = rest {
@@ -485,12 +532,12 @@ fn parse_branch(
             return Err(cx.err(target, "branch offset out of range"));
         }
         v as i32
+    } else if is_int_syntax(target) {
+        return Err(cx.err(target, "branch offset out of range"));
     } else if let Some(&l) = labels.get(target) {
-        if b.rel {
-            8 * (l as i32 - (idx as i32 + 4))
-        } else {
-            8 * l as i32
-        }
+        let (l, i) = (l as i64, idx as i64);
+        let off = if b.rel { 8 * (l - (i + 4)) } else { 8 * l };
+        i32::try_from(off).map_err(|_| cx.err(target, "branch offset out of range"))?
     } else {
         return Err(cx.err(target, format!("unknown label `{target}`")));
     };
@@ -560,6 +607,8 @@ fn parse_imm(cx: &Ctx, head: &str, args: &str) -> Result<Instr, AsmError> {
             return Err(cx.err(val, "immediate out of 32-bit range"));
         }
         v as u32
+    } else if is_int_syntax(val) {
+        return Err(cx.err(val, "immediate out of 32-bit range"));
     } else if let Ok(f) = val.parse::<f32>() {
         f.to_bits()
     } else {
@@ -715,8 +764,12 @@ fn parse_src(cx: &Ctx, s: &str) -> Result<Operand, AsmError> {
             body = &body[..p];
         }
     }
+    if body.is_empty() {
+        return Err(cx.err(s, "missing operand"));
+    }
     let mut rot = None;
-    if let Some(p) = body[1..].find('+').map(|p| p + 1) {
+    // `+` after the first character (a leading `+` is a number's sign)
+    if let Some((p, _)) = body.char_indices().skip(1).find(|(_, c)| *c == '+') {
         let r = &body[p + 1..];
         rot = Some(if r == "r5" {
             48
@@ -735,32 +788,19 @@ fn parse_src(cx: &Ctx, s: &str) -> Result<Operand, AsmError> {
         .filter(|n| *n <= 5 && body.len() == 2)
     {
         Src::Acc(n)
-    } else if let Some(n) = body.strip_prefix("ra").and_then(|n| n.parse::<u8>().ok()) {
+    } else if let Some((n, is_a)) = regfile_number(body) {
         if n > 31 {
-            return Err(cx.err(s, "register number out of range"));
+            return Err(cx.err(s, format!("register number out of range in `{s}`")));
         }
-        Src::RegA(n)
-    } else if let Some(n) = body.strip_prefix("rb").and_then(|n| n.parse::<u8>().ok()) {
-        if n > 31 {
-            return Err(cx.err(s, "register number out of range"));
-        }
-        Src::RegB(n)
+        if is_a { Src::RegA(n) } else { Src::RegB(n) }
     } else if let Some(n) = body.strip_prefix("b:") {
         let b = (32..64).find(|r| special_read_b(*r) == Some(n));
         match b {
             Some(b) => Src::Special(None, Some(b)),
             None => return Err(cx.err(s, format!("unknown read `{n}`"))),
         }
-    } else if let Some(q) = body
-        .strip_suffix('?')
-        .filter(|q| q.starts_with('a') || q.starts_with('b'))
-    {
-        let n: u8 = q[1..]
-            .parse()
-            .ok()
-            .filter(|n| (32..64).contains(n))
-            .ok_or_else(|| cx.err(s, format!("bad read `{s}`")))?;
-        if q.starts_with('a') {
+    } else if let Some((n, is_a)) = unnamed_address(body) {
+        if is_a {
             Src::Special(Some(n), None)
         } else {
             Src::Special(None, Some(n))
@@ -878,7 +918,7 @@ impl AluState {
                     self.set_b(cx, text, b)?;
                     Mux::B
                 }
-                _ => unreachable!(),
+                (None, None) => return Err(cx.err(text, "operand reads no address")),
             },
         };
         if let Some(u) = op.unpack {
@@ -1224,5 +1264,46 @@ mod tests {
         assert!(assemble("x: nop\nx: nop").is_err());
         assert!(assemble("add r0, ra1, ra2 ; nop nop, r0, r0").is_err());
         assert!(assemble("load_imm r0, nop, 0x1ffffffff").is_err());
+    }
+    #[test]
+    fn malformed_operands_are_errors_with_positions() {
+        for (text, line, column, msg) in [
+            ("fadd r0, , r1", 1, 9, "missing operand"),
+            ("nop\nmov r0, é+1", 2, 9, "unknown operand `é+1`"),
+            ("nop nop, r0, r0 ; fmul r1, a56?,", 1, 33, "missing operand"),
+            ("mov r0, .8a", 1, 9, "missing operand"),
+            ("mov r0, ra5+€", 1, 9, "bad rotation"),
+            ("mov é?, r0", 1, 5, "unknown destination `é?`"),
+            ("mov ?, r0", 1, 5, "unknown destination `?`"),
+            ("fadd ra40, r0, r1", 1, 6, "out of range"),
+            ("mov r0, rb99999999999", 1, 9, "out of range"),
+            (
+                "load_imm r0, nop, --9223372036854775808",
+                1,
+                19,
+                "bad immediate",
+            ),
+            ("load_imm r0, nop, 0x-5", 1, 19, "bad immediate"),
+            (
+                "load_imm r0, nop, 99999999999999999999999",
+                1,
+                19,
+                "out of 32-bit range",
+            ),
+            (
+                "load_imm r0, nop, -0x100000000",
+                1,
+                19,
+                "out of 32-bit range",
+            ),
+            ("branch 99999999999", 1, 8, "out of range"),
+            ("branch 0x-5", 1, 8, "unknown label"),
+            ("éé fadd r0, r1, bogus", 1, 1, "unknown add op `éé`"),
+            ("  é mov r0, é", 1, 3, "unknown add op `é`"),
+        ] {
+            let e = assemble(text).unwrap_err();
+            assert_eq!((e.line, e.column), (line, column), "{text:?}: {e}");
+            assert!(e.message.contains(msg), "{text:?}: {e}");
+        }
     }
 }
