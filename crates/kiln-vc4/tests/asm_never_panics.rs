@@ -1,6 +1,7 @@
 //! The assembler answers `Ok` or `Err` on any text, never panics: real disassemblies (random
 //! words in both styles, the golden Mesa and vc4asm texts, the golden programs) mutated by
-//! byte and token edits, including non-ASCII characters, are fed to `assemble`.
+//! byte and token edits, including non-ASCII characters, are fed to `assemble`. Whatever
+//! assembles prints in both styles and its kiln-style text reassembles to the same words.
 
 use kiln_vc4::isa::{Style, assemble, assemble_line, disasm, disasm_program};
 use kiln_vc4::words;
@@ -120,13 +121,21 @@ fn mutate(text: &str, kind: u8, pos: usize, arg: usize) -> String {
     out.into_iter().collect()
 }
 
-/// Runs the reader on `text`; `Err` with the text when it panics.
+/// Runs the reader on `text`, and the round trip on what it assembles; `Err` with the text
+/// when something panics or the kiln-style text does not give the same words back.
 fn no_panic(text: &str) -> Result<(), String> {
     let r = catch_unwind(AssertUnwindSafe(|| {
-        let _ = assemble(text);
         let _ = assemble_line(text);
+        let words = assemble(text).ok()?;
+        let _ = disasm_program(&words, Style::Mesa);
+        let again = assemble(&disasm_program(&words, Style::Kiln));
+        (again.as_ref() != Ok(&words)).then_some(again)
     }));
-    r.map_err(|_| format!("assembler panicked on {text:?}"))
+    match r {
+        Ok(None) => Ok(()),
+        Ok(Some(again)) => Err(format!("{text:?} assembles, its kiln text gives {again:?}")),
+        Err(_) => Err(format!("assembler panicked on {text:?}")),
+    }
 }
 
 #[test]
