@@ -91,3 +91,33 @@ fn errors_are_diagnostics_not_panics() {
     assert!(err.contains("outside the program"), "{err}");
     assert!(!err.contains("panicked"));
 }
+
+#[test]
+fn kiln_style_text_reassembles_to_the_same_words() {
+    // ws on a write to address 42, a branch's raddr_a without reg, Mesa's NOP, a load immediate
+    let hex = "10025aa7159e7000\nfd50b655d4f70c60\n100009e7009e7000\ne00248e700000040\n";
+    let (ok, text, err) = kiln(
+        &["disasm", "--style", "kiln", "--format", "hex", "-"],
+        Some(hex.as_bytes()),
+    );
+    assert!(ok, "{err}");
+    assert!(text.starts_with("mov rev_flag, r0"), "{text}");
+    let (ok, out, err) = kiln(&["asm", "-", "-o", "-", "--hex"], Some(text.as_bytes()));
+    assert!(ok, "{err}");
+    assert_eq!(out, hex);
+}
+
+#[test]
+fn malformed_assembly_is_a_diagnostic_in_every_command() {
+    let src = "nop\nmov r0, é+1 ; nop nop, r0,\n".as_bytes();
+    for cmd in [
+        &["asm", "-", "-o", "-"][..],
+        &["sim", "--format", "asm", "-"],
+        &["disasm", "--format", "asm", "-"],
+    ] {
+        let (ok, _, err) = kiln(cmd, Some(src));
+        assert!(!ok, "{cmd:?}");
+        assert!(err.contains("2:9") && err.contains("é+1"), "{cmd:?}: {err}");
+        assert!(!err.contains("panicked"), "{cmd:?}: {err}");
+    }
+}

@@ -10,8 +10,10 @@
 //!     nop                                 shorthand for `nop nop, r0, r0 ; nop nop, r0, r0`
 //! ```
 //!
-//! Text cannot always carry every bit: [`normalize`] defines precisely which fields are
-//! canonicalised, and `assemble(disasm(w, Kiln))` equals `normalize(w)` for every word.
+//! The kiln-style text carries every bit: `assemble(disasm(w, Kiln)) == w` for every word.
+//! Fields the machine ignores are written only when they differ from their normal value,
+//! and [`normalize`] sets them to it. Mesa-style text is read too, but it does not carry
+//! every field.
 
 use super::disasm::{signal_name, special_read_a, special_read_b, special_write};
 use super::fields::*;
@@ -38,8 +40,26 @@ pub fn shared_read_name(raddr: u8) -> bool {
 }
 
 /// True when the write address depends on ws for its meaning or its name (`a47?`/`b47?`).
-fn waddr_uses_ws(w: u8) -> bool {
-    w < 32 || matches!(w, 37 | 41 | 47 | 49 | 50)
+pub fn waddr_uses_ws(w: u8) -> bool {
+    w < 32 || matches!(w, 37 | 41 | 42 | 47 | 49 | 50)
+}
+
+/// Kiln-style name of write address 32–63 in one file: Mesa's name, except that r5 is
+/// `r5quad` (A) / `r5rep` (B) and address 42 through file B is `rev_flag`.
+pub fn kiln_write_name(waddr: u8, is_a: bool) -> Option<&'static str> {
+    match (waddr, is_a) {
+        (37, true) => Some("r5quad"),
+        (37, false) => Some("r5rep"),
+        (42, false) => Some("rev_flag"),
+        _ => special_write(waddr, is_a),
+    }
+}
+
+/// True when ws is shown by nothing else in the text (no destination name depends on it and
+/// no pm = 0 pack places a destination in file A): kiln style then writes `b:` on the add
+/// destination.
+pub fn ws_hidden(w: &WriteFields) -> bool {
+    w.ws && !waddr_uses_ws(w.waddr_add) && !waddr_uses_ws(w.waddr_mul) && (w.pm || w.pack == 0)
 }
 
 /// True when some operand of `a` shows (consumes) the unpack field.
@@ -70,10 +90,14 @@ pub fn pm1_pack_evident(w: &WriteFields, r4_unpack_shown: bool) -> bool {
 /// file A is free; pm → 0 when there is no pack and no file-A or r4 operand (nothing the
 /// unpack could apply to).
 /// All forms: ws → 0 when no destination depends on it (no file register, r5, quad x/y,
-/// alpha mask, VPM setup/address, and no pm = 0 pack). Load immediate / semaphore: a destination `nop`
-/// has its condition → never (the add condition is kept when sf is set: it selects the
-/// lanes whose flags are set); pm → 0 without pack. Branch: unused bits 59:56 → 0, raddr_a
-/// → 0 without `reg`.
+/// alpha mask, ms flags / rev flag, VPM setup/address, and no pm = 0 pack). Load immediate /
+/// semaphore: a destination `nop` has its condition → never (the add condition is kept when
+/// sf is set: it selects the lanes whose flags are set); pm → 0 without pack. Branch: unused
+/// bits 59:56 → 0; without `reg`, raddr_a bits 4:1 → 0 (bit 0 is bit 45, which vc4asm reads
+/// as the sf bit, so it is kept).
+///
+/// The kiln-style text shows every field, so `assemble(disasm(w, Kiln)) == w`; the normalized
+/// form is the word whose kiln text has no annotation for a hidden field.
 pub fn normalize(word: u64) -> u64 {
     let mut i = decode(word);
     match &mut i {
@@ -168,7 +192,7 @@ pub fn normalize(word: u64) -> u64 {
         Instr::Branch(b) => {
             b.unused = 0;
             if !b.reg {
-                b.raddr_a = 0;
+                b.raddr_a &= 1;
             }
             if !waddr_uses_ws(b.waddr_add) && !waddr_uses_ws(b.waddr_mul) {
                 b.ws = false;
@@ -184,13 +208,21 @@ struct Ctx<'a> {
 }
 
 impl Ctx<'_> {
+    /// An error at `at`: a slice of the line (its exact position) or other text (its first
+    /// occurrence in the line, else column 1). Columns count characters.
     fn err(&self, at: &str, msg: impl Into<String>) -> AsmError {
-        let column = self
-            .text
-            .find(at)
-            .filter(|_| !at.is_empty())
-            .map(|c| c + 1)
-            .unwrap_or(1);
+        let base = self.text.as_ptr() as usize;
+        let start = at.as_ptr() as usize;
+        let offset = if start >= base && start + at.len() <= base + self.text.len() {
+            Some(start - base)
+        } else if at.is_empty() {
+            None
+        } else {
+            self.text.find(at)
+        };
+        let column = offset
+            .and_then(|o| self.text.get(..o))
+            .map_or(1, |s| s.chars().count() + 1);
         AsmError {
             line: self.line,
             column,
@@ -216,17 +248,33 @@ fn is_ident(s: &str) -> bool {
             .all(|ch| ch.is_ascii_alphanumeric() || ch == '_' || ch == '.')
 }
 
+/// A decimal or `0x` hex integer with an optional sign; `None` when malformed or beyond
+/// the range of `i64`.
 fn parse_int(s: &str) -> Option<i64> {
     let (neg, body) = match s.strip_prefix('-') {
         Some(b) => (true, b),
         None => (false, s.strip_prefix('+').unwrap_or(s)),
     };
-    let v = if let Some(h) = body.strip_prefix("0x").or_else(|| body.strip_prefix("0X")) {
-        i64::from_str_radix(h, 16).ok()?
-    } else {
-        body.parse::<i64>().ok()?
+    let (digits, radix) = match body.strip_prefix("0x").or_else(|| body.strip_prefix("0X")) {
+        Some(h) => (h, 16),
+        None => (body, 10),
     };
-    Some(if neg { -v } else { v })
+    // from_str_radix accepts a sign of its own: only digits here
+    if digits.is_empty() || !digits.chars().all(|c| c.is_digit(radix)) {
+        return None;
+    }
+    let v = i64::from_str_radix(digits, radix).ok()?;
+    if neg { v.checked_neg() } else { Some(v) }
+}
+
+/// True for text written as an integer (sign, then decimal digits or `0x` and hex digits),
+/// whatever its size.
+fn is_int_syntax(s: &str) -> bool {
+    let body = s.strip_prefix(['-', '+']).unwrap_or(s);
+    match body.strip_prefix("0x").or_else(|| body.strip_prefix("0X")) {
+        Some(h) => !h.is_empty() && h.bytes().all(|b| b.is_ascii_hexdigit()),
+        None => !body.is_empty() && body.bytes().all(|b| b.is_ascii_digit()),
+    }
 }
 
 /// Assembles a program. Labels resolve to instruction indices: a relative branch to `L`
@@ -283,6 +331,7 @@ fn split_args(s: &str) -> Vec<&str> {
 fn parse_cond(cx: &Ctx, s: &str) -> Result<Cond, AsmError> {
     Ok(match s {
         "never" => Cond::Never,
+        "always" => Cond::Always,
         "zs" => Cond::Zs,
         "zc" => Cond::Zc,
         "ns" => Cond::Ns,
@@ -291,6 +340,36 @@ fn parse_cond(cx: &Ctx, s: &str) -> Result<Cond, AsmError> {
         "cc" => Cond::Cc,
         _ => return Err(cx.err(s, format!("unknown condition `.{s}`"))),
     })
+}
+
+/// `raN` / `rbN` (N decimal digits only): (N, file A). N may be out of range.
+fn regfile_number(s: &str) -> Option<(u8, bool)> {
+    let (is_a, n) = match (s.strip_prefix("ra"), s.strip_prefix("rb")) {
+        (Some(n), _) => (true, n),
+        (_, Some(n)) => (false, n),
+        _ => return None,
+    };
+    if n.is_empty() || !n.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    Some((n.parse::<u8>().unwrap_or(u8::MAX), is_a))
+}
+
+/// An unnamed address `a40?` / `b40?` (32–63): (address, file A).
+fn unnamed_address(s: &str) -> Option<(u8, bool)> {
+    let q = s.strip_suffix('?')?;
+    let (is_a, n) = match (q.strip_prefix('a'), q.strip_prefix('b')) {
+        (Some(n), _) => (true, n),
+        (_, Some(n)) => (false, n),
+        _ => return None,
+    };
+    if n.is_empty() || !n.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    n.parse::<u8>()
+        .ok()
+        .filter(|n| (32..64).contains(n))
+        .map(|n| (n, is_a))
 }
 
 /// A destination: address, file constraint (Some(true) = must be file A) and pack text.
@@ -302,47 +381,55 @@ struct Dst<'a> {
 }
 
 fn parse_dst<'a>(cx: &Ctx, s: &'a str, allow_cond: bool) -> Result<Dst<'a>, AsmError> {
+    // `a:` / `b:`: the file whose write port the destination uses
+    let (port, s) = match (s.strip_prefix("a:"), s.strip_prefix("b:")) {
+        (Some(r), _) => (Some(true), r),
+        (_, Some(r)) => (Some(false), r),
+        _ => (None, s),
+    };
     // split name from suffixes
     let (name, rest) = match s.find('.') {
         Some(p) => (&s[..p], Some(&s[p..])),
         None => (s, None),
     };
-    let (waddr, file) = if let Some(n) = name.strip_prefix("ra").and_then(|n| n.parse::<u8>().ok())
-    {
-        (n, Some(true))
-    } else if let Some(n) = name.strip_prefix("rb").and_then(|n| n.parse::<u8>().ok()) {
-        (n, Some(false))
-    } else if let Some(q) = name.strip_suffix('?') {
-        let (f, n) = q.split_at(1);
-        let n: u8 = n
-            .parse()
-            .map_err(|_| cx.err(s, format!("bad destination `{s}`")))?;
-        (n, Some(f == "a"))
+    let (waddr, file) = if let Some((n, is_a)) = regfile_number(name) {
+        if n > 31 {
+            return Err(cx.err(name, format!("register number out of range in `{name}`")));
+        }
+        (n, Some(is_a))
+    } else if let Some((n, is_a)) = unnamed_address(name) {
+        (n, Some(is_a))
     } else {
-        match name {
-            "r5quad" => (37, Some(true)),
-            "r5rep" => (37, Some(false)),
-            _ => {
-                let a = (32..64).find(|w| special_write(*w, true) == Some(name));
-                let b = (32..64).find(|w| special_write(*w, false) == Some(name));
-                match (a, b) {
-                    (Some(x), Some(y)) if x == y => (x, None),
-                    (Some(x), None) => (x, Some(true)),
-                    (None, Some(y)) => (y, Some(false)),
-                    _ => return Err(cx.err(name, format!("unknown destination `{name}`"))),
-                }
-            }
+        let a = (32..64).find(|w| kiln_write_name(*w, true) == Some(name));
+        let b = (32..64).find(|w| kiln_write_name(*w, false) == Some(name));
+        match (a, b) {
+            (Some(x), Some(y)) if x == y => (x, None),
+            (Some(x), None) => (x, Some(true)),
+            (None, Some(y)) => (y, Some(false)),
+            // Mesa's name for r5 in either file
+            _ if name == "r5" => (waddr::R5, None),
+            _ => return Err(cx.err(name, format!("unknown destination `{name}`"))),
         }
     };
-    if waddr > 63 {
-        return Err(cx.err(s, format!("register number out of range in `{s}`")));
-    }
+    let file = match (port, file) {
+        (Some(p), Some(f)) if p != f => {
+            return Err(cx.err(
+                name,
+                format!(
+                    "`{name}` is not written through file {}",
+                    if p { "A" } else { "B" }
+                ),
+            ));
+        }
+        (Some(p), _) => Some(p),
+        (None, f) => f,
+    };
     let mut pack = None;
     let mut cond = None;
     if let Some(r) = rest {
         let mut r = r;
         if allow_cond {
-            for c in ["never", "zs", "zc", "ns", "nc", "cs", "cc"] {
+            for c in ["never", "always", "zs", "zc", "ns", "nc", "cs", "cc"] {
                 let suf = format!(".{c}");
                 if let Some(x) = r.strip_suffix(&suf) {
                     cond = Some(parse_cond(cx, c)?);
@@ -454,12 +541,22 @@ fn parse_branch(
         waddr_mul: waddr::NOP,
         imm: 0,
     };
+    let number = |s: &str, prefix: &str, max: u8| {
+        s.strip_prefix(prefix)
+            .filter(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+            .and_then(|n| n.parse::<u8>().ok())
+            .filter(|n| *n <= max)
+    };
     for s in head.split('.').skip(1) {
         if s == "rel" {
             b.rel = true;
+        } else if let Some(n) = number(s, "unused", 15) {
+            b.unused = n;
+        } else if let Some(n) = number(s, "raddr_a", 31) {
+            b.raddr_a = n;
         } else if let Some(c) = BranchCond::from_name(s) {
             b.cond = c;
-        } else if let Some(n) = s.strip_prefix("cond").and_then(|n| n.parse::<u8>().ok()) {
+        } else if let Some(n) = number(s, "cond", 15) {
             b.cond = BranchCond::from_bits(n);
         } else {
             return Err(cx.err(s, format!("unknown branch modifier `.{s}`")));
@@ -471,11 +568,13 @@ fn parse_branch(
     }
     let mut target = a[0];
     if let Some(p) = target.find("+ra") {
-        let r: u8 = target[p + 3..]
-            .parse()
-            .ok()
+        let r = regfile_number(&target[p + 1..])
+            .map(|(r, _)| r)
             .filter(|r| *r < 32)
             .ok_or_else(|| cx.err(target, "bad register in branch target"))?;
+        if b.raddr_a != 0 && b.raddr_a != r {
+            return Err(cx.err(target, "`.raddr_aN` and the `+raN` register disagree"));
+        }
         b.reg = true;
         b.raddr_a = r;
         target = &target[..p];
@@ -485,12 +584,12 @@ fn parse_branch(
             return Err(cx.err(target, "branch offset out of range"));
         }
         v as i32
+    } else if is_int_syntax(target) {
+        return Err(cx.err(target, "branch offset out of range"));
     } else if let Some(&l) = labels.get(target) {
-        if b.rel {
-            8 * (l as i32 - (idx as i32 + 4))
-        } else {
-            8 * l as i32
-        }
+        let (l, i) = (l as i64, idx as i64);
+        let off = if b.rel { 8 * (l - (i + 4)) } else { 8 * l };
+        i32::try_from(off).map_err(|_| cx.err(target, "branch offset out of range"))?
     } else {
         return Err(cx.err(target, format!("unknown label `{target}`")));
     };
@@ -560,6 +659,8 @@ fn parse_imm(cx: &Ctx, head: &str, args: &str) -> Result<Instr, AsmError> {
             return Err(cx.err(val, "immediate out of 32-bit range"));
         }
         v as u32
+    } else if is_int_syntax(val) {
+        return Err(cx.err(val, "immediate out of 32-bit range"));
     } else if let Ok(f) = val.parse::<f32>() {
         f.to_bits()
     } else {
@@ -715,8 +816,12 @@ fn parse_src(cx: &Ctx, s: &str) -> Result<Operand, AsmError> {
             body = &body[..p];
         }
     }
+    if body.is_empty() {
+        return Err(cx.err(s, "missing operand"));
+    }
     let mut rot = None;
-    if let Some(p) = body[1..].find('+').map(|p| p + 1) {
+    // `+` after the first character (a leading `+` is a number's sign)
+    if let Some((p, _)) = body.char_indices().skip(1).find(|(_, c)| *c == '+') {
         let r = &body[p + 1..];
         rot = Some(if r == "r5" {
             48
@@ -735,32 +840,19 @@ fn parse_src(cx: &Ctx, s: &str) -> Result<Operand, AsmError> {
         .filter(|n| *n <= 5 && body.len() == 2)
     {
         Src::Acc(n)
-    } else if let Some(n) = body.strip_prefix("ra").and_then(|n| n.parse::<u8>().ok()) {
+    } else if let Some((n, is_a)) = regfile_number(body) {
         if n > 31 {
-            return Err(cx.err(s, "register number out of range"));
+            return Err(cx.err(s, format!("register number out of range in `{s}`")));
         }
-        Src::RegA(n)
-    } else if let Some(n) = body.strip_prefix("rb").and_then(|n| n.parse::<u8>().ok()) {
-        if n > 31 {
-            return Err(cx.err(s, "register number out of range"));
-        }
-        Src::RegB(n)
+        if is_a { Src::RegA(n) } else { Src::RegB(n) }
     } else if let Some(n) = body.strip_prefix("b:") {
         let b = (32..64).find(|r| special_read_b(*r) == Some(n));
         match b {
             Some(b) => Src::Special(None, Some(b)),
             None => return Err(cx.err(s, format!("unknown read `{n}`"))),
         }
-    } else if let Some(q) = body
-        .strip_suffix('?')
-        .filter(|q| q.starts_with('a') || q.starts_with('b'))
-    {
-        let n: u8 = q[1..]
-            .parse()
-            .ok()
-            .filter(|n| (32..64).contains(n))
-            .ok_or_else(|| cx.err(s, format!("bad read `{s}`")))?;
-        if q.starts_with('a') {
+    } else if let Some((n, is_a)) = unnamed_address(body) {
+        if is_a {
             Src::Special(Some(n), None)
         } else {
             Src::Special(None, Some(n))
@@ -878,7 +970,7 @@ impl AluState {
                     self.set_b(cx, text, b)?;
                     Mux::B
                 }
-                _ => unreachable!(),
+                (None, None) => return Err(cx.err(text, "operand reads no address")),
             },
         };
         if let Some(u) = op.unpack {
@@ -897,6 +989,88 @@ impl AluState {
             self.unpack = Some(u);
         }
         Ok(m)
+    }
+}
+
+/// Muxes of the operand slots (add_a, add_b, mul_a, mul_b): operands with a fixed file
+/// first, then names both files share with an unpack (file A), then the other shared names
+/// in slot order, each taking file A when it is free or reads the same address.
+fn assign_muxes(
+    cx: &Ctx,
+    st: &mut AluState,
+    slots: &[Option<(&str, Operand, bool)>; 4],
+) -> Result<[Mux; 4], AsmError> {
+    let mut muxes = [Mux::R0; 4];
+    for pass in 0..3 {
+        for (k, slot) in slots.iter().enumerate() {
+            if let Some((text, op, is_mul)) = slot {
+                let shared = matches!(op.src, Src::Special(Some(x), Some(y)) if x == y);
+                let p = if !shared {
+                    0
+                } else if op.unpack.is_some() {
+                    1
+                } else {
+                    2
+                };
+                if p == pass {
+                    muxes[k] = st.mux(cx, text, op, *is_mul)?;
+                }
+            }
+        }
+    }
+    Ok(muxes)
+}
+
+/// True when `a`'s file-B read of a name both files share (uni, vary, nop, vpm_read,
+/// mutex_acq) must be written `b:name` in kiln style: read without the prefix, the
+/// assembler ([`assign_muxes`]) would give it file A.
+pub fn b_read_needs_prefix(a: &AluInstr) -> bool {
+    let small = a.sig == Signal::SmallImm;
+    if small || !shared_read_name(a.raddr_b) {
+        return false;
+    }
+    let muxes = [a.add_a, a.add_b, a.mul_a, a.mul_b];
+    if !muxes.contains(&Mux::B) {
+        return false;
+    }
+    let operand = |m: Mux| -> Operand {
+        let src = match m {
+            Mux::A if a.raddr_a < 32 => Src::RegA(a.raddr_a),
+            Mux::A if shared_read_name(a.raddr_a) => Src::Special(Some(a.raddr_a), Some(a.raddr_a)),
+            Mux::A => Src::Special(Some(a.raddr_a), None),
+            Mux::B => Src::Special(Some(a.raddr_b), Some(a.raddr_b)),
+            acc => Src::Acc(acc as u8),
+        };
+        let shows_unpack = (m == Mux::A && !a.w.pm) || (m == Mux::R4 && a.w.pm);
+        Operand {
+            src,
+            rot: None,
+            unpack: (shows_unpack && a.unpack != Unpack::None).then_some(a.unpack),
+        }
+    };
+    let add_mov = a.op_add == AddOp::Or && a.add_a == a.add_b;
+    let mul_mov = a.op_mul == MulOp::V8min && a.mul_a == a.mul_b;
+    let slots = [
+        Some(("", operand(a.add_a), false)),
+        (!add_mov).then(|| ("", operand(a.add_b), false)),
+        Some(("", operand(a.mul_a), true)),
+        (!mul_mov).then(|| ("", operand(a.mul_b), true)),
+    ];
+    let mut st = AluState {
+        raddr_a: None,
+        raddr_b: None,
+        si: None,
+        unpack: None,
+        pm_evidence: None,
+    };
+    // a `read_a.` prefix (no operand reads file A) claims file A first
+    if !muxes.contains(&Mux::A) && a.raddr_a != raddr::NOP {
+        st.raddr_a = Some(a.raddr_a);
+    }
+    let cx = Ctx { line: 0, text: "" };
+    match assign_muxes(&cx, &mut st, &slots) {
+        Ok(got) => (0..4).any(|k| slots[k].is_some() && got[k] != muxes[k]),
+        Err(_) => true,
     }
 }
 
@@ -971,15 +1145,30 @@ fn parse_alu(cx: &Ctx, code: &str) -> Result<Instr, AsmError> {
                 pm,
             ));
         } else if let Some(n) = tok.strip_prefix("read_a.") {
-            let r = (32..64)
-                .find(|r| special_read_a(*r) == Some(n))
-                .ok_or_else(|| cx.err(tok, format!("unknown read `{n}`")))?;
-            st.set_a(cx, tok, r)?;
+            // a file-A read no operand uses: `read_a.uni`, `read_a.ra5`, `read_a.a40?`
+            match parse_src(cx, n)? {
+                Operand {
+                    src: Src::RegA(r) | Src::Special(Some(r), _),
+                    rot: None,
+                    unpack: None,
+                } => st.set_a(cx, tok, r)?,
+                _ => return Err(cx.err(tok, format!("`{n}` is not a file-A read"))),
+            }
         } else if let Some(n) = tok.strip_prefix("read_b.") {
-            let r = (32..64)
-                .find(|r| special_read_b(*r) == Some(n))
-                .ok_or_else(|| cx.err(tok, format!("unknown read `{n}`")))?;
-            st.set_b(cx, tok, r)?;
+            // a file-B read or small immediate no operand uses: `read_b.rb5`, `read_b.-3`
+            match parse_src(cx, n)? {
+                Operand {
+                    src: Src::RegB(r) | Src::Special(_, Some(r)),
+                    rot: None,
+                    unpack: None,
+                } => st.set_b(cx, tok, r)?,
+                Operand {
+                    src: Src::SmallImm(si),
+                    rot: None,
+                    unpack: None,
+                } if si < 48 => st.set_si(cx, tok, si)?,
+                _ => return Err(cx.err(tok, format!("`{n}` is not a file-B read"))),
+            }
         } else {
             break;
         }
@@ -1072,26 +1261,7 @@ fn parse_alu(cx: &Ctx, code: &str) -> Result<Instr, AsmError> {
         }
         mul_mov = is_mov;
     }
-    // Operands with a fixed file first, then names both files share.
-    let mut muxes = [Mux::R0; 4];
-    for pass in 0..3 {
-        for (k, slot) in slots.iter().enumerate() {
-            if let Some((text, op, is_mul)) = slot {
-                let shared = matches!(op.src, Src::Special(Some(x), Some(y)) if x == y);
-                // fixed file, then shared names with an unpack (file A), then the others
-                let p = if !shared {
-                    0
-                } else if op.unpack.is_some() {
-                    1
-                } else {
-                    2
-                };
-                if p == pass {
-                    muxes[k] = st.mux(cx, text, op, *is_mul)?;
-                }
-            }
-        }
-    }
+    let muxes = assign_muxes(cx, &mut st, &slots)?;
     if add.is_some() {
         a.add_a = muxes[0];
         a.add_b = if add_mov { muxes[0] } else { muxes[1] };
@@ -1224,5 +1394,83 @@ mod tests {
         assert!(assemble("x: nop\nx: nop").is_err());
         assert!(assemble("add r0, ra1, ra2 ; nop nop, r0, r0").is_err());
         assert!(assemble("load_imm r0, nop, 0x1ffffffff").is_err());
+    }
+    #[test]
+    fn malformed_operands_are_errors_with_positions() {
+        for (text, line, column, msg) in [
+            ("fadd r0, , r1", 1, 9, "missing operand"),
+            ("nop\nmov r0, é+1", 2, 9, "unknown operand `é+1`"),
+            ("nop nop, r0, r0 ; fmul r1, a56?,", 1, 33, "missing operand"),
+            ("mov r0, .8a", 1, 9, "missing operand"),
+            ("mov r0, ra5+€", 1, 9, "bad rotation"),
+            ("mov é?, r0", 1, 5, "unknown destination `é?`"),
+            ("mov ?, r0", 1, 5, "unknown destination `?`"),
+            ("fadd ra40, r0, r1", 1, 6, "out of range"),
+            ("mov r0, rb99999999999", 1, 9, "out of range"),
+            (
+                "load_imm r0, nop, --9223372036854775808",
+                1,
+                19,
+                "bad immediate",
+            ),
+            ("load_imm r0, nop, 0x-5", 1, 19, "bad immediate"),
+            (
+                "load_imm r0, nop, 99999999999999999999999",
+                1,
+                19,
+                "out of 32-bit range",
+            ),
+            (
+                "load_imm r0, nop, -0x100000000",
+                1,
+                19,
+                "out of 32-bit range",
+            ),
+            ("branch 99999999999", 1, 8, "out of range"),
+            ("branch 0x-5", 1, 8, "unknown label"),
+            ("éé fadd r0, r1, bogus", 1, 1, "unknown add op `éé`"),
+            ("  é mov r0, é", 1, 3, "unknown add op `é`"),
+            ("mov b:ra5, r0", 1, 7, "not written through file B"),
+            ("read_a.rb5 nop", 1, 1, "not a file-A read"),
+            ("read_b.-8+8 nop", 1, 1, "not a file-B read"),
+            ("branch.raddr_a3 0+ra4", 1, 17, "disagree"),
+            ("branch.unused16 0", 1, 8, "unknown branch modifier"),
+        ] {
+            let e = assemble(text).unwrap_err();
+            assert_eq!((e.line, e.column), (line, column), "{text:?}: {e}");
+            assert!(e.message.contains(msg), "{text:?}: {e}");
+        }
+    }
+    #[test]
+    fn hidden_field_syntax() {
+        let alu = |t: &str| match decode(assemble_line(t).unwrap()) {
+            Instr::Alu(a) => a,
+            i => panic!("{t}: {i:?}"),
+        };
+        let a = alu("fadd b:r0, r1, r2 ; nop nop, r0, r0");
+        assert!(a.w.ws && a.w.waddr_add == waddr::R0);
+        let a = alu("nop.zs nop, r0, r0 ; nop.always nop, r0, r0");
+        assert_eq!((a.w.cond_add, a.w.cond_mul), (Cond::Zs, Cond::Always));
+        let a = alu("read_a.ra5 read_b.qpu nop");
+        assert!(a.raddr_a == 5 && a.raddr_b == 38);
+        assert!(assemble_line("read_b.elem nop").is_err());
+        let a = alu("read_a.elem read_b.rb7 nop");
+        assert!(a.raddr_a == 38 && a.raddr_b == 7);
+        let a = alu("sig_small_imm read_b.-3 nop");
+        assert!(a.sig == Signal::SmallImm && a.raddr_b == 29);
+        let a = alu("mov r0, r1 ; mov r2.pack0, r3");
+        assert!(a.w.pm && a.w.pack == 0);
+        let a = alu("mov rev_flag, r0 ; mov ms_flags, r1");
+        assert!(a.w.ws && a.w.waddr_add == 42 && a.w.waddr_mul == 42);
+        let a = alu("fadd r0, uni, b:uni ; nop nop, r0, r0");
+        assert!((a.add_a, a.add_b, a.raddr_a, a.raddr_b) == (Mux::A, Mux::B, 32, 32));
+        match decode(assemble_line("branch.unused5.raddr_a3 16, b:nop, nop").unwrap()) {
+            Instr::Branch(b) => assert_eq!((b.unused, b.raddr_a, b.reg, b.ws), (5, 3, false, true)),
+            i => panic!("{i:?}"),
+        }
+        match decode(assemble_line("sacq nop, nop.always, 3").unwrap()) {
+            Instr::Semaphore(s) => assert_eq!((s.w.cond_mul, s.number), (Cond::Always, 3)),
+            i => panic!("{i:?}"),
+        }
     }
 }

@@ -8,7 +8,11 @@
 //!   the B mux as their value and rotation (`-8+8`, `-16+r5`);
 //! - mul pack codes without a name as `.packN`; undefined add opcodes as `op_addN`;
 //! - an unpack no operand consumes as an `unpack.8d` (pm = 0) or `unpack.r4.8d` (pm = 1) prefix;
-//! - branch relative/register/link fields, always: `branch.any_zs.rel 744+ra3, ra10, nop`.
+//! - branch relative/register/link fields, always: `branch.any_zs.rel 744+ra3, ra10, nop`;
+//! - every field the machine ignores, when it is not the normal value (see
+//!   [`normalize`](super::asm::normalize)): conditions of `nop` ops (`nop.zs`), unused reads
+//!   (`read_a.ra5`, `read_b.-3`), ws (`b:` on the add destination), pm (`.pack0`), branch bits
+//!   (`.unused5`, `.raddr_a3`). The kiln text assembles back to the same word.
 
 use super::fields::*;
 use super::instr::*;
@@ -18,7 +22,7 @@ use super::instr::*;
 pub enum Style {
     /// Byte-identical to Mesa's `vc4_qpu_disasm`.
     Mesa,
-    /// Mesa's text plus the fields Mesa does not show.
+    /// Mesa's text plus the fields Mesa does not show: lossless.
     Kiln,
 }
 
@@ -136,10 +140,6 @@ pub fn c_fixed(x: f64, prec: usize) -> String {
 /// Disassembles one instruction word.
 pub fn disasm(word: u64, style: Style) -> String {
     let mut out = String::new();
-    let word = match style {
-        Style::Mesa => word,
-        Style::Kiln => super::asm::normalize(word),
-    };
     match decode(word) {
         Instr::Branch(b) => branch(&mut out, &b, style),
         Instr::LoadImm(l) => {
@@ -210,8 +210,16 @@ fn branch(out: &mut String, b: &Branch, style: Style) {
             }
         },
     }
-    if style == Style::Kiln && b.rel {
-        out.push_str(".rel");
+    if style == Style::Kiln {
+        if b.rel {
+            out.push_str(".rel");
+        }
+        if b.unused != 0 {
+            out.push_str(&format!(".unused{}", b.unused));
+        }
+        if !b.reg && b.raddr_a != 0 {
+            out.push_str(&format!(".raddr_a{}", b.raddr_a));
+        }
     }
     out.push_str(&format!(" {}", b.imm));
     if style == Style::Mesa {
@@ -228,40 +236,67 @@ fn branch(out: &mut String, b: &Branch, style: Style) {
             ..WriteFields::NONE
         };
         out.push_str(", ");
-        dst(out, &w, false, style, false);
+        dst(out, &w, false, style, false, false);
         out.push_str(", ");
-        dst(out, &w, true, style, false);
+        dst(out, &w, true, style, false, false);
+    }
+}
+
+/// A write condition's suffix. Kiln style shows a condition Mesa leaves out (on a `nop`
+/// op or destination, where the normal value is never), naming always `.always`.
+fn cond_text(out: &mut String, c: Cond, mesa_shows: bool, style: Style) {
+    if mesa_shows {
+        out.push_str(c.suffix());
+    } else if style == Style::Kiln && c != Cond::Never {
+        out.push_str(if c == Cond::Always {
+            ".always"
+        } else {
+            c.suffix()
+        });
     }
 }
 
 fn imm_dsts(out: &mut String, w: &WriteFields, style: Style) {
-    dst(out, w, false, style, false);
-    if w.waddr_add != waddr::NOP || (style == Style::Kiln && w.sf) {
-        out.push_str(w.cond_add.suffix());
-    }
+    dst(out, w, false, style, false, false);
+    let shows = w.waddr_add != waddr::NOP || (style == Style::Kiln && w.sf);
+    cond_text(out, w.cond_add, shows, style);
     out.push_str(", ");
-    dst(out, w, true, style, false);
-    if w.waddr_mul != waddr::NOP {
-        out.push_str(w.cond_mul.suffix());
-    }
+    dst(out, w, true, style, false, false);
+    cond_text(out, w.cond_mul, w.waddr_mul != waddr::NOP, style);
     out.push_str(", ");
 }
 
-/// Mesa `print_alu_dst`.
-fn dst(out: &mut String, w: &WriteFields, is_mul: bool, style: Style, r4_unpack: bool) {
+/// Mesa `print_alu_dst`, with the kiln-style names. `pm_shown`: an unpack shows pm.
+fn dst(
+    out: &mut String,
+    w: &WriteFields,
+    is_mul: bool,
+    style: Style,
+    r4_unpack: bool,
+    pm_shown: bool,
+) {
     let is_a = is_mul == w.ws;
     let waddr = if is_mul { w.waddr_mul } else { w.waddr_add };
     let file = if is_a { "a" } else { "b" };
+    let kiln = style == Style::Kiln;
+    if kiln && !is_mul && super::asm::ws_hidden(w) {
+        out.push_str("b:");
+    }
+    let name = if kiln {
+        super::asm::kiln_write_name(waddr, is_a)
+    } else {
+        special_write(waddr, is_a)
+    };
     if waddr <= 31 {
         out.push_str(&format!("r{file}{waddr}"));
-    } else if waddr == waddr::R5 && style == Style::Kiln {
-        out.push_str(if is_a { "r5quad" } else { "r5rep" });
-    } else if let Some(n) = special_write(waddr, is_a) {
+    } else if let Some(n) = name {
         out.push_str(n);
     } else {
         out.push_str(&format!("{file}{waddr}?"));
     }
-    if is_mul && w.pm {
+    if kiln && is_mul && w.pm && w.pack == 0 && !pm_shown {
+        out.push_str(".pack0");
+    } else if is_mul && w.pm {
         match PACK_MUL_NAMES[w.pack as usize] {
             Some(n)
                 if style == Style::Mesa
@@ -308,10 +343,7 @@ fn src(out: &mut String, a: &AluInstr, mux: Mux, is_mul: bool, style: Style) {
         }
     } else if !is_a && has_si {
         match si {
-            0..=15 => out.push_str(&format!("{si}")),
-            16..=31 => out.push_str(&format!("{}", si as i32 - 32)),
-            32..=39 => out.push_str(&c_fixed((1u32 << (si - 32)) as f64, 1)),
-            40..=47 => out.push_str(&c_fixed((1.0f32 / (1u32 << (48 - si)) as f32) as f64, 6)),
+            0..=47 => out.push_str(&small_imm_text(si)),
             _ if style == Style::Mesa => out.push_str(&format!("<bad imm {si}>")),
             _ => {
                 out.push_str(&format!("{}", si as i32 - 64));
@@ -330,7 +362,7 @@ fn src(out: &mut String, a: &AluInstr, mux: Mux, is_mul: bool, style: Style) {
             };
             match n {
                 Some(n) => {
-                    if style == Style::Kiln && !is_a && b_needs_prefix(a) {
+                    if style == Style::Kiln && !is_a && super::asm::b_read_needs_prefix(a) {
                         out.push_str("b:");
                     }
                     out.push_str(n)
@@ -349,14 +381,31 @@ fn src(out: &mut String, a: &AluInstr, mux: Mux, is_mul: bool, style: Style) {
     }
 }
 
-/// Kiln style: a file-B read of a name both files share needs `b:` when the assembler
-/// would otherwise put it in file A (see `asm::normalize`).
-fn b_needs_prefix(a: &AluInstr) -> bool {
-    if !super::asm::shared_read_name(a.raddr_b) {
-        return false;
+/// Kiln-style text of a read address as an operand: `ra5`, `uni`, `a40?`.
+fn read_name(raddr: u8, is_a: bool) -> String {
+    let file = if is_a { "a" } else { "b" };
+    if raddr <= 31 {
+        return format!("r{file}{raddr}");
     }
-    let muxes = [a.add_a, a.add_b, a.mul_a, a.mul_b];
-    a.raddr_a == a.raddr_b || (!muxes.contains(&Mux::A) && a.unpack != Unpack::None && !a.w.pm)
+    let n = if is_a {
+        special_read_a(raddr)
+    } else {
+        special_read_b(raddr)
+    };
+    match n {
+        Some(n) => n.to_string(),
+        None => format!("{file}{raddr}?"),
+    }
+}
+
+/// Text of a small immediate 0–47 as a value (`3`, `-16`, `1.0`, `0.500000`).
+fn small_imm_text(si: u8) -> String {
+    match si {
+        0..=15 => format!("{si}"),
+        16..=31 => format!("{}", si as i32 - 32),
+        32..=39 => c_fixed((1u32 << (si - 32)) as f64, 1),
+        _ => c_fixed((1.0f32 / (1u32 << (48 - si.min(47))) as f32) as f64, 6),
+    }
 }
 
 fn alu(out: &mut String, a: &AluInstr, style: Style) {
@@ -369,21 +418,17 @@ fn alu(out: &mut String, a: &AluInstr, style: Style) {
             let file = if a.w.pm { "r4." } else { "" };
             out.push_str(&format!("unpack.{file}{} ", a.unpack.name()));
         }
+        // reads no operand uses: side effects (uni, vpm_read, …) and unusual values
         let muxes = [a.add_a, a.add_b, a.mul_a, a.mul_b];
-        if !muxes.contains(&Mux::A) && super::asm::read_has_side_effect(a.raddr_a) {
-            out.push_str(&format!(
-                "read_a.{} ",
-                special_read_a(a.raddr_a).unwrap_or("?")
-            ));
+        if !muxes.contains(&Mux::A) && a.raddr_a != raddr::NOP {
+            out.push_str(&format!("read_a.{} ", read_name(a.raddr_a, true)));
         }
-        if a.sig != Signal::SmallImm
-            && !muxes.contains(&Mux::B)
-            && super::asm::read_has_side_effect(a.raddr_b)
-        {
-            out.push_str(&format!(
-                "read_b.{} ",
-                special_read_b(a.raddr_b).unwrap_or("?")
-            ));
+        if !muxes.contains(&Mux::B) {
+            if a.sig != Signal::SmallImm && a.raddr_b != raddr::NOP {
+                out.push_str(&format!("read_b.{} ", read_name(a.raddr_b, false)));
+            } else if a.sig == Signal::SmallImm && (1..48).contains(&a.raddr_b) {
+                out.push_str(&format!("read_b.{} ", small_imm_text(a.raddr_b)));
+            }
         }
     }
     let r4_unpack = a.w.pm
@@ -403,11 +448,10 @@ fn alu(out: &mut String, a: &AluInstr, style: Style) {
     if a.w.sf && a.op_add != AddOp::Nop {
         out.push_str(".sf");
     }
-    if a.op_add != AddOp::Nop {
-        out.push_str(a.w.cond_add.suffix());
-    }
+    cond_text(out, a.w.cond_add, a.op_add != AddOp::Nop, style);
     out.push(' ');
-    dst(out, &a.w, false, style, r4_unpack);
+    let pm_shown = a.unpack != Unpack::None;
+    dst(out, &a.w, false, style, r4_unpack, pm_shown);
     out.push_str(", ");
     src(out, a, a.add_a, false, style);
     if !is_mov {
@@ -421,11 +465,9 @@ fn alu(out: &mut String, a: &AluInstr, style: Style) {
     if a.w.sf && a.op_add == AddOp::Nop {
         out.push_str(".sf");
     }
-    if a.op_mul != MulOp::Nop {
-        out.push_str(a.w.cond_mul.suffix());
-    }
+    cond_text(out, a.w.cond_mul, a.op_mul != MulOp::Nop, style);
     out.push(' ');
-    dst(out, &a.w, true, style, r4_unpack);
+    dst(out, &a.w, true, style, r4_unpack, pm_shown);
     out.push_str(", ");
     src(out, a, a.mul_a, true, style);
     if !is_mov {
