@@ -120,9 +120,11 @@ pub fn sample(mem: &Memory, c: &TexConfig, s: f32, t: f32) -> Result<u32, TmuErr
     let (x0, y0) = (u.floor() as i64, v.floor() as i64);
     let (fx, fy) = (u - x0 as f64, v - y0 as f64);
     let t00 = fetch(mem, c, x0, y0)?;
-    let t10 = fetch(mem, c, x0 + 1, y0)?;
-    let t01 = fetch(mem, c, x0, y0 + 1)?;
-    let t11 = fetch(mem, c, x0 + 1, y0 + 1)?;
+    // Coordinates far outside the texture saturate (they wrap or clamp in `fetch` all the same).
+    let (x1, y1) = (x0.saturating_add(1), y0.saturating_add(1));
+    let t10 = fetch(mem, c, x1, y0)?;
+    let t01 = fetch(mem, c, x0, y1)?;
+    let t11 = fetch(mem, c, x1, y1)?;
     let mut out = 0;
     for k in 0..4 {
         let b = |t: u32| ((t >> (8 * k)) & 255) as f64;
