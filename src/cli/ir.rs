@@ -1,7 +1,7 @@
 //! `kiln print`, `kiln verify`, `kiln liveness`: reading, checking and analysing `.kir` files.
 
 use clap::Args;
-use kiln_analysis::{Cfg, Liveness, compute_liveness};
+use kiln_analysis::{Cfg, Context, Liveness};
 use kiln_ir::text::{fmt_reg, print_function_annotated};
 use kiln_ir::{Block, Demand, Function, Target, parse_function, print_function, verify};
 use miette::{Diagnostic, NamedSource, SourceSpan};
@@ -274,23 +274,25 @@ pub fn liveness_json(func: &Function, cfg: &Cfg, lv: &Liveness) -> Json {
 }
 
 pub fn liveness(args: LivenessArgs) -> miette::Result<()> {
-    let mut func = load_verified(&args.file)?;
+    let func = load_verified(&args.file)?;
     if func.allocated {
         return Err(miette::miette!(
             "liveness runs on SSA functions; {} is allocated",
             args.file.display()
         ));
     }
-    let cfg = Cfg::compute(&func).map_err(|e| miette::miette!("{}: {}", e.block, e.message))?;
-    let lv = compute_liveness(&mut func, &cfg);
+    let mut cx = Context::new(func);
+    let cfg = cx.cfg().map_err(|e| miette::miette!("{e}"))?;
+    let lv = cx.liveness().map_err(|e| miette::miette!("{e}"))?;
+    let func = cx.func();
     if args.json {
         println!(
             "{}",
-            serde_json::to_string_pretty(&liveness_json(&func, &cfg, &lv))
+            serde_json::to_string_pretty(&liveness_json(func, &cfg, &lv))
                 .expect("JSON values serialize")
         );
     } else {
-        print!("{}", liveness_text(&func, &cfg, &lv, args.demand));
+        print!("{}", liveness_text(func, &cfg, &lv, args.demand));
     }
     Ok(())
 }

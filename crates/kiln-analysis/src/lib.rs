@@ -2,11 +2,13 @@
 //! interference. The CFGs, loops and dominance that the verifier also needs live in `kiln-ir`
 //! (`kiln_ir::cfg`, `kiln_ir::dominance`) and are re-exported here.
 
+pub mod context;
 pub mod demand;
 pub mod interference;
 pub mod live_set;
 pub mod liveness;
 
+pub use context::{Changed, Context, DebugFlags, PassError};
 pub use demand::InstDemand;
 pub use interference::Interference;
 pub use kiln_ir::cfg::{Cfg, Edges, IfInfo, LoopInfo};

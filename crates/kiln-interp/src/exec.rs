@@ -8,6 +8,7 @@ use crate::texture::Texture;
 use crate::{Env, InterpError, Outputs};
 use kiln_ir::{Block, Cfg, Function, Inst, Opcode, Operand, Value};
 use smallvec::SmallVec;
+use std::borrow::Cow;
 use std::collections::{BTreeMap, VecDeque};
 
 /// The units an instruction reads or writes in one lane.
@@ -32,7 +33,7 @@ enum Frame {
 
 pub struct Machine<'a, S: Storage> {
     func: &'a Function,
-    cfg: Cfg,
+    cfg: Cow<'a, Cfg>,
     env: &'a Env,
     storage: S,
     linear: Vec<bool>,
@@ -60,15 +61,27 @@ fn bit(lane: usize) -> u64 {
 }
 
 impl<'a, S: Storage> Machine<'a, S> {
-    pub fn new(func: &'a Function, env: &'a Env, storage: S) -> Result<Self, InterpError> {
+    /// A machine for `func`; `cfg`, when given, must be `Cfg::compute(func)` (a pass context's
+    /// cache), else it is computed.
+    pub fn new(
+        func: &'a Function,
+        cfg: Option<&'a Cfg>,
+        env: &'a Env,
+        storage: S,
+    ) -> Result<Self, InterpError> {
         if env.lanes == 0 || env.lanes > 64 {
             return Err(InterpError::Setup(format!(
                 "lane count {} is outside 1..=64",
                 env.lanes
             )));
         }
-        let cfg = Cfg::compute(func)
-            .map_err(|e| InterpError::Setup(format!("{}: {}", e.block, e.message)))?;
+        let cfg = match cfg {
+            Some(cfg) => Cow::Borrowed(cfg),
+            None => Cow::Owned(
+                Cfg::compute(func)
+                    .map_err(|e| InterpError::Setup(format!("{}: {}", e.block, e.message)))?,
+            ),
+        };
         let mut region_end = vec![None; func.blocks.len()];
         for (k, i) in cfg.ifs.iter().enumerate().filter(|(_, i)| i.divergent) {
             region_end[i.else_start.index() - 1] = Some(k);

@@ -189,31 +189,49 @@ impl InterpError {
 
 /// Runs an SSA function: what it means.
 pub fn run_ssa(func: &Function, env: &Env) -> Result<Outputs, InterpError> {
+    run_ssa_with_cfg(func, None, env)
+}
+
+/// [`run_ssa`] with the function's CFG at hand (`Cfg::compute(func)`, e.g. from a pass context).
+pub fn run_ssa_with_cfg(
+    func: &Function,
+    cfg: Option<&kiln_ir::Cfg>,
+    env: &Env,
+) -> Result<Outputs, InterpError> {
     if func.allocated {
         return Err(InterpError::Setup(
             "SSA mode runs SSA functions; this one is allocated (use SIMT mode)".into(),
         ));
     }
-    exec::Machine::new(func, env, storage::SsaStorage::new(func, env.lanes))?.run()
+    exec::Machine::new(func, cfg, env, storage::SsaStorage::new(func, env.lanes))?.run()
 }
 
 /// Runs an allocated function on physical registers shared by all lanes.
 pub fn run_simt(func: &Function, env: &Env) -> Result<Outputs, InterpError> {
+    run_simt_with_cfg(func, None, env)
+}
+
+/// [`run_simt`] with the function's CFG at hand.
+pub fn run_simt_with_cfg(
+    func: &Function,
+    cfg: Option<&kiln_ir::Cfg>,
+    env: &Env,
+) -> Result<Outputs, InterpError> {
     if !func.allocated {
         return Err(InterpError::Setup(
             "SIMT mode runs allocated functions; this one is SSA (assign registers first)".into(),
         ));
     }
-    exec::Machine::new(func, env, storage::RegStorage::new(func, env.lanes))?.run()
+    exec::Machine::new(func, cfg, env, storage::RegStorage::new(func, env.lanes))?.run()
 }
 
 /// The last instructions of a complete run (for reports).
 pub(crate) fn exec_trace(func: &Function, env: &Env) -> Vec<String> {
     let result = if func.allocated {
-        exec::Machine::new(func, env, storage::RegStorage::new(func, env.lanes))
+        exec::Machine::new(func, None, env, storage::RegStorage::new(func, env.lanes))
             .and_then(exec::Machine::run_with_trace)
     } else {
-        exec::Machine::new(func, env, storage::SsaStorage::new(func, env.lanes))
+        exec::Machine::new(func, None, env, storage::SsaStorage::new(func, env.lanes))
             .and_then(exec::Machine::run_with_trace)
     };
     result.unwrap_or_else(|e| e.trace().to_vec())

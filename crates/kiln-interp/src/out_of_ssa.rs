@@ -70,6 +70,11 @@ const UNITS: u32 = kiln_ir::MAX_GENERIC_UNITS;
 /// Returns an allocated copy of the SSA function `func` in which no two temps share a register.
 pub fn reference_assignment(func: &Function) -> Result<Function, String> {
     let cfg = Cfg::compute(func).map_err(|e| format!("{}: {}", e.block, e.message))?;
+    reference_assignment_with_cfg(func, &cfg)
+}
+
+/// [`reference_assignment`] with the function's CFG at hand (`Cfg::compute(func)`).
+pub fn reference_assignment_with_cfg(func: &Function, cfg: &Cfg) -> Result<Function, String> {
     let files: Vec<RegFile> = func
         .target
         .files()

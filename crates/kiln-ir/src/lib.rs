@@ -26,4 +26,4 @@ pub use regs::{
     close_under_intersection,
 };
 pub use text::{ParseError, parse_function, print_function};
-pub use verify::{VerifyError, verify};
+pub use verify::{VerifyError, verify, verify_with_cfg};

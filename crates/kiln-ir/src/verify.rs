@@ -33,11 +33,21 @@ impl fmt::Display for VerifyError {
 
 /// Checks every rule; `Ok` or all violations found.
 pub fn verify(func: &Function) -> Result<(), Vec<VerifyError>> {
+    verify_inner(func, None)
+}
+
+/// [`verify`] with the function's CFG already at hand (a pass context's cache); `cfg` must be
+/// `Cfg::compute(func)`.
+pub fn verify_with_cfg(func: &Function, cfg: &Cfg) -> Result<(), Vec<VerifyError>> {
+    verify_inner(func, Some(cfg))
+}
+
+fn verify_inner(func: &Function, cfg: Option<&Cfg>) -> Result<(), Vec<VerifyError>> {
     let mut v = Verifier {
         func,
         errors: Vec::new(),
     };
-    v.run();
+    v.run(cfg);
     if v.errors.is_empty() {
         Ok(())
     } else {
@@ -66,7 +76,7 @@ impl Verifier<'_> {
         });
     }
 
-    fn run(&mut self) {
+    fn run(&mut self, cached: Option<&Cfg>) {
         let func = self.func;
         let target = &*func.target;
         if target.files().len() > crate::MAX_FILES {
@@ -152,12 +162,19 @@ impl Verifier<'_> {
         if !self.errors.is_empty() {
             return;
         }
-        let cfg = match Cfg::compute(func) {
-            Ok(cfg) => cfg,
-            Err(e) => {
-                self.error(Some(e.block), None, "structure", e.message);
-                return;
-            }
+        let computed;
+        let cfg = match cached {
+            Some(cfg) => cfg,
+            None => match Cfg::compute(func) {
+                Ok(cfg) => {
+                    computed = cfg;
+                    &computed
+                }
+                Err(e) => {
+                    self.error(Some(e.block), None, "structure", e.message);
+                    return;
+                }
+            },
         };
         for b in func.block_ids().skip(1) {
             if cfg.logical.preds[b.index()].is_empty() {
@@ -183,7 +200,7 @@ impl Verifier<'_> {
         if func.allocated {
             self.allocated();
         } else {
-            self.dominance(&cfg, &def_site);
+            self.dominance(cfg, &def_site);
         }
     }
 

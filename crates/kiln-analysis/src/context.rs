@@ -1,0 +1,293 @@
+//! The pass context (Cranelift's `Context`, NAK's `pass!`): it owns the function and its cached
+//! analyses, runs passes, drops the analyses a pass says it invalidated, and after every pass
+//! prints, verifies and times it as `KILN_DEBUG` asks. `docs/passes.md` says how to add a pass.
+//!
+//! `KILN_DEBUG` is a comma-separated list:
+//! - `print`: the function after every pass, on standard error;
+//! - `verify`: the verifier after every pass (always on in debug builds, so in every test);
+//! - `time`: each pass's time on standard error (always recorded in [`Context::timings`]).
+
+use crate::liveness::{Liveness, compute_liveness};
+use kiln_ir::cfg::StructureError;
+use kiln_ir::{Cfg, DomTree, Function, VerifyError, print_function, verify_with_cfg};
+use std::fmt;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// What a pass changed, so the context knows which analyses to drop.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Changed {
+    /// Nothing: every analysis stays.
+    Nothing,
+    /// Instructions, operands or flags, not blocks or terminators: the CFGs, dominance and
+    /// loops stay; liveness (and any analysis of values) is dropped.
+    Instructions,
+    /// Blocks or terminators: every analysis is dropped.
+    Cfg,
+}
+
+/// The one error type of passes.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum PassError {
+    /// The input uses something the target cannot do; the message names it.
+    #[error("unsupported: {0}")]
+    Unsupported(String),
+    /// The function is not a structured program.
+    #[error("{}: {}", .0.block, .0.message)]
+    Structure(StructureError),
+    /// The function does not verify after a pass: a bug in that pass.
+    #[error("the function does not verify after `{pass}`: {}", first(.errors))]
+    Verify {
+        pass: String,
+        errors: Vec<VerifyError>,
+    },
+    /// A pass could not do its job on valid input (say why).
+    #[error("{pass}: {message}")]
+    Failed { pass: String, message: String },
+}
+
+fn first(errors: &[VerifyError]) -> String {
+    match errors {
+        [] => "no error".into(),
+        [e] => e.to_string(),
+        [e, rest @ ..] => format!("{e} (and {} more)", rest.len()),
+    }
+}
+
+/// What `KILN_DEBUG` asked for.
+#[derive(Clone, Copy, Default, PartialEq, Eq, Debug)]
+pub struct DebugFlags {
+    pub print: bool,
+    pub verify: bool,
+    pub time: bool,
+}
+
+impl DebugFlags {
+    /// From a `KILN_DEBUG`-style list; verification is on in debug builds whatever it says.
+    pub fn parse(list: &str) -> DebugFlags {
+        let has = |w: &str| list.split(',').any(|x| x.trim() == w);
+        DebugFlags {
+            print: has("print"),
+            verify: has("verify") || cfg!(debug_assertions),
+            time: has("time"),
+        }
+    }
+
+    /// From the `KILN_DEBUG` environment variable.
+    pub fn from_env() -> DebugFlags {
+        DebugFlags::parse(&std::env::var("KILN_DEBUG").unwrap_or_default())
+    }
+}
+
+/// A function with its cached analyses.
+pub struct Context {
+    func: Function,
+    cfg: Option<Arc<Cfg>>,
+    dom: Option<Arc<(DomTree, DomTree)>>,
+    liveness: Option<Arc<Liveness>>,
+    pub debug: DebugFlags,
+    /// (pass, time) of every pass run, in order.
+    pub timings: Vec<(String, Duration)>,
+}
+
+impl fmt::Debug for Context {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Context")
+            .field("func", &self.func.name)
+            .field("cfg", &self.cfg.is_some())
+            .field("dom", &self.dom.is_some())
+            .field("liveness", &self.liveness.is_some())
+            .finish()
+    }
+}
+
+impl Context {
+    /// A context for `func`, with `KILN_DEBUG`'s flags.
+    pub fn new(func: Function) -> Context {
+        Context::with_debug(func, DebugFlags::from_env())
+    }
+
+    pub fn with_debug(func: Function, debug: DebugFlags) -> Context {
+        Context {
+            func,
+            cfg: None,
+            dom: None,
+            liveness: None,
+            debug,
+            timings: Vec::new(),
+        }
+    }
+
+    pub fn func(&self) -> &Function {
+        &self.func
+    }
+
+    /// The function, for a pass to change: report what changed through [`Context::run`]'s
+    /// result (or [`Context::invalidate`] outside a pass).
+    pub fn func_mut(&mut self) -> &mut Function {
+        &mut self.func
+    }
+
+    pub fn into_func(self) -> Function {
+        self.func
+    }
+
+    /// Both CFGs, loops and ifs, computed once until a pass changes the blocks.
+    pub fn cfg(&mut self) -> Result<Arc<Cfg>, PassError> {
+        if self.cfg.is_none() {
+            self.cfg = Some(Arc::new(
+                Cfg::compute(&self.func).map_err(PassError::Structure)?,
+            ));
+        }
+        Ok(self.cfg.clone().expect("just computed"))
+    }
+
+    /// Dominator trees of the logical and the linear CFG.
+    pub fn dominance(&mut self) -> Result<Arc<(DomTree, DomTree)>, PassError> {
+        if self.dom.is_none() {
+            let cfg = self.cfg()?;
+            self.dom = Some(Arc::new((
+                DomTree::compute(&cfg.logical),
+                DomTree::compute(&cfg.linear),
+            )));
+        }
+        Ok(self.dom.clone().expect("just computed"))
+    }
+
+    /// Liveness with its kill flags written into the function (flags only: no other analysis
+    /// depends on them).
+    pub fn liveness(&mut self) -> Result<Arc<Liveness>, PassError> {
+        if self.liveness.is_none() {
+            let cfg = self.cfg()?;
+            self.liveness = Some(Arc::new(compute_liveness(&mut self.func, &cfg)));
+        }
+        Ok(self.liveness.clone().expect("just computed"))
+    }
+
+    /// Drops what `changed` invalidates.
+    pub fn invalidate(&mut self, changed: Changed) {
+        match changed {
+            Changed::Nothing => {}
+            Changed::Instructions => self.liveness = None,
+            Changed::Cfg => {
+                self.cfg = None;
+                self.dom = None;
+                self.liveness = None;
+            }
+        }
+    }
+
+    /// Whether the CFG is cached (for tests of invalidation).
+    pub fn has_cfg(&self) -> bool {
+        self.cfg.is_some()
+    }
+
+    /// Whether liveness is cached.
+    pub fn has_liveness(&self) -> bool {
+        self.liveness.is_some()
+    }
+
+    /// Runs the verifier with the cached CFG.
+    pub fn verify(&mut self, after: &str) -> Result<(), PassError> {
+        let verdict = match self.cfg() {
+            Ok(cfg) => verify_with_cfg(&self.func, &cfg),
+            // The verifier names the structural fault itself.
+            Err(_) => kiln_ir::verify(&self.func),
+        };
+        verdict.map_err(|errors| PassError::Verify {
+            pass: after.to_string(),
+            errors,
+        })
+    }
+
+    /// Runs one pass: `pass` changes the function and says what it changed; the context drops
+    /// the analyses that change invalidates, then prints, verifies and times as asked.
+    pub fn run(
+        &mut self,
+        name: &str,
+        pass: impl FnOnce(&mut Context) -> Result<Changed, PassError>,
+    ) -> Result<Changed, PassError> {
+        let start = Instant::now();
+        let changed = pass(self)?;
+        let took = start.elapsed();
+        self.invalidate(changed);
+        self.timings.push((name.to_string(), took));
+        if self.debug.time {
+            eprintln!("kiln: {name}: {:.3} ms", took.as_secs_f64() * 1e3);
+        }
+        if self.debug.print {
+            eprintln!("; after {name}\n{}", print_function(&self.func));
+        }
+        if self.debug.verify && changed != Changed::Nothing {
+            self.verify(name)?;
+        }
+        Ok(changed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kiln_ir::generate::{GenConfig, generate};
+    use kiln_ir::{Opcode, Operand};
+
+    fn context() -> Context {
+        Context::with_debug(
+            generate(&GenConfig::new(7)),
+            DebugFlags {
+                verify: true,
+                ..DebugFlags::default()
+            },
+        )
+    }
+
+    #[test]
+    fn analyses_are_cached_until_invalidated() {
+        let mut cx = context();
+        let a = cx.cfg().unwrap();
+        let b = cx.cfg().unwrap();
+        assert!(Arc::ptr_eq(&a, &b));
+        cx.liveness().unwrap();
+        cx.run("nothing", |_| Ok(Changed::Nothing)).unwrap();
+        assert!(cx.has_cfg() && cx.has_liveness());
+        cx.run("insts", |_| Ok(Changed::Instructions)).unwrap();
+        assert!(cx.has_cfg() && !cx.has_liveness());
+        assert!(Arc::ptr_eq(&a, &cx.cfg().unwrap()));
+        cx.run("blocks", |_| Ok(Changed::Cfg)).unwrap();
+        // Dropped, then computed anew by the verifier.
+        assert!(!Arc::ptr_eq(&a, &cx.cfg().unwrap()));
+        assert_eq!(cx.timings.len(), 3);
+    }
+
+    #[test]
+    fn a_pass_that_breaks_the_function_is_named() {
+        let mut cx = context();
+        let err = cx
+            .run("breaker", |cx| {
+                // A use of a temp nothing defines.
+                let f = cx.func_mut();
+                let bogus = kiln_ir::Temp(f.temps.len() as u32 + 5);
+                let mut inst = kiln_ir::Inst::new(Opcode::Output);
+                inst.imms.push(99);
+                inst.operands.push(Operand::temp(bogus));
+                f.blocks[0].insts.insert(0, inst);
+                Ok(Changed::Instructions)
+            })
+            .unwrap_err();
+        match err {
+            PassError::Verify { pass, errors } => {
+                assert_eq!(pass, "breaker");
+                assert!(!errors.is_empty());
+            }
+            other => panic!("{other}"),
+        }
+    }
+
+    #[test]
+    fn debug_list_parses() {
+        let d = DebugFlags::parse("print, time");
+        assert!(d.print && d.time);
+        assert_eq!(d.verify, cfg!(debug_assertions));
+        assert!(DebugFlags::parse("verify").verify);
+    }
+}
