@@ -2,10 +2,10 @@
 //! that every lane follows the logical CFG (checked at every block entry) while the wave runs
 //! both sides of divergent ifs and a loop until every lane has left (`docs/semantics.md`).
 
-use crate::semantics::eval_scalar;
 use crate::storage::Storage;
 use crate::texture::Texture;
 use crate::{Env, InterpError, Outputs};
+use kiln_ir::semantics::eval_scalar;
 use kiln_ir::{Block, Cfg, Function, Inst, Opcode, Operand, Value};
 use smallvec::SmallVec;
 use std::borrow::Cow;

@@ -14,7 +14,6 @@
 pub mod diff;
 pub mod exec;
 pub mod out_of_ssa;
-pub mod semantics;
 pub mod storage;
 pub mod texture;
 

@@ -11,6 +11,7 @@ pub mod generate;
 mod inst;
 mod opcode;
 mod regs;
+pub mod semantics;
 pub mod text;
 pub mod verify;
 

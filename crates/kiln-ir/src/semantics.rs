@@ -1,6 +1,7 @@
-//! The meaning of the scalar generic ops on 32-bit lanes (`docs/semantics.md`).
+//! The meaning of the scalar generic ops on 32-bit lanes (`docs/semantics.md`): the one
+//! definition the interpreter executes and the middle end folds constants with.
 
-use kiln_ir::Opcode;
+use crate::opcode::Opcode;
 
 fn f(x: u32) -> f32 {
     f32::from_bits(x)
