@@ -9,6 +9,7 @@ mod entity;
 mod function;
 pub mod generate;
 mod inst;
+pub mod layout;
 mod opcode;
 mod regs;
 pub mod semantics;
