@@ -35,6 +35,9 @@ impl Target for Unbounded {
     fn subsets(&self) -> &[RegSubset] {
         self.inner.subsets()
     }
+    fn opcodes(&self) -> &'static [kiln_ir::TargetOpInfo] {
+        self.inner.opcodes()
+    }
     fn max_size(&self, file: FileId) -> u8 {
         self.inner.max_size(file)
     }

@@ -1,5 +1,6 @@
 //! One opcode space for special, generic and target instructions, with a per-op info table.
 
+use crate::target_op::TargetOp;
 use std::fmt;
 
 /// How many of something an instruction has.
@@ -34,6 +35,14 @@ pub struct OpInfo {
     /// Writes every lane of its definitions, active or not (seed 003's header setup).
     pub writes_all_lanes: bool,
     pub terminator: bool,
+}
+
+impl OpInfo {
+    /// The facts of a target opcode with these arities (not a terminator; the rest off, to be
+    /// set with struct update syntax).
+    pub const fn target(name: &'static str, defs: Arity, operands: Arity, imms: u8) -> OpInfo {
+        info(name, defs, operands, imms, 0)
+    }
 }
 
 const fn info(name: &'static str, defs: Arity, operands: Arity, imms: u8, targets: u8) -> OpInfo {
@@ -79,10 +88,13 @@ macro_rules! opcodes {
         #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
         pub enum Opcode {
             $($(#[$doc])* $variant,)*
+            /// An opcode its target declares (`crate::target_op`).
+            Target(TargetOp),
         }
 
         impl Opcode {
-            /// Every opcode, in declaration order.
+            /// Every special and generic opcode, in declaration order (target opcodes are the
+            /// targets' own).
             pub const ALL: &'static [Opcode] = &[$(Opcode::$variant,)*];
 
             /// The static facts of this opcode.
@@ -92,6 +104,7 @@ macro_rules! opcodes {
                         const I: OpInfo = $info;
                         &I
                     })*
+                    Opcode::Target(t) => &t.0.info,
                 }
             }
         }
@@ -242,9 +255,28 @@ impl Opcode {
         self.info().name
     }
 
-    /// Looks an opcode up by its text name.
+    /// Looks a special or generic opcode up by its text name.
     pub fn from_name(name: &str) -> Option<Opcode> {
         Opcode::ALL.iter().copied().find(|op| op.name() == name)
+    }
+
+    /// Looks an opcode up by its text name, the target's own opcodes after the shared ones.
+    pub fn from_name_in(name: &str, target: &dyn crate::Target) -> Option<Opcode> {
+        Opcode::from_name(name).or_else(|| {
+            target
+                .opcodes()
+                .iter()
+                .find(|t| t.info.name == name)
+                .map(|t| Opcode::Target(TargetOp(t)))
+        })
+    }
+
+    /// The target's facts, for a target opcode.
+    pub fn target_info(self) -> Option<&'static crate::target_op::TargetOpInfo> {
+        match self {
+            Opcode::Target(t) => Some(t.0),
+            _ => None,
+        }
     }
 
     pub fn is_phi(self) -> bool {

@@ -1,6 +1,8 @@
 //! The register model: files, classes, physical registers, per-file demand, and the `Target`
 //! description every target provides (DESIGN.md §3).
 
+use crate::opcode::{Arity, OpInfo};
+use crate::target_op::{Access, ClassReq, ResourceUse, TargetOpInfo};
 use fixedbitset::FixedBitSet;
 use std::fmt;
 use std::num::{NonZeroU16, NonZeroU32};
@@ -305,6 +307,10 @@ pub trait Target: fmt::Debug + Send + Sync {
     fn subsets(&self) -> &[RegSubset] {
         &[]
     }
+    /// The target's own opcodes (`crate::target_op`), named apart from the shared ones.
+    fn opcodes(&self) -> &'static [crate::target_op::TargetOpInfo] {
+        &[]
+    }
     /// Largest value size in units a file allows.
     fn max_size(&self, _file: FileId) -> u8 {
         4
@@ -519,7 +525,66 @@ impl Target for GenericTarget {
     fn subsets(&self) -> &[RegSubset] {
         &self.subsets
     }
+    fn opcodes(&self) -> &'static [TargetOpInfo] {
+        &GENERIC_OPS
+    }
 }
+
+/// The generic target's own opcodes, one of each kind of fact, for tests of target
+/// instructions: a 24-bit multiply on a `mul` unit, a reciprocal on an `sfu` unit with a
+/// latency and a resource, and an add whose operands and result must lie in subset `low`.
+static GENERIC_OPS: [TargetOpInfo; 3] = [
+    TargetOpInfo {
+        info: OpInfo {
+            commutative: true,
+            ..OpInfo::target("umul24", Arity::Fixed(1), Arity::Fixed(2), 0)
+        },
+        unit: "mul",
+        latency: 1,
+        resources: &[],
+        operand_classes: None,
+        def_classes: None,
+        eval: Some(|a| (a[0] & 0xff_ffff).wrapping_mul(a[1] & 0xff_ffff)),
+    },
+    TargetOpInfo {
+        info: OpInfo::target("sfu_rcp", Arity::Fixed(1), Arity::Fixed(1), 0),
+        unit: "sfu",
+        latency: 3,
+        resources: &[ResourceUse {
+            name: "sfu",
+            access: Access::ReadWrite,
+        }],
+        operand_classes: Some(&[ClassReq {
+            file: "v",
+            size: 1,
+            subset: None,
+        }]),
+        def_classes: Some(&[ClassReq {
+            file: "v",
+            size: 1,
+            subset: None,
+        }]),
+        eval: Some(|a| (1.0 / f32::from_bits(a[0])).to_bits()),
+    },
+    TargetOpInfo {
+        info: OpInfo {
+            commutative: true,
+            ..OpInfo::target("iadd_low", Arity::Fixed(1), Arity::Fixed(2), 0)
+        },
+        unit: "add",
+        latency: 1,
+        resources: &[],
+        operand_classes: Some(&[LOW, LOW]),
+        def_classes: Some(&[LOW]),
+        eval: Some(|a| a[0].wrapping_add(a[1])),
+    },
+];
+
+const LOW: ClassReq = ClassReq {
+    file: "v",
+    size: 1,
+    subset: Some("low"),
+};
 
 /// Builds a target from the parameters of a `target` line.
 pub type TargetConstructor = fn(&[(String, u32)]) -> Result<Arc<dyn Target>, String>;

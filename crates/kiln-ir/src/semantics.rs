@@ -13,7 +13,8 @@ fn cmp(c: bool) -> u32 {
     if c { u32::MAX } else { 0 }
 }
 
-/// Evaluates a scalar op on one lane; `None` for ops that are not scalar arithmetic.
+/// Evaluates a scalar op on one lane (a target opcode by its `eval`); `None` for ops that are
+/// not scalar arithmetic.
 pub fn eval_scalar(op: Opcode, a: &[u32]) -> Option<u32> {
     use Opcode::*;
     let x = || a[0];
@@ -124,6 +125,8 @@ pub fn eval_scalar(op: Opcode, a: &[u32]) -> Option<u32> {
         U2f => b(x() as f32),
         F2i => f(x()) as i32 as u32,
         F2u => f(x()) as u32,
+        // A target opcode means what its target says it means.
+        Target(t) => (t.0.eval?)(a),
         _ => return None,
     })
 }

@@ -598,6 +598,40 @@ impl Verifier<'_> {
                     );
                 }
             }
+            Opcode::Target(t) => {
+                // The target's own class requirements.
+                let t = t.info();
+                let checks = [
+                    (t.operand_classes, "operand", inst.operands.len()),
+                    (t.def_classes, "definition", inst.defs.len()),
+                ];
+                for (reqs, what, n) in checks {
+                    let Some(reqs) = reqs else { continue };
+                    if reqs.len() != n {
+                        e(
+                            "arity",
+                            format!("`{}` takes {} {what}s, has {n}", inst.op, reqs.len()),
+                        );
+                        continue;
+                    }
+                    for (k, req) in reqs.iter().enumerate() {
+                        let class = if what == "operand" {
+                            match inst.operands[k].value {
+                                Value::Temp(tmp) => func.temps.get(tmp.index()).copied(),
+                                Value::Undef(c) => Some(c),
+                                Value::Const(_) => None,
+                            }
+                        } else {
+                            def_class(k)
+                        };
+                        if let Some(c) = class.filter(|c| !c.is_none())
+                            && let Err(m) = req.check(&*func.target, c)
+                        {
+                            e("class", format!("{what} {k} of `{}`: {m}", inst.op));
+                        }
+                    }
+                }
+            }
             op if !op.is_terminator()
                 && !matches!(
                     op,

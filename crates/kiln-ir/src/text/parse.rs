@@ -428,7 +428,7 @@ impl Parser {
         }
         let (ol, oc) = self.here();
         let name = self.ident("an opcode")?;
-        let Some(op) = Opcode::from_name(&name) else {
+        let Some(op) = Opcode::from_name_in(&name, self.target()) else {
             return Err(ParseError {
                 line: ol,
                 col: oc,

@@ -1,0 +1,119 @@
+//! Target instructions: opcodes a target declares with their full facts — generic ones (arity,
+//! side effects, writes all lanes), the functional unit, the latency, the implicit resources
+//! they read and write, the classes of their operands and definitions — and their meaning, so
+//! the verifier checks them, the interpreter runs them and instruction selection is tested
+//! differentially like every other pass.
+//!
+//! A target keeps its table in a `static` and hands out `&'static` descriptors
+//! ([`Target::opcodes`](crate::Target::opcodes)); an instruction holds a pointer to one
+//! ([`TargetOp`]), so `Opcode::info` answers for target opcodes too. Flags and other implicit
+//! state can be modelled as a register file (NAK models carry and barriers this way): then the
+//! scheduler's dependences come from operands, and [`TargetOpInfo::resources`] lists only what
+//! no register names (vc4: the TMU FIFO, the tile buffer, the VPM, the uniform stream).
+
+use crate::opcode::OpInfo;
+use crate::regs::{RegClass, Target};
+use std::fmt;
+use std::hash::{Hash, Hasher};
+
+/// How an instruction uses an implicit resource.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Access {
+    Read,
+    Write,
+    ReadWrite,
+}
+
+/// An implicit resource an instruction uses, by the target's name for it.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct ResourceUse {
+    pub name: &'static str,
+    pub access: Access,
+}
+
+/// The class an operand or definition must have: a file by name, a size, and optionally a
+/// subset by name (the value's class must lie within it).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct ClassReq {
+    pub file: &'static str,
+    pub size: u8,
+    pub subset: Option<&'static str>,
+}
+
+impl ClassReq {
+    /// Why `class` does not meet this requirement on `target`, if it does not.
+    pub fn check(&self, target: &dyn Target, class: RegClass) -> Result<(), String> {
+        let Some(file) = target.file_by_name(self.file) else {
+            return Err(format!("the target has no file `{}`", self.file));
+        };
+        if class.file != file || class.size != self.size {
+            return Err(format!("needs a value of class {}{}", self.file, self.size));
+        }
+        if let Some(name) = self.subset {
+            let Some(sub) = target.subset_by_name(name) else {
+                return Err(format!("the target has no subset `{name}`"));
+            };
+            let required = RegClass {
+                subset: Some(sub),
+                ..class
+            };
+            // Within the subset: narrowing by it changes nothing.
+            if target.intersect_classes(class, required) != Some(class) {
+                return Err(format!("needs a value within subset {name}"));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The full facts of one target opcode.
+#[derive(Debug)]
+pub struct TargetOpInfo {
+    /// Name, arity, immediates, commutative, side effects, writes all lanes. Target opcodes are
+    /// never terminators.
+    pub info: OpInfo,
+    /// The functional unit that executes it (vc4: `add`, `mul`; `sfu`, `tmu`...).
+    pub unit: &'static str,
+    /// Instructions after it before its result can be read without a stall.
+    pub latency: u8,
+    /// Implicit resources it reads or writes.
+    pub resources: &'static [ResourceUse],
+    /// Class each operand must have (`None`: any value the verifier's generic rules accept).
+    pub operand_classes: Option<&'static [ClassReq]>,
+    /// Class each definition must have.
+    pub def_classes: Option<&'static [ClassReq]>,
+    /// Its meaning on one lane: the operands' bits to the result's bits. `None` for
+    /// instructions whose meaning involves state (their target's simulator runs them).
+    pub eval: Option<fn(&[u32]) -> u32>,
+}
+
+/// A target opcode: a pointer to its static descriptor. Two are equal when they are the same
+/// descriptor.
+#[derive(Clone, Copy)]
+pub struct TargetOp(pub &'static TargetOpInfo);
+
+impl TargetOp {
+    pub fn info(self) -> &'static TargetOpInfo {
+        self.0
+    }
+}
+
+impl PartialEq for TargetOp {
+    fn eq(&self, other: &TargetOp) -> bool {
+        std::ptr::eq(self.0, other.0)
+    }
+}
+
+impl Eq for TargetOp {}
+
+impl Hash for TargetOp {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        std::ptr::hash(self.0, state)
+    }
+}
+
+impl fmt::Debug for TargetOp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "TargetOp({})", self.0.info.name)
+    }
+}
