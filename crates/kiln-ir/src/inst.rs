@@ -221,7 +221,8 @@ mod tests {
     use super::*;
 
     /// The sizes the allocator's data structures are built around: a register with its option in
-    /// 4 bytes, an operand in 20, an instruction in 144 (was 216).
+    /// 4 bytes, an operand in 20 (was 36), an instruction in 160 (was 216; 16 of them are the
+    /// opcode, which may point at a target's descriptor).
     #[test]
     fn compact_sizes() {
         assert_eq!(std::mem::size_of::<Option<PhysReg>>(), 4);
