@@ -229,8 +229,9 @@ mod tests {
         assert_eq!(std::mem::size_of::<Value>(), 8);
         assert_eq!(std::mem::size_of::<Operand>(), 20);
         assert_eq!(std::mem::size_of::<Def>(), 16);
+        assert_eq!(std::mem::size_of::<crate::Opcode>(), 16);
         assert!(
-            std::mem::size_of::<Inst>() <= 144,
+            std::mem::size_of::<Inst>() <= 160,
             "{}",
             std::mem::size_of::<Inst>()
         );
