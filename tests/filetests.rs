@@ -8,14 +8,14 @@
 
 use kiln::cli::ir::liveness_text;
 use kiln_analysis::{Cfg, DomTree, compute_liveness};
-use kiln_ir::{parse_function, print_function, verify};
+use kiln_ir::{print_function, verify};
 use std::fmt::Write;
 use std::path::{Path, PathBuf};
 
 const EXPECTED: &str = "; expected:";
 
 fn run(command: &str, source: &str) -> String {
-    let mut func = match parse_function(source) {
+    let mut func = match kiln_ir::text::parse_function_with(source, &kiln::targets()) {
         Ok(f) => f,
         Err(e) => return format!("parse error: {e}\n"),
     };

@@ -3,7 +3,7 @@
 use clap::Args;
 use kiln_analysis::{Cfg, Context, Liveness};
 use kiln_ir::text::{fmt_reg, print_function_annotated};
-use kiln_ir::{Block, Demand, Function, Target, parse_function, print_function, verify};
+use kiln_ir::{Block, Demand, Function, Target, print_function, verify};
 use miette::{Diagnostic, NamedSource, SourceSpan};
 use serde_json::{Value as Json, json};
 use std::io::Read;
@@ -56,7 +56,7 @@ pub fn read_input(path: &PathBuf) -> miette::Result<(String, String)> {
 
 /// Parses `.kir` text into a function, or a diagnostic pointing at line:column.
 pub fn parse_source(name: &str, text: &str) -> miette::Result<Function> {
-    parse_function(text).map_err(|e| {
+    kiln_ir::text::parse_function_with(text, &crate::targets()).map_err(|e| {
         let offset: usize = text
             .split_inclusive('\n')
             .take(e.line - 1)

@@ -5,4 +5,5 @@
 
 pub mod isa;
 pub mod sim;
+pub mod target;
 pub mod words;

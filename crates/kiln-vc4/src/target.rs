@@ -1,0 +1,229 @@
+//! The VideoCore IV register model as a kiln [`Target`] (DESIGN.md §7, seed 002).
+//!
+//! One allocatable per-lane file `q` of 69 units: the accumulators r0–r3 (units 0–3), r4
+//! (unit 4; written only by the SFU, TMU and loadc), and the register files A (units 5–36 for
+//! ra0–ra31) and B (units 37–68 for rb0–rb31). r5 and the special addresses are not allocatable.
+//!
+//! Classes are the subsets of Mesa's `vc4_register_allocate.c`, as seed 002 lists them, in a
+//! single-thread variant (`vc4(threads=1)`) and a threaded-fragment variant (`vc4(threads=2)`)
+//! whose A and B registers are only ra0–ra15 / rb0–rb15. ra14 and rb14 stay free for the
+//! emitter's read-conflict fix-ups, as in Mesa:
+//!
+//! | subset | registers |
+//! |---|---|
+//! | `any` | r0–r4, A, B |
+//! | `a_or_b_or_acc` | r0–r3, A, B |
+//! | `a_or_b` | A, B |
+//! | `r4_or_a` | r4, A |
+//! | `a` | A |
+//! | `r0_r3` | r0–r3 |
+//!
+//! One deliberate difference: Mesa's `any` lacks r0–r3 (a temp no instruction constrains may
+//! not take an accumulator unless some use narrows it to `a_or_b_or_acc`); kiln's `any` has
+//! every allocatable register, so unconstrained short-lived values get accumulators too. The
+//! subsets are closed under intersection ([`close_under_intersection`]): class narrowing —
+//! intersecting the constraints of every use — always names one, or finds none (a copy).
+
+use kiln_ir::{FileId, Lanes, RegFile, RegSubset, Target, UnitMask, close_under_intersection};
+use std::sync::Arc;
+
+/// Units of the `q` file.
+pub const UNITS: u32 = 69;
+/// First unit of the A file (ra0); the B file starts at [`B0`].
+pub const A0: u32 = 5;
+pub const B0: u32 = A0 + 32;
+/// r4's unit.
+pub const R4: u32 = 4;
+/// The register the emitter keeps free in each file.
+const RESERVED: u32 = 14;
+
+/// The file every allocatable value lives in.
+pub const Q: FileId = FileId(0);
+
+/// Which of the 69 units a physical QPU register is.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum QpuReg {
+    /// r0–r4.
+    Acc(u8),
+    A(u8),
+    B(u8),
+}
+
+impl QpuReg {
+    /// The register at `unit` of the `q` file.
+    pub fn from_unit(unit: u32) -> Option<QpuReg> {
+        match unit {
+            0..=4 => Some(QpuReg::Acc(unit as u8)),
+            A0..B0 => Some(QpuReg::A((unit - A0) as u8)),
+            B0..UNITS => Some(QpuReg::B((unit - B0) as u8)),
+            _ => None,
+        }
+    }
+
+    pub fn unit(self) -> u32 {
+        match self {
+            QpuReg::Acc(i) => i as u32,
+            QpuReg::A(i) => A0 + i as u32,
+            QpuReg::B(i) => B0 + i as u32,
+        }
+    }
+}
+
+/// The vc4 target in one of its two thread modes.
+#[derive(Clone, Debug)]
+pub struct Vc4Target {
+    threads: u32,
+    files: [RegFile; 1],
+    subsets: Vec<RegSubset>,
+}
+
+impl Vc4Target {
+    /// `threads` is 1 (all 32 registers of A and B) or 2 (a threaded fragment shader: the lower
+    /// 16 of each).
+    pub fn new(threads: u32) -> Vc4Target {
+        let per_file = if threads == 2 { 16 } else { 32 };
+        let file_regs = |base: u32| {
+            (0..per_file)
+                .filter(|&i| i != RESERVED)
+                .map(move |i| base + i)
+        };
+        let a: Vec<u32> = file_regs(A0).collect();
+        let b: Vec<u32> = file_regs(B0).collect();
+        let acc: Vec<u32> = (0..4).collect();
+        let subset = |name: &str, parts: &[&[u32]]| RegSubset {
+            name: name.into(),
+            file: Q,
+            units: UnitMask::from_units(UNITS, parts.iter().flat_map(|p| p.iter().copied())),
+        };
+        let subsets = close_under_intersection(vec![
+            subset("any", &[&acc, &[R4], &a, &b]),
+            subset("a_or_b_or_acc", &[&acc, &a, &b]),
+            subset("a_or_b", &[&a, &b]),
+            subset("r4_or_a", &[&[R4], &a]),
+            subset("a", &[&a]),
+            subset("r0_r3", &[&acc]),
+        ]);
+        Vc4Target {
+            threads,
+            files: [RegFile {
+                name: "q".into(),
+                units: UNITS,
+                lanes: Lanes::PerLane,
+            }],
+            subsets,
+        }
+    }
+
+    pub fn arc(threads: u32) -> Arc<dyn Target> {
+        Arc::new(Vc4Target::new(threads))
+    }
+
+    pub fn threads(&self) -> u32 {
+        self.threads
+    }
+
+    /// Builds the target from the parameters of a `target vc4(threads=N)` line.
+    pub fn from_params(params: &[(String, u32)]) -> Result<Arc<dyn Target>, String> {
+        let mut threads = 1;
+        for (k, v) in params {
+            match (k.as_str(), v) {
+                ("threads", 1 | 2) => threads = *v,
+                ("threads", _) => return Err("parameter `threads` must be 1 or 2".into()),
+                _ => {
+                    return Err(format!(
+                        "unknown parameter `{k}` of target vc4 (known: threads)"
+                    ));
+                }
+            }
+        }
+        Ok(Vc4Target::arc(threads))
+    }
+}
+
+impl Target for Vc4Target {
+    fn name(&self) -> &str {
+        "vc4"
+    }
+    fn params(&self) -> Vec<(String, u32)> {
+        vec![("threads".into(), self.threads)]
+    }
+    fn files(&self) -> &[RegFile] {
+        &self.files
+    }
+    fn subsets(&self) -> &[RegSubset] {
+        &self.subsets
+    }
+    /// Every value is one 32-bit register per lane.
+    fn max_size(&self, _file: FileId) -> u8 {
+        1
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kiln_ir::{PhysReg, RegClass};
+
+    fn class(t: &Vc4Target, name: &str) -> RegClass {
+        RegClass {
+            subset: Some(t.subset_by_name(name).unwrap()),
+            ..t.class(Q, 1)
+        }
+    }
+
+    fn regs(t: &Vc4Target, c: RegClass) -> Vec<QpuReg> {
+        (0..UNITS)
+            .filter(|&u| t.check_reg(PhysReg::new(Q, u), c).is_ok())
+            .map(|u| QpuReg::from_unit(u).unwrap())
+            .collect()
+    }
+
+    /// The register counts of seed 002's classes (ra14/rb14 reserved), both thread modes.
+    #[test]
+    fn classes_hold_seed_002s_registers() {
+        for (threads, per_file) in [(1u32, 31usize), (2, 15)] {
+            let t = Vc4Target::new(threads);
+            let count = |n: &str| regs(&t, class(&t, n)).len();
+            assert_eq!(count("a"), per_file);
+            assert_eq!(count("a_or_b"), 2 * per_file);
+            assert_eq!(count("r4_or_a"), 1 + per_file);
+            assert_eq!(count("a_or_b_or_acc"), 4 + 2 * per_file);
+            assert_eq!(count("any"), 5 + 2 * per_file);
+            assert_eq!(count("r0_r3"), 4);
+            let a = regs(&t, class(&t, "a"));
+            assert!(
+                a.iter()
+                    .all(|r| matches!(r, QpuReg::A(i) if *i != 14 && (*i as usize) < per_file + 1))
+            );
+            assert!(!regs(&t, class(&t, "a_or_b")).contains(&QpuReg::Acc(4)));
+        }
+    }
+
+    /// Narrowing by two uses: r4-or-A and A-or-B-or-accumulator leave A; A and r0–r3 leave
+    /// nothing (the value needs a copy).
+    #[test]
+    fn narrowing_intersects_classes() {
+        let t = Vc4Target::new(1);
+        let meet = |x: &str, y: &str| t.intersect_classes(class(&t, x), class(&t, y));
+        assert_eq!(
+            regs(&t, meet("r4_or_a", "a_or_b_or_acc").unwrap()),
+            regs(&t, class(&t, "a"))
+        );
+        assert_eq!(meet("any", "r0_r3"), Some(class(&t, "r0_r3")));
+        assert_eq!(meet("a", "r0_r3"), None);
+        assert_eq!(
+            meet("r4_or_a", "a_or_b").map(|c| regs(&t, c)),
+            Some(regs(&t, class(&t, "a")))
+        );
+    }
+
+    #[test]
+    fn units_name_registers_both_ways() {
+        for u in 0..UNITS {
+            assert_eq!(QpuReg::from_unit(u).unwrap().unit(), u);
+        }
+        assert_eq!(QpuReg::from_unit(A0 + 15), Some(QpuReg::A(15)));
+        assert_eq!(QpuReg::from_unit(B0), Some(QpuReg::B(0)));
+        assert_eq!(QpuReg::from_unit(UNITS), None);
+    }
+}
