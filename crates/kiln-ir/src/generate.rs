@@ -297,10 +297,12 @@ impl Gen<'_> {
         } else if pick < 17 {
             let op = UNARY[self.rng.below(UNARY.len())];
             self.b.op(op, class, [a])
-        } else if pick < 19 || !self.cfg.constraints {
+        } else if pick < 18 || !self.cfg.constraints {
             let c = self.scalar(!uniform);
             let cmp = self.b.op(Opcode::Ult, class, [a, b]);
             self.b.op(Opcode::Sel, class, [Operand::temp(cmp), c, b])
+        } else if pick < 19 && !uniform {
+            self.target_op(a, b)
         } else {
             // Two-address multiply-add: the definition shares the addend's registers.
             let c = self.scalar(!uniform);
@@ -322,6 +324,35 @@ impl Gen<'_> {
         };
         self.budget = self.budget.saturating_sub(1);
         self.add(t);
+    }
+
+    /// One of the generic target's own opcodes; `iadd_low` reads and writes values narrowed to
+    /// subset `low` by copies (class narrowing).
+    fn target_op(&mut self, a: Operand, b: Operand) -> Temp {
+        let target = self.b.func.target.clone();
+        let op = |name| Opcode::from_name_in(name, &*target).expect("generic target opcode");
+        let v = self.v(1);
+        match self.rng.below(3) {
+            0 => self.b.op(op("umul24"), v, [a, b]),
+            1 => {
+                // Its operand must be a per-lane value.
+                let a = match a.temp_id() {
+                    Some(t) if self.class(t) != v => Operand::temp(self.b.op(Opcode::Mov, v, [a])),
+                    _ => a,
+                };
+                self.b.op(op("sfu_rcp"), v, [a])
+            }
+            _ => {
+                let low = RegClass {
+                    subset: target.subset_by_name("low"),
+                    ..v
+                };
+                let x = self.b.op(Opcode::Mov, low, [a]);
+                let y = self.b.op(Opcode::Mov, low, [b]);
+                self.b
+                    .op(op("iadd_low"), low, [Operand::temp(x), Operand::temp(y)])
+            }
+        }
     }
 
     fn vector(&mut self) {
