@@ -217,6 +217,30 @@ mod tests {
         );
     }
 
+    /// Seed 002's model on vc4: registers do not overlap, so one register blocks at most one
+    /// of another class, and none of a class it shares nothing with.
+    #[test]
+    fn q_values_of_the_vc4_classes() {
+        let t = Vc4Target::arc(1);
+        let v = Vc4Target::new(1);
+        let mut m = kiln_regalloc::RegModel::new(t);
+        let id = |m: &mut kiln_regalloc::RegModel, n: &str| m.class_id(class(&v, n));
+        let (any, r0_r3, a, a_or_b) = (
+            id(&mut m, "any"),
+            id(&mut m, "r0_r3"),
+            id(&mut m, "a"),
+            id(&mut m, "a_or_b"),
+        );
+        assert_eq!(m.p(any), 67);
+        assert_eq!(m.q(any, r0_r3), 1);
+        assert_eq!(m.q(a, r0_r3), 0);
+        assert_eq!(m.q(a_or_b, a), 1);
+        // A node of class a with 30 neighbours in A is colourable; with 31 it may not be.
+        assert!(m.trivially_colourable(a, std::iter::repeat_n(a, 30)));
+        assert!(!m.trivially_colourable(a, std::iter::repeat_n(a, 31)));
+        assert!(m.trivially_colourable(a, std::iter::repeat_n(r0_r3, 100)));
+    }
+
     #[test]
     fn units_name_registers_both_ways() {
         for u in 0..UNITS {

@@ -1,0 +1,265 @@
+//! The register model of seed 002: Runeson and Nyström's ⟨Regs, Conflict, Classes⟩ ("Retargetable
+//! graph-coloring register allocation for irregular architectures", 2003), as Mesa's
+//! `util/register_allocate.c` builds it, derived from any kiln [`Target`].
+//!
+//! - **Regs**: every place a value can sit — a start unit of a file for a class of a size, so a
+//!   vector class of size k at an aligned start is one register covering k units.
+//! - **Conflict**: two registers conflict when they share a unit of one file.
+//! - **Classes**: a class's registers are the starts its [`RegClass`] allows (file, size,
+//!   alignment, subset).
+//!
+//! For classes B and C, `q(B, C)` is the most registers of B that one register of C can block;
+//! `p(B)` is the number of registers of B. A node of class B whose neighbours' q-values sum to
+//! less than `p(B)` is colourable whatever colours its neighbours take (the pq test). Classes
+//! are interned as they appear and q-values memoised, so each pair is computed once per model
+//! (Mesa computes every pair in `ra_set_finalize`; [`RegModel::finalize`] does the same for a
+//! known list).
+
+use kiln_ir::{PhysReg, RegClass, Target};
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// Index of an interned class in a [`RegModel`].
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug)]
+pub struct ClassId(pub u32);
+
+/// ⟨Regs, Conflict, Classes⟩ for one target, with memoised q-values.
+#[derive(Debug)]
+pub struct RegModel {
+    target: Arc<dyn Target>,
+    classes: Vec<RegClass>,
+    ids: HashMap<RegClass, ClassId>,
+    /// Allowed start units of each class, ascending.
+    starts: Vec<Vec<u32>>,
+    /// `below[c][u]`: how many starts of class c are below unit u (u up to the file's size).
+    below: Vec<Vec<u32>>,
+    /// `q[b][c]`, computed on first use.
+    q: Vec<Vec<Option<u32>>>,
+}
+
+impl RegModel {
+    pub fn new(target: Arc<dyn Target>) -> RegModel {
+        RegModel {
+            target,
+            classes: Vec::new(),
+            ids: HashMap::new(),
+            starts: Vec::new(),
+            below: Vec::new(),
+            q: Vec::new(),
+        }
+    }
+
+    /// The id of `class`, interning it (its registers enumerated once: O(file units)).
+    pub fn class_id(&mut self, class: RegClass) -> ClassId {
+        if let Some(&id) = self.ids.get(&class) {
+            return id;
+        }
+        let units = self
+            .target
+            .files()
+            .get(class.file.index())
+            .map_or(0, |f| f.units);
+        let starts: Vec<u32> = (0..units)
+            .filter(|&u| {
+                PhysReg::try_new(class.file, u)
+                    .is_some_and(|r| self.target.check_reg(r, class).is_ok())
+            })
+            .collect();
+        let mut below = Vec::with_capacity(units as usize + 1);
+        let mut n = 0;
+        let mut next = starts.iter().peekable();
+        for u in 0..=units {
+            below.push(n);
+            if next.peek() == Some(&&u) {
+                next.next();
+                n += 1;
+            }
+        }
+        let id = ClassId(self.classes.len() as u32);
+        self.classes.push(class);
+        self.ids.insert(class, id);
+        self.starts.push(starts);
+        self.below.push(below);
+        for row in &mut self.q {
+            row.push(None);
+        }
+        self.q.push(vec![None; self.classes.len()]);
+        id
+    }
+
+    pub fn class(&self, id: ClassId) -> RegClass {
+        self.classes[id.0 as usize]
+    }
+
+    /// The registers of a class: its allowed start units.
+    pub fn regs(&self, id: ClassId) -> &[u32] {
+        &self.starts[id.0 as usize]
+    }
+
+    /// `p(B)`: how many registers class B has.
+    pub fn p(&self, b: ClassId) -> u32 {
+        self.starts[b.0 as usize].len() as u32
+    }
+
+    /// Whether register `x` of class `a` and register `y` of class `b` share a unit.
+    pub fn conflicts(&self, a: ClassId, x: u32, b: ClassId, y: u32) -> bool {
+        let (ca, cb) = (self.class(a), self.class(b));
+        ca.file == cb.file && x < y + cb.size as u32 && y < x + ca.size as u32
+    }
+
+    /// `q(B, C)`: the most registers of B one register of C blocks. For each register c of C
+    /// the blocked starts of B lie in `[c − size(B) + 1, c + size(C))`, counted from a prefix
+    /// table: O(p(C)) the first time, O(1) after.
+    pub fn q(&mut self, b: ClassId, c: ClassId) -> u32 {
+        if let Some(v) = self.q[b.0 as usize][c.0 as usize] {
+            return v;
+        }
+        let (cb, cc) = (self.class(b), self.class(c));
+        let v = if cb.file != cc.file {
+            0
+        } else {
+            let below = &self.below[b.0 as usize];
+            let top = below.len() as u32 - 1;
+            self.starts[c.0 as usize]
+                .iter()
+                .map(|&y| {
+                    let lo = (y + 1).saturating_sub(cb.size as u32).min(top);
+                    let hi = (y + cc.size as u32).min(top);
+                    below[hi as usize] - below[lo as usize]
+                })
+                .max()
+                .unwrap_or(0)
+        };
+        self.q[b.0 as usize][c.0 as usize] = Some(v);
+        v
+    }
+
+    /// Computes q for every pair of `classes` now (Mesa's `ra_set_finalize`).
+    pub fn finalize(&mut self, classes: &[RegClass]) {
+        let ids: Vec<ClassId> = classes.iter().map(|&c| self.class_id(c)).collect();
+        for &b in &ids {
+            for &c in &ids {
+                self.q(b, c);
+            }
+        }
+    }
+
+    /// The pq test: a node of class `b` whose neighbours have the classes `neighbours` can be
+    /// coloured whatever registers they take.
+    pub fn trivially_colourable(
+        &mut self,
+        b: ClassId,
+        neighbours: impl IntoIterator<Item = ClassId>,
+    ) -> bool {
+        let p = self.p(b);
+        let mut sum = 0;
+        for c in neighbours {
+            sum += self.q(b, c);
+            if sum >= p {
+                return false;
+            }
+        }
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kiln_ir::generate::Rng;
+    use kiln_ir::{GenericTarget, Target};
+
+    /// Every class the generic target can name: both files, sizes 1–4, each subset of `v`.
+    fn classes(t: &dyn Target) -> Vec<RegClass> {
+        let mut out = Vec::new();
+        for size in 1..=4 {
+            for file in [GenericTarget::V, GenericTarget::S] {
+                out.push(t.class(file, size));
+            }
+            for s in 0..t.subsets().len() {
+                out.push(RegClass {
+                    subset: Some(kiln_ir::SubsetId::new(s)),
+                    ..t.class(GenericTarget::V, size)
+                });
+            }
+        }
+        out.retain(|&c| t.check_class(c).is_ok());
+        out
+    }
+
+    /// q by its definition, two nested loops over the registers.
+    fn q_brute(m: &RegModel, b: ClassId, c: ClassId) -> u32 {
+        m.regs(c)
+            .iter()
+            .map(|&y| {
+                m.regs(b)
+                    .iter()
+                    .filter(|&&x| m.conflicts(b, x, c, y))
+                    .count() as u32
+            })
+            .max()
+            .unwrap_or(0)
+    }
+
+    #[test]
+    fn q_matches_its_definition() {
+        for (v, s) in [(16, 8), (13, 5), (32, 7)] {
+            let t = GenericTarget::arc(v, s);
+            let all = classes(&*t);
+            let mut m = RegModel::new(t);
+            m.finalize(&all);
+            let ids: Vec<ClassId> = all.iter().map(|&c| m.class_id(c)).collect();
+            for &b in &ids {
+                for &c in &ids {
+                    assert_eq!(
+                        m.q(b, c),
+                        q_brute(&m, b, c),
+                        "{:?} {:?}",
+                        m.class(b),
+                        m.class(c)
+                    );
+                }
+            }
+            // Same-size aligned classes: one register blocks exactly one; a vec4 blocks four
+            // scalars; scalars of `low` and `high` never meet.
+            let v1 = m.class_id(GenericTarget::new(v, s).class(GenericTarget::V, 1));
+            let v4 = m.class_id(GenericTarget::new(v, s).class(GenericTarget::V, 4));
+            assert_eq!(m.q(v1, v1), 1);
+            assert_eq!(m.q(v1, v4), 4);
+            assert_eq!(m.q(v4, v1), 1);
+        }
+    }
+
+    /// The pq test's promise: whatever registers the neighbours take, a register is left.
+    #[test]
+    fn pq_test_is_sound() {
+        let t = GenericTarget::arc(16, 8);
+        let all = classes(&*t);
+        let mut m = RegModel::new(t);
+        let ids: Vec<ClassId> = all.iter().map(|&c| m.class_id(c)).collect();
+        let mut rng = Rng::new(0x9e);
+        let mut checked = 0;
+        for _ in 0..20_000 {
+            let b = ids[rng.below(ids.len())];
+            let n = rng.below(8);
+            let neighbours: Vec<ClassId> = (0..n).map(|_| ids[rng.below(ids.len())]).collect();
+            if !m.trivially_colourable(b, neighbours.iter().copied()) {
+                continue;
+            }
+            checked += 1;
+            for _ in 0..4 {
+                let taken: Vec<(ClassId, u32)> = neighbours
+                    .iter()
+                    .filter(|&&c| m.p(c) > 0)
+                    .map(|&c| (c, m.regs(c)[rng.below(m.regs(c).len())]))
+                    .collect();
+                let free = m
+                    .regs(b)
+                    .iter()
+                    .any(|&x| taken.iter().all(|&(c, y)| !m.conflicts(b, x, c, y)));
+                assert!(free, "{:?} with {:?}", m.class(b), taken);
+            }
+        }
+        assert!(checked > 5_000, "{checked}");
+    }
+}
