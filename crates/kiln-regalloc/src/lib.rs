@@ -1,6 +1,8 @@
 //! kiln register allocation (DESIGN.md §5). This crate holds the register model of seed 002
-//! that the class-based graph-colouring allocator works from: [`regset`].
+//! that the class-based graph-colouring allocator works from ([`regset`]), and the lowering of
+//! parallel copies to moves and swaps ([`parallel_copy`]).
 
+pub mod parallel_copy;
 pub mod regset;
 
 pub use regset::RegModel;
