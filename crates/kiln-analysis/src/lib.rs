@@ -1,12 +1,15 @@
-//! kiln analyses: liveness with seed 000's kill flags and seed 003's loop rule, and register
-//! demand. The CFGs, loops and dominance that the verifier also needs live in `kiln-ir`
-//! (`kiln_ir::cfg`, `kiln_ir::dominance`) and are re-exported here.
+//! kiln analyses: liveness with seed 000's kill flags and seed 003's loop rule, register
+//! demand, and divergence (uniform values and branches). The CFGs, loops and dominance that
+//! the verifier also needs live in `kiln-ir` (`kiln_ir::cfg`, `kiln_ir::dominance`) and are
+//! re-exported here.
 
 pub mod demand;
+pub mod divergence;
 pub mod live_set;
 pub mod liveness;
 
 pub use demand::InstDemand;
+pub use divergence::Divergence;
 pub use kiln_ir::cfg::{Cfg, Edges, IfInfo, LoopInfo};
 pub use kiln_ir::dominance::DomTree;
 pub use live_set::LiveSet;
