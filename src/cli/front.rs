@@ -2,7 +2,7 @@
 
 use clap::{Args, Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
-use kiln_front::corpus::{Outcome, lower_file, shader_files, summarize};
+use kiln_front::corpus::{Checked, Outcome, lower_file, shader_files, summarize};
 
 use kiln_front::{FrontError, Source, lower_entry_point, parse};
 use miette::{Diagnostic, NamedSource, SourceSpan};
@@ -51,11 +51,12 @@ pub struct CorpusLowerArgs {
 }
 
 /// Runs a lowered function on ordinary per-lane inputs and uniform words.
-fn run_check(f: &kiln_ir::Function) -> Result<(), String> {
+fn run_check(f: &kiln_ir::Function) -> Result<Checked, String> {
     let mut env = kiln_interp::Env::with_ordinary_values(f, 16);
     env.step_limit = 2_000_000;
     match kiln_interp::run_ssa(f, &env) {
-        Ok(_) | Err(kiln_interp::InterpError::StepLimit { .. }) => Ok(()),
+        Ok(_) => Ok(Checked::Passed),
+        Err(kiln_interp::InterpError::StepLimit { .. }) => Ok(Checked::StepLimit),
         Err(e) => Err(format!("interpreter: {e}")),
     }
 }
@@ -164,7 +165,7 @@ pub fn corpus(cmd: CorpusCommand) -> miette::Result<()> {
     print!("{}", summarize(&verdicts));
     let mut times: Vec<f64> = verdicts
         .iter()
-        .filter(|v| v.outcome == Outcome::Lowered)
+        .filter(|v| matches!(v.outcome, Outcome::Lowered | Outcome::StepLimit))
         .map(|v| v.seconds)
         .collect();
     times.sort_by(f64::total_cmp);

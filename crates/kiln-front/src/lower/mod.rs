@@ -12,13 +12,16 @@
 //!   `continuing` block and `break_if` first; `Switch` → a compare chain inside a single-pass loop
 //!   (so that `break` leaves it); `Return` before the end → a single-pass loop around the body,
 //!   the value in a variable; `Kill` → `discard`.
-//! - **Uniformity**: values computed only from uniform words and constants live in the uniform
-//!   file `s`, everything else in `v`; an `if` on a uniform value is `if.uniform`.
+//! - **Uniformity**: while lowering, values computed only from uniform words and constants live
+//!   in the uniform file `s`, everything else in `v`; an `if` on a uniform value is
+//!   `if.uniform`. Afterwards [`uniformity::make_uniform`] moves to `s` (and makes uniform)
+//!   whatever the divergence analysis proves uniform: loop counters, their phis and branches.
 
 mod control;
 mod expr;
 mod math;
 mod types;
+pub mod uniformity;
 
 use crate::FrontError;
 use crate::interface::{Interface, Slot, SlotKind, TextureUnit, UniformBlock};
@@ -260,6 +263,7 @@ fn lower_inner(
     }
     lw.b.ret();
     let iface = lw.iface;
+    uniformity::make_uniform(&mut func)?;
     Ok(Lowered {
         function: func,
         interface: iface,
