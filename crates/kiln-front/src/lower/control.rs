@@ -4,7 +4,7 @@ use super::{Defs, FnCx, LoopFrame, LoopKind, Lowerer, Ptr, RetMode, Root, Val, V
 use crate::FrontError;
 use kiln_ir::{Block, Inst, Opcode, Operand, Temp, Value};
 use naga::{Handle, Statement};
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 
 /// The else side of a structured if: told whether it must reach the endif.
 type Side<'m, 'f, 'a> =
@@ -62,7 +62,7 @@ impl<'m, 'f> Lowerer<'m, 'f> {
         };
         let flag = self.new_var(1, vec![Operand::constant(0)]);
         cx.ret = RetMode::Loop { value, flag };
-        self.open_loop(LoopKind::Return, None, None);
+        self.open_loop(LoopKind::Return, None, None, Some(&BTreeSet::new()));
         self.block(&mut cx, &f.body)?;
         self.finish_single_pass(&mut cx)?;
         self.close_loop()?;
@@ -326,19 +326,29 @@ impl<'m, 'f> Lowerer<'m, 'f> {
         }
     }
 
-    /// Opens a kiln loop with a phi per component of every live variable.
+    /// Opens a kiln loop with a phi per component of every live variable in `assigned` (all
+    /// live variables when `None`), created in one batch in the new, empty header. Single-pass
+    /// loops pass an empty set: their back edge is never taken.
     fn open_loop(
         &mut self,
         kind: LoopKind,
         continuing: Option<&'m naga::Block>,
         break_if: Option<Handle<naga::Expression>>,
+        assigned: Option<&BTreeSet<Var>>,
     ) {
         let pre = self.defs.clone();
         let preheader = self.b.current_block();
         let scope = self.b.begin_loop();
         let mut header_phis = Vec::new();
         let c = self.v1();
-        let vars: Vec<Var> = self.defs.keys().copied().collect();
+        let vars: Vec<Var> = match assigned {
+            Some(set) => set
+                .iter()
+                .copied()
+                .filter(|v| self.defs.contains_key(v))
+                .collect(),
+            None => self.defs.keys().copied().collect(),
+        };
         for var in vars {
             let n = self.defs[&var].len();
             for k in 0..n {
@@ -373,22 +383,44 @@ impl<'m, 'f> Lowerer<'m, 'f> {
         // Header phi operands: the preheader, then the back edges in block order.
         let mut back = frame.back;
         back.sort_by_key(|(b, _)| *b);
+        let header = kiln_ir::Block(frame.preheader.0 + 1);
+        if frame.kind == LoopKind::Naga {
+            // Variables without a header phi must come back unchanged (the assignment scan
+            // found every store of the loop).
+            for (var, comps) in &frame.pre {
+                if frame.header_phis.iter().any(|(v, _, _)| v == var) {
+                    continue;
+                }
+                if back
+                    .iter()
+                    .any(|(_, d)| d.get(var).is_some_and(|c| c != comps))
+                {
+                    return Err(FrontError::Internal(format!(
+                        "a loop assigns variable {var} that its assignment scan missed"
+                    )));
+                }
+            }
+        }
+        let index: HashMap<Temp, usize> = self
+            .b
+            .func
+            .block(header)
+            .insts
+            .iter()
+            .enumerate()
+            .take_while(|(_, i)| i.op.is_phi())
+            .map(|(k, i)| (i.defs[0].temp, k))
+            .collect();
         for &(var, k, t) in &frame.header_phis {
             let mut ops = vec![self.per_lane_at_end(frame.preheader, frame.pre[&var][k])];
             for (blk, defs) in &back {
                 let v = defs.get(&var).map_or(Operand::constant(0), |d| d[k]);
                 ops.push(self.per_lane_at_end(*blk, v));
             }
-            let header = &mut self
-                .b
-                .func
-                .block_mut(kiln_ir::Block(frame.preheader.0 + 1))
-                .insts;
-            let phi = header
-                .iter_mut()
-                .find(|i| i.defs.first().is_some_and(|d| d.temp == t))
-                .expect("header phi");
-            phi.operands = ops.into();
+            let at = *index.get(&t).ok_or_else(|| {
+                FrontError::Internal(format!("header phi {t} of variable {var} is lost"))
+            })?;
+            self.b.func.block_mut(header).insts[at].operands = ops.into();
         }
         let mut breaks = frame.breaks;
         breaks.sort_by_key(|(b, _)| *b);
@@ -496,7 +528,13 @@ impl<'m, 'f> Lowerer<'m, 'f> {
         continuing: &'m naga::Block,
         break_if: Option<Handle<naga::Expression>>,
     ) -> Result<(), FrontError> {
-        self.open_loop(LoopKind::Naga, Some(continuing), break_if);
+        let assigned = self.assigned_vars(cx, &[body, continuing]);
+        self.open_loop(
+            LoopKind::Naga,
+            Some(continuing),
+            break_if,
+            assigned.as_ref(),
+        );
         self.block(cx, body)?;
         if !self.b.is_terminated() {
             self.continue_path(cx)?;
@@ -653,7 +691,7 @@ impl<'m, 'f> Lowerer<'m, 'f> {
             let default = groups.remove(d);
             groups.push(default);
         }
-        self.open_loop(LoopKind::Switch, None, None);
+        self.open_loop(LoopKind::Switch, None, None, Some(&BTreeSet::new()));
         self.case_chain(cx, sel, &groups)?;
         self.finish_single_pass(cx)?;
         self.close_loop()?;
@@ -815,7 +853,7 @@ fn has_early_return(body: &naga::Block) -> bool {
     })
 }
 
-fn contains_return(body: &naga::Block) -> bool {
+pub(super) fn contains_return(body: &naga::Block) -> bool {
     body.iter().any(stmt_contains_return)
 }
 

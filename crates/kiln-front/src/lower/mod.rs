@@ -17,6 +17,7 @@
 //!   `if.uniform`. Afterwards [`uniformity::make_uniform`] moves to `s` (and makes uniform)
 //!   whatever the divergence analysis proves uniform: loop counters, their phis and branches.
 
+mod assigned;
 mod control;
 mod expr;
 mod math;
