@@ -201,3 +201,39 @@ pub fn summarize(verdicts: &[Verdict]) -> String {
     by_count("failures (bugs), by message:\n", &failed);
     s
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn verdict(outcome: Outcome) -> Verdict {
+        Verdict {
+            file: PathBuf::from("x.wgsl"),
+            entry: Some("main".into()),
+            outcome,
+            instructions: 1,
+            seconds: 0.0,
+            exit_branches: Default::default(),
+        }
+    }
+
+    #[test]
+    fn step_limit_runs_are_counted_apart() {
+        let s = summarize(&[
+            verdict(Outcome::Lowered),
+            verdict(Outcome::StepLimit),
+            verdict(Outcome::Rejected("unsupported: atomics".into())),
+            verdict(Outcome::Failed("interpreter: boom".into())),
+        ]);
+        assert!(
+            s.starts_with(
+                "4 entry points: 2 lowered and verified (50.00 %), 1 unsupported, 1 failed\n"
+            ),
+            "{s}"
+        );
+        assert!(
+            s.contains("runs: 1 completed, 1 stopped at the interpreter's step limit"),
+            "{s}"
+        );
+    }
+}

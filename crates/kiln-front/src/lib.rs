@@ -11,6 +11,7 @@
 pub mod corpus;
 pub mod interface;
 pub mod lower;
+pub mod nesting;
 pub mod parse;
 
 pub use interface::Interface;

@@ -78,12 +78,14 @@ fn parse_inner(source: &Source) -> Result<Parsed, FrontError> {
         Language::Wgsl => {
             let text = std::str::from_utf8(&source.bytes)
                 .map_err(|e| FrontError::Input(format!("{}: not UTF-8: {e}", source.name)))?;
+            crate::nesting::check_text(text)?;
             naga::front::wgsl::parse_str(text)
                 .map_err(|e| FrontError::Parse(e.emit_to_string(text)))?
         }
         Language::Glsl(stage) => {
             let text = std::str::from_utf8(&source.bytes)
                 .map_err(|e| FrontError::Input(format!("{}: not UTF-8: {e}", source.name)))?;
+            crate::nesting::check_text(text)?;
             naga::front::glsl::Frontend::default()
                 .parse(&naga::front::glsl::Options::from(stage), text)
                 .map_err(|e| FrontError::Parse(e.emit_to_string(text)))?
@@ -93,6 +95,7 @@ fn parse_inner(source: &Source) -> Result<Parsed, FrontError> {
                 .map_err(|e| FrontError::Parse(format!("{e}")))?
         }
     };
+    crate::nesting::check_module(&module)?;
     let info = Validator::new(ValidationFlags::all(), Capabilities::all())
         .validate(&module)
         .map_err(|e| {

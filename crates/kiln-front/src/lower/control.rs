@@ -80,6 +80,19 @@ impl<'m, 'f> Lowerer<'m, 'f> {
         Ok(false)
     }
 
+    /// Bounds the lowering's recursion: inlining stacks the nesting of callees on their call
+    /// sites, and the lowering adds regions of its own (single-pass loops, wrapped jumps), so
+    /// the bound on open regions is a multiple of the source bound.
+    fn check_depth(&self) -> Result<(), FrontError> {
+        let max = crate::nesting::MAX_NESTING;
+        if self.regions.len() > 3 * max {
+            return Err(FrontError::unsupported(format!(
+                "nesting deeper than {max} (after inlining calls)"
+            )));
+        }
+        Ok(())
+    }
+
     /// Lowers a block as a region of its own.
     fn region(
         &mut self,
@@ -87,6 +100,7 @@ impl<'m, 'f> Lowerer<'m, 'f> {
         block: &'m naga::Block,
         must_fall_through: bool,
     ) -> Result<(), FrontError> {
+        self.check_depth()?;
         self.regions.push(must_fall_through);
         let r = self.block(cx, block);
         self.regions.pop();
@@ -528,6 +542,7 @@ impl<'m, 'f> Lowerer<'m, 'f> {
         continuing: &'m naga::Block,
         break_if: Option<Handle<naga::Expression>>,
     ) -> Result<(), FrontError> {
+        self.check_depth()?;
         let assigned = self.assigned_vars(cx, &[body, continuing]);
         self.open_loop(
             LoopKind::Naga,
