@@ -381,6 +381,7 @@ impl<'m, 'f> Lowerer<'m, 'f> {
             breaks: Vec::new(),
             continuing,
             break_if,
+            continue_flag: None,
         });
         // The loop body's last block must end in `continue`: top-level jumps are wrapped.
         self.regions.push(true);
@@ -641,11 +642,20 @@ impl<'m, 'f> Lowerer<'m, 'f> {
     fn jump_inner(&mut self, cx: &mut FnCx<'m>, kind: Jump) -> Result<(), FrontError> {
         match kind {
             Jump::Continue => {
-                let innermost = self.loops.last().map(|f| f.kind);
-                if innermost != Some(LoopKind::Naga) {
-                    return Err(FrontError::unsupported("continue inside a switch"));
+                let Some(frame) = self.loops.last() else {
+                    return Err(FrontError::Internal("continue outside a loop".into()));
+                };
+                match (frame.kind, frame.continue_flag) {
+                    (LoopKind::Naga, _) => self.continue_path(cx),
+                    // Inside a switch: leave it with the flag set; the continue follows it.
+                    (LoopKind::Switch, Some(flag)) => {
+                        self.defs.insert(flag, vec![Operand::constant(u32::MAX)]);
+                        self.jump_to_frame(cx, Jump::Break, None)
+                    }
+                    _ => Err(FrontError::Internal(
+                        "continue in a single-pass loop without a flag".into(),
+                    )),
                 }
-                self.continue_path(cx)
             }
             Jump::Break | Jump::Return => self.jump_to_frame(cx, kind, None),
         }
@@ -679,25 +689,28 @@ impl<'m, 'f> Lowerer<'m, 'f> {
         cases: &'m [naga::SwitchCase],
     ) -> Result<(), FrontError> {
         let sel = self.comps(cx, selector)?[0];
-        // Group empty fall-through cases with the case that follows.
-        let mut groups: Vec<(Vec<Option<u32>>, &'m naga::Block)> = Vec::new();
+        // Each group of values runs a sequence of case bodies: its own and, while a case falls
+        // through, the next ones (bodies are lowered again for every group that reaches them).
+        // Empty fall-through cases join the values of the case that follows.
+        let mut groups: Vec<(Vec<Option<u32>>, Vec<&'m naga::Block>)> = Vec::new();
         let mut pending: Vec<Option<u32>> = Vec::new();
-        for case in cases {
+        for (i, case) in cases.iter().enumerate() {
             let v = match case.value {
                 naga::SwitchValue::I32(v) => Some(v as u32),
                 naga::SwitchValue::U32(v) => Some(v),
                 naga::SwitchValue::Default => None,
             };
             pending.push(v);
-            if case.fall_through {
-                if !case.body.is_empty() {
-                    return Err(FrontError::unsupported(
-                        "switch case falling through after statements",
-                    ));
-                }
+            if case.fall_through && case.body.is_empty() && i + 1 < cases.len() {
                 continue;
             }
-            groups.push((std::mem::take(&mut pending), &case.body));
+            let mut bodies = vec![&case.body];
+            let mut k = i;
+            while cases[k].fall_through && k + 1 < cases.len() {
+                k += 1;
+                bodies.push(&cases[k].body);
+            }
+            groups.push((std::mem::take(&mut pending), bodies));
         }
         // The groups exclude each other, so their order in the chain is free, except that the
         // default (which may stand anywhere in naga's list) must come last: the chain's final
@@ -706,14 +719,31 @@ impl<'m, 'f> Lowerer<'m, 'f> {
             let default = groups.remove(d);
             groups.push(default);
         }
+        let continues = cases.iter().any(|c| contains_continue(&c.body));
+        let continue_flag = continues.then(|| self.new_var(1, vec![Operand::constant(0)]));
         self.open_loop(LoopKind::Switch, None, None, Some(&BTreeSet::new()));
+        self.loops
+            .last_mut()
+            .expect("the switch loop")
+            .continue_flag = continue_flag;
         self.case_chain(cx, sel, &groups)?;
         self.finish_single_pass(cx)?;
         self.close_loop()?;
-        for (_, body) in &groups {
-            if contains_return(body) {
-                return self.propagate_return(cx, body);
-            }
+        if let Some(body) = cases.iter().map(|c| &c.body).find(|b| contains_return(b)) {
+            self.propagate_return(cx, body)?;
+        }
+        if let Some(flag) = continue_flag {
+            // Lanes that took a `continue` in the switch continue the enclosing loop now.
+            let f = self.defs[&flag][0];
+            let divergent = !self.is_uniform(&f);
+            let head = self.b.current_block();
+            let before = self.defs.clone();
+            let scope = self.b.begin_if(f, divergent);
+            self.regions.push(false);
+            self.jump_inner(cx, Jump::Continue)?;
+            self.regions.pop();
+            let endif = self.b.end_if(scope);
+            self.defs = self.merge(endif, &[(head, before.clone())], false, &before);
         }
         Ok(())
     }
@@ -735,9 +765,9 @@ impl<'m, 'f> Lowerer<'m, 'f> {
         &mut self,
         cx: &mut FnCx<'m>,
         sel: Operand,
-        groups: &[(Vec<Option<u32>>, &'m naga::Block)],
+        groups: &[(Vec<Option<u32>>, Vec<&'m naga::Block>)],
     ) -> Result<(), FrontError> {
-        let Some(((values, body), rest)) = groups.split_first() else {
+        let Some(((values, bodies), rest)) = groups.split_first() else {
             return Ok(());
         };
         if values.contains(&None) || rest.is_empty() {
@@ -745,13 +775,35 @@ impl<'m, 'f> Lowerer<'m, 'f> {
             if values.contains(&None) || !values.is_empty() {
                 let last_specific = !values.contains(&None);
                 if last_specific {
-                    return self.guarded_case(cx, sel, values, body, &[]);
+                    return self.guarded_case(cx, sel, values, bodies, &[]);
                 }
-                return self.region(cx, body, true);
+                return self.case_bodies(cx, bodies, true);
             }
             return Ok(());
         }
-        self.guarded_case(cx, sel, values, body, rest)
+        self.guarded_case(cx, sel, values, bodies, rest)
+    }
+
+    /// A case's bodies in sequence, as one region; each is lowered afresh (a body that a
+    /// case falls into is lowered for every case that reaches it).
+    fn case_bodies(
+        &mut self,
+        cx: &mut FnCx<'m>,
+        bodies: &[&'m naga::Block],
+        must_fall_through: bool,
+    ) -> Result<(), FrontError> {
+        self.check_depth()?;
+        self.regions.push(must_fall_through);
+        let mut r = Ok(false);
+        for body in bodies {
+            forget_emitted(cx, body);
+            r = self.block(cx, body);
+            if !matches!(r, Ok(false)) {
+                break;
+            }
+        }
+        self.regions.pop();
+        r.map(|_| ())
     }
 
     /// `if sel ∈ values { body } else { rest of the chain }`.
@@ -760,8 +812,8 @@ impl<'m, 'f> Lowerer<'m, 'f> {
         cx: &mut FnCx<'m>,
         sel: Operand,
         values: &[Option<u32>],
-        body: &'m naga::Block,
-        rest: &[(Vec<Option<u32>>, &'m naga::Block)],
+        bodies: &[&'m naga::Block],
+        rest: &[(Vec<Option<u32>>, Vec<&'m naga::Block>)],
     ) -> Result<(), FrontError> {
         let mut cond: Option<Operand> = None;
         for v in values.iter().flatten() {
@@ -772,7 +824,7 @@ impl<'m, 'f> Lowerer<'m, 'f> {
             });
         }
         let cond = cond.unwrap_or(Operand::constant(0));
-        let mut then_side = |lw: &mut Self, cx: &mut FnCx<'m>| lw.region(cx, body, false);
+        let mut then_side = |lw: &mut Self, cx: &mut FnCx<'m>| lw.case_bodies(cx, bodies, false);
         let mut else_side = |lw: &mut Self, cx: &mut FnCx<'m>, fall_through: bool| {
             lw.regions.push(fall_through);
             let r = lw.case_chain(cx, sel, rest);
@@ -865,6 +917,19 @@ fn has_early_return(body: &naga::Block) -> bool {
     body.iter().enumerate().any(|(k, s)| match s {
         Statement::Return { .. } => k + 1 != n,
         other => stmt_contains_return(other),
+    })
+}
+
+/// A naga `continue` of the enclosing loop (not inside a nested loop).
+fn contains_continue(body: &naga::Block) -> bool {
+    body.iter().any(|s| match s {
+        Statement::Continue => true,
+        Statement::Block(b) => contains_continue(b),
+        Statement::If { accept, reject, .. } => {
+            contains_continue(accept) || contains_continue(reject)
+        }
+        Statement::Switch { cases, .. } => cases.iter().any(|c| contains_continue(&c.body)),
+        _ => false,
     })
 }
 

@@ -116,6 +116,9 @@ struct LoopFrame<'m> {
     breaks: Vec<(Block, Defs)>,
     continuing: Option<&'m naga::Block>,
     break_if: Option<Handle<naga::Expression>>,
+    /// A switch's flag for lanes that took a naga `continue` inside it: they break out of the
+    /// switch, and the `continue` happens after it.
+    continue_flag: Option<Var>,
 }
 
 /// A built-in's name without its fields (`Barycentric`, not `Barycentric { perspective: true }`).
