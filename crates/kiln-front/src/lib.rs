@@ -9,6 +9,7 @@
 //! naga's control flow becomes kiln's structured if/loop/break/continue.
 
 pub mod corpus;
+pub mod glsl_globals;
 pub mod interface;
 pub mod lower;
 pub mod nesting;

@@ -60,6 +60,9 @@ impl Source {
 pub struct Parsed {
     pub module: naga::Module,
     pub info: ModuleInfo,
+    /// GLSL only: file-scope declarators written with an initialiser, with the span of each
+    /// name ([`crate::glsl_globals`]); naga drops initialisers it cannot make constant.
+    pub initialised_globals: Vec<(String, std::ops::Range<usize>)>,
 }
 
 /// Parses and validates; naga's panics become errors.
@@ -96,6 +99,10 @@ fn parse_inner(source: &Source) -> Result<Parsed, FrontError> {
         }
     };
     crate::nesting::check_module(&module)?;
+    let initialised_globals = match (source.language, source.text()) {
+        (Language::Glsl(_), Some(text)) => crate::glsl_globals::initialised_globals(text),
+        _ => Vec::new(),
+    };
     let info = Validator::new(ValidationFlags::all(), Capabilities::all())
         .validate(&module)
         .map_err(|e| {
@@ -104,7 +111,11 @@ fn parse_inner(source: &Source) -> Result<Parsed, FrontError> {
                 None => format!("{}", e.into_inner()),
             })
         })?;
-    Ok(Parsed { module, info })
+    Ok(Parsed {
+        module,
+        info,
+        initialised_globals,
+    })
 }
 
 /// The message of a caught panic.

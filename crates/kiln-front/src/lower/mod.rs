@@ -159,6 +159,8 @@ struct Lowerer<'m, 'f> {
     uniform_bases: HashMap<Handle<naga::GlobalVariable>, u32>,
     private_vars: HashMap<Handle<naga::GlobalVariable>, Var>,
     units: Vec<(Handle<naga::GlobalVariable>, Handle<naga::GlobalVariable>)>,
+    /// GLSL file-scope declarators written with an initialiser, by name, with their spans.
+    initialised: HashMap<String, std::ops::Range<usize>>,
     /// Phis created by the lowering, checked for triviality when their loop closes.
     call_depth: u32,
 }
@@ -256,6 +258,7 @@ fn lower_inner(
         uniform_bases: HashMap::new(),
         private_vars: HashMap::new(),
         units: Vec::new(),
+        initialised: parsed.initialised_globals.iter().cloned().collect(),
         call_depth: 0,
     };
     lw.globals(index)?;
@@ -402,6 +405,17 @@ impl<'m> Lowerer<'m, '_> {
                     next += words;
                 }
                 naga::AddressSpace::Private => {
+                    // naga's GLSL reader drops an initialiser it cannot make constant (it
+                    // evaluates it and never stores it): refuse rather than read 0.
+                    if g.init.is_none()
+                        && !unused
+                        && let Some(span) = g.name.as_ref().and_then(|n| self.initialised.get(n))
+                    {
+                        return Err(FrontError::Unsupported {
+                            what: "global initialiser that is not a constant expression".into(),
+                            span: Some(span.clone()),
+                        });
+                    }
                     let size = types::comp_count(self.m, g.ty)?;
                     let init = match g.init {
                         Some(e) => self.const_expr(e)?,
