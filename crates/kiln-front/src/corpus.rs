@@ -148,7 +148,7 @@ pub fn summarize(verdicts: &[Verdict]) -> String {
     let exits = verdicts
         .iter()
         .fold(crate::lower::uniformity::ExitBranches::default(), |a, v| {
-            a.add(v.exit_branches)
+            a + v.exit_branches
         });
     let mut rejected: BTreeMap<String, usize> = BTreeMap::new();
     let mut failed: BTreeMap<String, usize> = BTreeMap::new();

@@ -207,12 +207,11 @@ pub fn make_uniform(func: &mut Function) -> Result<UniformityStats, FrontError> 
         }
     }
     for &(_, _, _, t) in &escaping {
-        if !copy_of.contains_key(&t) {
+        copy_of.entry(t).or_insert_with(|| {
             let size = func.temps[t.index()].size;
             let class = func.target.class(GenericTarget::V, size);
-            let c = func.new_temp(class);
-            copy_of.insert(t, c);
-        }
+            func.new_temp(class)
+        });
     }
     for &(b, i, k, t) in &escaping {
         func.block_mut(b).insts[i].operands[k] = Operand::temp(copy_of[&t]);
@@ -341,8 +340,9 @@ pub struct ExitBranches {
     pub all: (usize, usize),
 }
 
-impl ExitBranches {
-    pub fn add(self, o: ExitBranches) -> ExitBranches {
+impl std::ops::Add for ExitBranches {
+    type Output = ExitBranches;
+    fn add(self, o: ExitBranches) -> ExitBranches {
         ExitBranches {
             header: (self.header.0 + o.header.0, self.header.1 + o.header.1),
             all: (self.all.0 + o.all.0, self.all.1 + o.all.1),
@@ -363,16 +363,14 @@ pub fn loop_exit_branches(func: &Function) -> ExitBranches {
     }
     let mut counted = vec![false; cfg.ifs.len()];
     let mut stack: Vec<usize> = Vec::new();
-    for b in 0..n {
+    for (b, (then_of, block)) in by_then.iter().zip(&func.blocks).enumerate() {
         while stack.last().is_some_and(|&k| cfg.ifs[k].endif.index() <= b) {
             stack.pop();
         }
-        if let Some(k) = by_then[b] {
+        if let Some(k) = *then_of {
             stack.push(k);
         }
-        let is_break = func.blocks[b]
-            .terminator()
-            .is_some_and(|t| t.op == Opcode::Break);
+        let is_break = block.terminator().is_some_and(|t| t.op == Opcode::Break);
         if let (true, Some(&k)) = (is_break, stack.last()) {
             let head = cfg.ifs[k].head;
             if cfg.loop_of[head.index()] == cfg.loop_of[b] {
