@@ -16,7 +16,7 @@ pub mod nesting;
 pub mod parse;
 
 pub use interface::Interface;
-pub use lower::{Lowered, lower_entry_point};
+pub use lower::{LowerOptions, Lowered, lower_entry_point, lower_entry_point_with};
 pub use parse::{Language, Parsed, Source, parse};
 
 use std::ops::Range;

@@ -165,14 +165,37 @@ struct Lowerer<'m, 'f> {
     call_depth: u32,
 }
 
+/// What the lowering does besides building the IR.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LowerOptions {
+    /// Run [`uniformity::make_uniform`] (on by default; off only to compare against it).
+    pub uniformity: bool,
+}
+
+impl Default for LowerOptions {
+    fn default() -> Self {
+        LowerOptions { uniformity: true }
+    }
+}
+
 /// Lowers entry point `entry` (by name, or the only vertex/fragment one of `stage`).
 pub fn lower_entry_point(
     parsed: &Parsed,
     stage: Option<ShaderStage>,
     entry: Option<&str>,
 ) -> Result<Lowered, FrontError> {
+    lower_entry_point_with(parsed, stage, entry, LowerOptions::default())
+}
+
+/// [`lower_entry_point`] with options.
+pub fn lower_entry_point_with(
+    parsed: &Parsed,
+    stage: Option<ShaderStage>,
+    entry: Option<&str>,
+    options: LowerOptions,
+) -> Result<Lowered, FrontError> {
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        lower_inner(parsed, stage, entry)
+        lower_inner(parsed, stage, entry, options)
     }));
     result.unwrap_or_else(|p| {
         Err(FrontError::Internal(format!(
@@ -186,6 +209,7 @@ fn lower_inner(
     parsed: &Parsed,
     stage: Option<ShaderStage>,
     entry: Option<&str>,
+    options: LowerOptions,
 ) -> Result<Lowered, FrontError> {
     let m = &parsed.module;
     let candidates: Vec<usize> = m
@@ -270,7 +294,9 @@ fn lower_inner(
     }
     lw.b.ret();
     let iface = lw.iface;
-    uniformity::make_uniform(&mut func)?;
+    if options.uniformity {
+        uniformity::make_uniform(&mut func)?;
+    }
     Ok(Lowered {
         function: func,
         interface: iface,
