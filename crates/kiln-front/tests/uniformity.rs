@@ -210,3 +210,52 @@ fn uniform_loop_inside_a_divergent_if() {
     assert!(cfg.loops.iter().all(|l| !l.divergent));
     assert_eq!(loop_exit_branches(&f).all, (2, 0));
 }
+
+/// A value computed from uniform words in a loop left at per-lane iterations, then branched on
+/// after it: the branch is divergent (the lowering had marked it uniform), and the merge after
+/// it is a per-lane phi.
+#[test]
+fn branch_on_a_value_leaving_a_divergent_loop() {
+    let f = check(
+        &frag(
+            "var c = 0.0; var i = 0;
+             loop { c = progress * f32(i); if (f32(i) > x.x) { break; } i++; }
+             var r = 0.0;
+             if (c > 0.5) { r = 1.0; } else { r = 2.0; }
+             return vec4(r, c, 0.0, 1.0);",
+            "",
+        ),
+        |x| {
+            let i = (0..).find(|&i| i as f32 > x[0]).expect("ends") as f32;
+            let c = PROGRESS * i;
+            [if c > 0.5 { 1.0 } else { 2.0 }, c, 0.0, 1.0]
+        },
+    );
+    let cfg = Cfg::compute(&f).expect("structured");
+    let after = cfg.ifs.last().expect("the if after the loop");
+    assert!(after.divergent, "{}", kiln_ir::print_function(&f));
+}
+
+/// The same with a loop-invariant uniform value: the lowering made the branch after the loop
+/// `if.uniform` with a linear phi after it; the value leaves a divergent loop, so the branch
+/// becomes divergent and the linear phi a per-lane one.
+#[test]
+fn branch_on_a_uniform_word_read_in_a_divergent_loop() {
+    let f = check(
+        &frag(
+            "var c = 0.0; var i = 0;
+             loop { c = progress; if (f32(i) > x.x) { break; } i++; }
+             var r = 0.0;
+             if (c > 0.1) { r = 1.0; } else { r = 2.0; }
+             return vec4(r, c, f32(i), 1.0);",
+            "",
+        ),
+        |x| {
+            let i = (0..).find(|&i| i as f32 > x[0]).expect("ends") as f32;
+            [1.0, PROGRESS, i, 1.0]
+        },
+    );
+    let cfg = Cfg::compute(&f).expect("structured");
+    let after = cfg.ifs.last().expect("the if after the loop");
+    assert!(after.divergent, "{}", kiln_ir::print_function(&f));
+}

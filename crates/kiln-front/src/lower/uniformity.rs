@@ -4,7 +4,8 @@
 //!
 //! 1. Every `if` the analysis calls uniform becomes `if.uniform` (the lowering marked an `if`
 //!    uniform only when its condition was computed from uniform words and constants; loop
-//!    counters are carried by phis and were always per-lane).
+//!    counters are carried by phis and were always per-lane), every other `if.divergent` (a
+//!    condition read after the divergent loop it was computed in).
 //! 2. Candidates: temps the analysis calls uniform, of one unit, defined by a scalar op, a copy,
 //!    a uniform word or a phi whose block has the same logical and linear predecessors (a
 //!    uniform value merged where the wave and every lane come from the same place becomes a
@@ -32,6 +33,7 @@ use std::collections::HashMap;
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct UniformityStats {
     pub ifs_made_uniform: usize,
+    pub ifs_made_divergent: usize,
     pub temps_made_uniform: usize,
     pub temps_made_per_lane: usize,
     pub phis_made_linear: usize,
@@ -52,16 +54,21 @@ pub fn make_uniform(func: &mut Function) -> Result<UniformityStats, FrontError> 
     let cfg = Cfg::compute(func).map_err(|e| internal(e.message))?;
     let dv = Divergence::compute(func, &cfg);
 
-    // 1. Branches.
+    // 1. Branches, both ways: a branch the lowering thought uniform is divergent when its
+    // condition leaves a divergent loop.
     for (k, info) in cfg.ifs.iter().enumerate() {
         let term = func
             .block_mut(info.head)
             .insts
             .last_mut()
             .expect("an if block ends in its if");
-        if term.flags.divergent && !dv.if_divergent[k] {
-            term.flags.divergent = false;
-            stats.ifs_made_uniform += 1;
+        if term.flags.divergent != dv.if_divergent[k] {
+            term.flags.divergent = dv.if_divergent[k];
+            if dv.if_divergent[k] {
+                stats.ifs_made_divergent += 1;
+            } else {
+                stats.ifs_made_uniform += 1;
+            }
         }
     }
     let cfg2 = Cfg::compute(func).map_err(|e| internal(e.message))?;
@@ -119,14 +126,8 @@ pub fn make_uniform(func: &mut Function) -> Result<UniformityStats, FrontError> 
             | Opcode::SplitVector
             | Opcode::ParallelCopy => false,
             Opcode::Phi => cfg2.logical.preds[b.index()] == cfg2.linear.preds[b.index()],
-            Opcode::LinearPhi => {
-                if cfg.linear.preds[b.index()] != cfg2.linear.preds[b.index()] {
-                    return Err(internal(format!(
-                        "the linear predecessors of {b} changed under its linear phi"
-                    )));
-                }
-                true
-            }
+            // Stays linear only where its predecessors did not change.
+            Opcode::LinearPhi => cfg.linear.preds[b.index()] == cfg2.linear.preds[b.index()],
             // A copy read after the divergent loop it is in is the per-lane copy that keeps
             // each lane's last iteration: it stays per lane.
             Opcode::Mov => !escapes[t],
@@ -161,13 +162,14 @@ pub fn make_uniform(func: &mut Function) -> Result<UniformityStats, FrontError> 
         }
     }
 
-    // Linear phis that must become per-lane: only where both CFGs agree.
+    // Linear phis that become per-lane: their operands follow the linear predecessors as they
+    // were, which must have been the logical ones (the lowering makes linear phis only there).
     for b in func.block_ids() {
         for inst in func.block(b).insts.iter().take_while(|i| i.op.is_phi()) {
             let t = inst.defs[0].temp.index();
             if inst.op == Opcode::LinearPhi
                 && !uniform[t]
-                && cfg2.logical.preds[b.index()] != cfg2.linear.preds[b.index()]
+                && cfg.logical.preds[b.index()] != cfg.linear.preds[b.index()]
             {
                 return Err(internal(format!(
                     "linear phi {} at {b} is not uniform where the CFGs differ",
@@ -179,11 +181,7 @@ pub fn make_uniform(func: &mut Function) -> Result<UniformityStats, FrontError> 
 
     // 3. Temporal divergence: linear values read after a divergent loop go through a copy.
     let will_be_linear = |func: &Function, t: usize| -> bool {
-        uniform[t]
-            || def_op[t].is_some_and(|(b, i)| {
-                let inst = &func.block(b).insts[i];
-                inst.writes_all_lanes() || inst.op == Opcode::LinearPhi
-            })
+        uniform[t] || def_op[t].is_some_and(|(b, i)| func.block(b).insts[i].writes_all_lanes())
     };
     let v1 = func.target.class(GenericTarget::V, 1);
     let s1 = func.target.class(GenericTarget::S, 1);
