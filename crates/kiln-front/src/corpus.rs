@@ -179,12 +179,16 @@ pub fn summarize(verdicts: &[Verdict]) -> String {
         ));
     }
     s.push_str(&format!(
-        "loop-header branches (the `if` ending a loop header whose region ends in a `break` of that loop): {} uniform, {} divergent\n",
+        "loop-header branches (the `if` ending a loop's header that controls a `break` of it): {} uniform, {} divergent\n",
         exits.header.0, exits.header.1
     ));
     s.push_str(&format!(
-        "all loop-exit branches (any `if` on a non-constant condition whose region ends in a `break` of its own loop): {} uniform, {} divergent\n",
+        "all loop-exit branches (every `if` that controls a `break` of its loop: the innermost on a non-constant condition around it): {} uniform, {} divergent\n",
         exits.all.0, exits.all.1
+    ));
+    s.push_str(&format!(
+        "loops (single-pass loops left out): {} left by all lanes at once, {} divergent\n",
+        exits.loops.0, exits.loops.1
     ));
     let mut by_count = |title: &str, m: &BTreeMap<String, usize>| {
         if m.is_empty() {

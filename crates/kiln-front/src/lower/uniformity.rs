@@ -325,17 +325,19 @@ pub fn make_uniform(func: &mut Function) -> Result<UniformityStats, FrontError> 
 /// Branches that decide loop exits, counted (uniform, divergent) two ways.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ExitBranches {
-    /// `if`s ending a loop's header block whose then or else region directly ends in a `break`
-    /// of that loop: the condition of `for`/`while` loops (naga's `if !cond { break }` at the
-    /// top of the body). Single-pass loops (the lowering's loops around switches and early
-    /// returns, whose latch is reached only past an `if` on a constant that breaks) are left
-    /// out.
+    /// `if`s ending a loop's header block that control a `break` of that loop (below): the
+    /// condition of `for`/`while` loops (naga's `if cond {} else { break }` at the top of the
+    /// body). Single-pass loops (the lowering's loops around switches and early returns, whose
+    /// latch is reached only past an `if` on a constant that breaks) are left out.
     pub header: (usize, usize),
-    /// Every `if` whose then or else region directly (innermost enclosing `if`) ends in a
-    /// `break` of the loop the `if` is in — header branches, `break if`, breaks in the body,
-    /// switch cases and the early-return checks — not counting `if`s on a constant (the
-    /// lowering's wrappers around jumps).
+    /// Every `if` that controls a `break` of the loop it is in: the innermost `if` on a
+    /// non-constant condition enclosing the `break` (the lowering's `if`s on a constant around
+    /// jumps are skipped) — header branches, `break if`, breaks in the body, switch cases and
+    /// the early-return checks.
     pub all: (usize, usize),
+    /// Loops (single-pass loops left out) left by all lanes at once, and divergent loops (some
+    /// `break` divergent: liveness extends per-lane values leaving them across the loop).
+    pub loops: (usize, usize),
 }
 
 impl std::ops::Add for ExitBranches {
@@ -344,6 +346,7 @@ impl std::ops::Add for ExitBranches {
         ExitBranches {
             header: (self.header.0 + o.header.0, self.header.1 + o.header.1),
             all: (self.all.0 + o.all.0, self.all.1 + o.all.1),
+            loops: (self.loops.0 + o.loops.0, self.loops.1 + o.loops.1),
         }
     }
 }
@@ -360,6 +363,15 @@ pub fn loop_exit_branches(func: &Function) -> ExitBranches {
         by_then[i.then_start.index()] = Some(k);
     }
     let mut counted = vec![false; cfg.ifs.len()];
+    let constant_cond: Vec<bool> = cfg
+        .ifs
+        .iter()
+        .map(|i| {
+            func.block(i.head)
+                .terminator()
+                .is_some_and(|t| t.operands[0].temp_id().is_none())
+        })
+        .collect();
     let mut stack: Vec<usize> = Vec::new();
     for (b, (then_of, block)) in by_then.iter().zip(&func.blocks).enumerate() {
         while stack.last().is_some_and(|&k| cfg.ifs[k].endif.index() <= b) {
@@ -369,7 +381,13 @@ pub fn loop_exit_branches(func: &Function) -> ExitBranches {
             stack.push(k);
         }
         let is_break = block.terminator().is_some_and(|t| t.op == Opcode::Break);
-        if let (true, Some(&k)) = (is_break, stack.last()) {
+        // The controlling `if`: the innermost one on a non-constant condition (the lowering
+        // wraps jumps that must not end a region in `if` on a constant).
+        let controlling = stack
+            .iter()
+            .rev()
+            .find(|&&k| constant_cond.get(k) != Some(&true));
+        if let (true, Some(&k)) = (is_break, controlling) {
             let head = cfg.ifs[k].head;
             if cfg.loop_of[head.index()] == cfg.loop_of[b] {
                 counted[k] = true;
@@ -377,6 +395,13 @@ pub fn loop_exit_branches(func: &Function) -> ExitBranches {
         }
     }
     let mut out = ExitBranches::default();
+    for l in cfg.loops.iter().filter(|l| !single_pass(func, &cfg, l)) {
+        if l.divergent {
+            out.loops.1 += 1;
+        } else {
+            out.loops.0 += 1;
+        }
+    }
     for (_, info) in cfg.ifs.iter().enumerate().filter(|(k, _)| counted[*k]) {
         let term = func.block(info.head).terminator().expect("if");
         if term.operands[0].temp_id().is_none() {
