@@ -64,7 +64,8 @@ fn whole_corpus_lowers() {
 }
 
 /// Differential check of the uniformity pass: shaders with loops, lowered with and without it,
-/// give the same outputs bit for bit in the interpreter (16 lanes, ordinary per-lane inputs).
+/// give the same outputs bit for bit in the interpreter (16 lanes, ordinary per-lane inputs),
+/// and every value it put in the uniform file is the same in all lanes that computed it.
 #[test]
 fn uniformity_pass_keeps_the_meaning_of_corpus_shaders() {
     use kiln_front::{LowerOptions, Source, entry_points, lower_entry_point_with, parse};
@@ -106,6 +107,16 @@ fn uniformity_pass_keeps_the_meaning_of_corpus_shaders() {
             };
             let b = b.unwrap_or_else(|e| panic!("{} [{name}]: {e}", path.display()));
             assert_eq!(a, b, "{} [{name}]", path.display());
+            // Every uniform-file value agrees across the lanes that computed it.
+            let in_s = |t: kiln_ir::Temp| uniform.class(t).file == kiln_ir::GenericTarget::S;
+            let report = kiln_interp::uniform_check::check_uniform(&uniform, &env, &in_s)
+                .unwrap_or_else(|e| panic!("{} [{name}]: {e}", path.display()));
+            assert!(
+                report.violations.is_empty(),
+                "{} [{name}]: {}",
+                path.display(),
+                report.violations[0]
+            );
             compared += 1;
             uniform_branches += kiln_front::lower::uniformity::loop_exit_branches(&uniform)
                 .all

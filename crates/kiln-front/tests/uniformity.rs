@@ -60,6 +60,14 @@ fn check(src: &str, want: impl Fn([f32; 4]) -> [f32; 4]) -> Function {
             kiln_ir::print_function(&f)
         );
     }
+    // Every uniform-file value agrees across the lanes that computed it, instance by instance.
+    let env = Env::from_slots(&f, LANES, |s| match s {
+        Slot::Input { slot, lane } => x(lane)[(slot % 4) as usize].to_bits(),
+        Slot::Uniform(_) => PROGRESS.to_bits(),
+    });
+    let in_s = |t: kiln_ir::Temp| f.class(t).file == GenericTarget::S;
+    let report = kiln_interp::uniform_check::check_uniform(&f, &env, &in_s).expect("runs");
+    assert!(report.violations.is_empty(), "{}", report.violations[0]);
     // One application reaches the fixpoint.
     let mut again = f.clone();
     let stats = make_uniform(&mut again).expect("runs");

@@ -17,6 +17,7 @@ pub mod out_of_ssa;
 pub mod semantics;
 pub mod storage;
 pub mod texture;
+pub mod uniform_check;
 
 pub use diff::{Mismatch, compare, run};
 pub use texture::Texture;

@@ -1,152 +1,23 @@
-//! Soundness of the divergence analysis against the interpreter: run a program in SSA mode with
-//! different values per lane and record every dynamic instance of every definition (the lanes
-//! active when it ran and the values they wrote). Every temp the analysis calls uniform must
-//! have one value across those lanes in each instance. A deliberate mutation (claiming a
-//! temporally divergent value uniform) shows that the check fails when the claim is wrong.
+//! Soundness of the divergence analysis against the interpreter
+//! ([`kiln_interp::uniform_check`]): every temp the analysis calls uniform has one value across
+//! the lanes that ran each dynamic instance of its definition, on generated programs run with
+//! different values per lane. A deliberate mutation (claiming a temporally divergent value
+//! uniform) shows that the check fails when the claim is wrong.
 
 use kiln_analysis::Divergence;
 use kiln_interp::Env;
-use kiln_interp::exec::Machine;
-use kiln_interp::storage::{SsaStorage, Storage};
+use kiln_interp::uniform_check::check_uniform;
 use kiln_ir::generate::{GenConfig, generate};
-use kiln_ir::{Cfg, Function, Inst, PhysReg, Temp};
+use kiln_ir::{Cfg, Function, Temp};
 
-/// An SSA storage that checks claimed-uniform temps instance by instance.
-struct Checker<'c> {
-    inner: SsaStorage,
-    lanes: usize,
-    claims: &'c dyn Fn(Temp) -> bool,
-    sizes: Vec<usize>,
-    /// Per temp: lanes active in its current instance, and their values.
-    mask: Vec<u64>,
-    values: Vec<Vec<Option<u32>>>,
-    violations: Vec<String>,
-    /// Instances of claimed-uniform temps where two or more lanes wrote a value.
-    checked: usize,
-    /// Instances of other temps where lanes disagreed (the inputs do vary).
-    disagreeing: usize,
-}
-
-impl<'c> Checker<'c> {
-    fn new(func: &Function, lanes: usize, claims: &'c dyn Fn(Temp) -> bool) -> Self {
-        Checker {
-            inner: SsaStorage::new(func, lanes),
-            lanes,
-            claims,
-            sizes: func.temps.iter().map(|c| c.size as usize).collect(),
-            mask: vec![0; func.temps.len()],
-            values: vec![Vec::new(); func.temps.len()],
-            violations: Vec::new(),
-            checked: 0,
-            disagreeing: 0,
-        }
-    }
-
-    /// Checks the finished instance of `t`.
-    fn flush(&mut self, t: Temp) {
-        let vals = std::mem::take(&mut self.values[t.index()]);
-        if vals.is_empty() {
-            return;
-        }
-        let mut differ = false;
-        let mut multi = false;
-        for u in 0..self.sizes[t.index()] {
-            let seen: Vec<u32> = (0..self.lanes)
-                .filter(|&l| self.mask[t.index()] & (1 << l) != 0)
-                .filter_map(|l| vals[u * self.lanes + l])
-                .collect();
-            multi |= seen.len() > 1;
-            differ |= seen.iter().any(|v| *v != seen[0]);
-        }
-        if (self.claims)(t) {
-            if multi {
-                self.checked += 1;
-            }
-            if differ {
-                self.violations.push(format!(
-                    "{t} is claimed uniform but its lanes differ: {vals:x?}"
-                ));
-            }
-        } else if differ {
-            self.disagreeing += 1;
-        }
-    }
-
-    fn finish(&mut self) {
-        for t in 0..self.values.len() {
-            self.flush(Temp::new(t));
-        }
-    }
-}
-
-impl Storage for Checker<'_> {
-    fn read(
-        &self,
-        t: Temp,
-        reg: Option<PhysReg>,
-        lane: usize,
-        unit: usize,
-    ) -> Result<Option<u32>, String> {
-        self.inner.read(t, reg, lane, unit)
-    }
-
-    fn write(
-        &mut self,
-        t: Temp,
-        reg: Option<PhysReg>,
-        lane: usize,
-        unit: usize,
-        v: Option<u32>,
-    ) -> Result<(), String> {
-        if self.mask[t.index()] & (1 << lane) != 0 {
-            let slot = &mut self.values[t.index()];
-            if slot.is_empty() {
-                slot.resize(self.sizes[t.index()] * self.lanes, None);
-            }
-            slot[unit * self.lanes + lane] = v;
-        }
-        self.inner.write(t, reg, lane, unit, v)
-    }
-
-    fn executed(&mut self, inst: &Inst, active: u64) {
-        for d in &inst.defs {
-            self.flush(d.temp);
-            self.mask[d.temp.index()] = active;
-        }
-    }
-}
-
-/// Outcome of checking one run: violations, checked instances, disagreeing instances; `None`
-/// when the run itself failed.
+/// Violations, checked instances and disagreeing instances; `None` when the run failed.
 fn check_run(
     func: &Function,
     env: &Env,
     claims: &dyn Fn(Temp) -> bool,
 ) -> Option<(Vec<String>, usize, usize)> {
-    let mut checker = Checker::new(func, env.lanes, claims);
-    let machine = Machine::new(func, env, &mut checker).ok()?;
-    machine.run().ok()?;
-    checker.finish();
-    Some((checker.violations, checker.checked, checker.disagreeing))
-}
-
-impl Storage for &mut Checker<'_> {
-    fn read(&self, t: Temp, r: Option<PhysReg>, l: usize, u: usize) -> Result<Option<u32>, String> {
-        (**self).read(t, r, l, u)
-    }
-    fn write(
-        &mut self,
-        t: Temp,
-        r: Option<PhysReg>,
-        l: usize,
-        u: usize,
-        v: Option<u32>,
-    ) -> Result<(), String> {
-        (**self).write(t, r, l, u, v)
-    }
-    fn executed(&mut self, inst: &Inst, active: u64) {
-        (**self).executed(inst, active)
-    }
+    let r = check_uniform(func, env, claims).ok()?;
+    Some((r.violations, r.checked, r.disagreeing))
 }
 
 #[test]
