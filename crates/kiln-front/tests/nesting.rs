@@ -124,3 +124,19 @@ fn nesting_added_by_inlining_is_bounded_too() {
         );
     });
 }
+
+/// SPIR-V has no text to scan: naga's block nesting is checked before validation. The binary
+/// is the GLSL shader of `nested_ifs(260)` written out by naga's SPIR-V back end.
+#[test]
+fn deep_spirv_is_unsupported() {
+    on_big_stack(|| {
+        let path =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/nested260.frag.spv");
+        let source = Source::from_path(&path, std::fs::read(&path).expect("fixture")).expect("spv");
+        let e = lower(&source).map(|_| ()).unwrap_err();
+        assert_eq!(
+            e.reason(),
+            format!("unsupported: nesting deeper than {MAX_NESTING}")
+        );
+    });
+}
