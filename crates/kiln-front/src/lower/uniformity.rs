@@ -133,7 +133,7 @@ pub fn make_uniform(func: &mut Function) -> Result<UniformityStats, FrontError> 
             Opcode::Mov => !escapes[t],
             _ => inst.defs.len() == 1,
         };
-        *slot = ok_op && func.temps[t].size == 1 && dv.is_uniform(Temp::new(t));
+        *slot = ok_op && func.class(Temp::new(t)).size == 1 && dv.is_uniform(Temp::new(t));
     }
     let operands_ok = |func: &Function, uniform: &[bool], t: usize| -> bool {
         let (b, i) = def_op[t].expect("defined");
@@ -206,7 +206,7 @@ pub fn make_uniform(func: &mut Function) -> Result<UniformityStats, FrontError> 
     }
     for &(_, _, _, t) in &escaping {
         copy_of.entry(t).or_insert_with(|| {
-            let size = func.temps[t.index()].size;
+            let size = func.class(t).size;
             let class = func.target.class(GenericTarget::V, size);
             func.new_temp(class)
         });
@@ -235,7 +235,7 @@ pub fn make_uniform(func: &mut Function) -> Result<UniformityStats, FrontError> 
         if def_op[t].is_none() {
             continue;
         }
-        let c = func.temps[t];
+        let c = func.class(Temp::new(t));
         if uniform[t] && !is_uniform_file(func, c) {
             func.temps[t] = s1;
             stats.temps_made_uniform += 1;
@@ -275,7 +275,7 @@ pub fn make_uniform(func: &mut Function) -> Result<UniformityStats, FrontError> 
                 let Some(t) = func.block(b).insts[i].operands[k].temp_id() else {
                     continue;
                 };
-                if !is_uniform_file(func, func.temps[t.index()]) {
+                if !is_uniform_file(func, func.class(t)) {
                     continue;
                 }
                 let p = cfg2.logical.preds[b.index()][k];
