@@ -168,3 +168,35 @@ fn lower_prints_verified_ir_or_an_unsupported_diagnostic() {
     );
     std::fs::remove_dir_all(&dir).ok();
 }
+
+#[test]
+fn corpus_lower_survives_deep_nesting() {
+    let dir = std::env::temp_dir().join(format!("kiln-deep-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for n in [200usize, 1000, 3000] {
+        let mut s = String::from(
+            "#version 450\nlayout(location = 0) in vec4 x;\nlayout(location = 0) out vec4 o;\nvoid main() {\nfloat s = 0.0;\n",
+        );
+        for i in 0..n {
+            s += &format!("if (x.x > {i}.0) {{ s += 1.0;\n");
+        }
+        s += &"}".repeat(n);
+        s += "\no = vec4(s);\n}\n";
+        std::fs::write(dir.join(format!("nest{n}.frag")), s).unwrap();
+    }
+    let out = kiln(
+        &["corpus", "lower", dir.to_str().unwrap(), "-j", "2", "--run"],
+        None,
+    );
+    std::fs::remove_dir_all(&dir).ok();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.contains("3 entry points: 1 lowered and verified"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("2  unsupported: nesting deeper than 256"),
+        "{stdout}"
+    );
+}

@@ -2,7 +2,7 @@
 
 use clap::{Args, Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
-use kiln_front::corpus::{Outcome, lower_file, shader_files, summarize};
+use kiln_front::corpus::{Checked, Outcome, lower_file, shader_files, summarize};
 
 use kiln_front::{FrontError, Source, lower_entry_point, parse};
 use miette::{Diagnostic, NamedSource, SourceSpan};
@@ -50,12 +50,16 @@ pub struct CorpusLowerArgs {
     pub run: bool,
 }
 
+/// Stack of each corpus worker thread.
+const WORKER_STACK: usize = 256 << 20;
+
 /// Runs a lowered function on ordinary per-lane inputs and uniform words.
-fn run_check(f: &kiln_ir::Function) -> Result<(), String> {
+fn run_check(f: &kiln_ir::Function) -> Result<Checked, String> {
     let mut env = kiln_interp::Env::with_ordinary_values(f, 16);
     env.step_limit = 2_000_000;
     match kiln_interp::run_ssa(f, &env) {
-        Ok(_) | Err(kiln_interp::InterpError::StepLimit { .. }) => Ok(()),
+        Ok(_) => Ok(Checked::Passed),
+        Err(kiln_interp::InterpError::StepLimit { .. }) => Ok(Checked::StepLimit),
         Err(e) => Err(format!("interpreter: {e}")),
     }
 }
@@ -86,6 +90,20 @@ fn diagnostic(source: &Source, e: FrontError) -> miette::Report {
 }
 
 pub fn lower(args: LowerArgs) -> miette::Result<()> {
+    // The same stack as a corpus worker, so that whatever the corpus lowers, this lowers too.
+    std::thread::Builder::new()
+        .stack_size(WORKER_STACK)
+        .spawn(move || lower_on_this_thread(args))
+        .map_err(|e| miette::miette!("cannot start the lowering thread: {e}"))?
+        .join()
+        .unwrap_or_else(|_| {
+            Err(miette::miette!(
+                "internal error: the lowering thread panicked"
+            ))
+        })
+}
+
+fn lower_on_this_thread(args: LowerArgs) -> miette::Result<()> {
     let bytes = std::fs::read(&args.shader)
         .map_err(|e| miette::miette!("cannot read {}: {e}", args.shader.display()))?;
     let source = Source::from_path(&args.shader, bytes).map_err(|e| miette::miette!("{e}"))?;
@@ -121,8 +139,11 @@ pub fn corpus(cmd: CorpusCommand) -> miette::Result<()> {
     if files.is_empty() {
         return Err(miette::miette!("no shaders under {}", args.dir.display()));
     }
+    // naga and the lowering recurse per nesting level; both bound it (`nesting`), and large
+    // worker stacks leave room for the deepest accepted shader (rayon's default is 2 MiB).
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(args.jobs.unwrap_or(0))
+        .stack_size(WORKER_STACK)
         .build()
         .map_err(|e| miette::miette!("{e}"))?;
     let bar = ProgressBar::new(files.len() as u64);
@@ -164,7 +185,7 @@ pub fn corpus(cmd: CorpusCommand) -> miette::Result<()> {
     print!("{}", summarize(&verdicts));
     let mut times: Vec<f64> = verdicts
         .iter()
-        .filter(|v| v.outcome == Outcome::Lowered)
+        .filter(|v| matches!(v.outcome, Outcome::Lowered | Outcome::StepLimit))
         .map(|v| v.seconds)
         .collect();
     times.sort_by(f64::total_cmp);

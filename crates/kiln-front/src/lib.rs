@@ -9,12 +9,14 @@
 //! naga's control flow becomes kiln's structured if/loop/break/continue.
 
 pub mod corpus;
+pub mod glsl_globals;
 pub mod interface;
 pub mod lower;
+pub mod nesting;
 pub mod parse;
 
 pub use interface::Interface;
-pub use lower::{Lowered, lower_entry_point};
+pub use lower::{LowerOptions, Lowered, lower_entry_point, lower_entry_point_with};
 pub use parse::{Language, Parsed, Source, parse};
 
 use std::ops::Range;

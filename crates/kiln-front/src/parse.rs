@@ -60,6 +60,9 @@ impl Source {
 pub struct Parsed {
     pub module: naga::Module,
     pub info: ModuleInfo,
+    /// GLSL only: file-scope declarators written with an initialiser, with the span of each
+    /// name ([`crate::glsl_globals`]); naga drops initialisers it cannot make constant.
+    pub initialised_globals: Vec<(String, std::ops::Range<usize>)>,
 }
 
 /// Parses and validates; naga's panics become errors.
@@ -78,12 +81,14 @@ fn parse_inner(source: &Source) -> Result<Parsed, FrontError> {
         Language::Wgsl => {
             let text = std::str::from_utf8(&source.bytes)
                 .map_err(|e| FrontError::Input(format!("{}: not UTF-8: {e}", source.name)))?;
+            crate::nesting::check_text(text)?;
             naga::front::wgsl::parse_str(text)
                 .map_err(|e| FrontError::Parse(e.emit_to_string(text)))?
         }
         Language::Glsl(stage) => {
             let text = std::str::from_utf8(&source.bytes)
                 .map_err(|e| FrontError::Input(format!("{}: not UTF-8: {e}", source.name)))?;
+            crate::nesting::check_text(text)?;
             naga::front::glsl::Frontend::default()
                 .parse(&naga::front::glsl::Options::from(stage), text)
                 .map_err(|e| FrontError::Parse(e.emit_to_string(text)))?
@@ -93,6 +98,11 @@ fn parse_inner(source: &Source) -> Result<Parsed, FrontError> {
                 .map_err(|e| FrontError::Parse(format!("{e}")))?
         }
     };
+    crate::nesting::check_module(&module)?;
+    let initialised_globals = match (source.language, source.text()) {
+        (Language::Glsl(_), Some(text)) => crate::glsl_globals::initialised_globals(text),
+        _ => Vec::new(),
+    };
     let info = Validator::new(ValidationFlags::all(), Capabilities::all())
         .validate(&module)
         .map_err(|e| {
@@ -101,7 +111,11 @@ fn parse_inner(source: &Source) -> Result<Parsed, FrontError> {
                 None => format!("{}", e.into_inner()),
             })
         })?;
-    Ok(Parsed { module, info })
+    Ok(Parsed {
+        module,
+        info,
+        initialised_globals,
+    })
 }
 
 /// The message of a caught panic.

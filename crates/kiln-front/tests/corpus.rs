@@ -62,3 +62,71 @@ fn whole_corpus_lowers() {
         .count();
     assert!(lowered * 100 >= verdicts.len() * 98, "{summary}");
 }
+
+/// Differential check of the uniformity pass: shaders with loops, lowered with and without it,
+/// give the same outputs bit for bit in the interpreter (16 lanes, ordinary per-lane inputs),
+/// and every value it put in the uniform file is the same in all lanes that computed it.
+#[test]
+fn uniformity_pass_keeps_the_meaning_of_corpus_shaders() {
+    use kiln_front::{LowerOptions, Source, entry_points, lower_entry_point_with, parse};
+    let files: Vec<PathBuf> = shader_files(&corpus())
+        .into_iter()
+        .filter(|f| {
+            std::fs::read_to_string(f).is_ok_and(|t| t.contains("loop") || t.contains("for ("))
+        })
+        .step_by(8)
+        .collect();
+    let (mut compared, mut uniform_branches) = (0, 0);
+    for path in &files {
+        let Ok(source) = Source::from_path(path, std::fs::read(path).unwrap()) else {
+            continue;
+        };
+        let Ok(parsed) = parse(&source) else { continue };
+        for (name, stage) in entry_points(&parsed.module) {
+            let lower = |uniformity| {
+                lower_entry_point_with(
+                    &parsed,
+                    Some(stage),
+                    Some(&name),
+                    LowerOptions { uniformity },
+                )
+                .map(|l| l.function)
+            };
+            let (Ok(plain), Ok(uniform)) = (lower(false), lower(true)) else {
+                continue;
+            };
+            kiln_ir::verify(&uniform).unwrap_or_else(|e| panic!("{}: {}", path.display(), e[0]));
+            let mut env = kiln_interp::Env::with_ordinary_values(&plain, 16);
+            env.merge_missing(kiln_interp::Env::with_ordinary_values(&uniform, 16));
+            env.step_limit = 100_000;
+            let (Ok(a), b) = (
+                kiln_interp::run_ssa(&plain, &env),
+                kiln_interp::run_ssa(&uniform, &env),
+            ) else {
+                continue;
+            };
+            let b = b.unwrap_or_else(|e| panic!("{} [{name}]: {e}", path.display()));
+            assert_eq!(a, b, "{} [{name}]", path.display());
+            // Every uniform-file value agrees across the lanes that computed it.
+            let in_s = |t: kiln_ir::Temp| uniform.class(t).file == kiln_ir::GenericTarget::S;
+            let report = kiln_interp::uniform_check::check_uniform(&uniform, &env, &in_s)
+                .unwrap_or_else(|e| panic!("{} [{name}]: {e}", path.display()));
+            assert!(
+                report.violations.is_empty(),
+                "{} [{name}]: {}",
+                path.display(),
+                report.violations[0]
+            );
+            compared += 1;
+            uniform_branches += kiln_front::lower::uniformity::loop_exit_branches(&uniform)
+                .all
+                .0;
+        }
+    }
+    println!("{compared} shaders compared, {uniform_branches} uniform loop-exit branches");
+    assert!(compared > 30, "{compared} shaders compared");
+    assert!(
+        uniform_branches > 20,
+        "{uniform_branches} uniform loop-exit branches"
+    );
+}

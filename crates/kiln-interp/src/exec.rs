@@ -231,6 +231,7 @@ impl<'a, S: Storage> Machine<'a, S> {
                 let next = self.terminator(b, i, inst)?;
                 return Ok(next);
             }
+            self.storage.executed(inst, self.exec);
             self.inst(b, i, inst)?;
         }
         Err(self.err(b, insts.len(), "block has no terminator"))
@@ -322,6 +323,7 @@ impl<'a, S: Storage> Machine<'a, S> {
     fn phis(&mut self, b: Block, phis: &[Inst]) -> Result<(), InterpError> {
         let mut writes = Vec::new();
         for (i, inst) in phis.iter().enumerate() {
+            self.storage.executed(inst, self.exec);
             let mask = self.write_mask(inst);
             if inst.op == Opcode::Phi {
                 let d = inst.defs[0];

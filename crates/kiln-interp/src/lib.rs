@@ -16,6 +16,7 @@ pub mod exec;
 pub mod out_of_ssa;
 pub mod storage;
 pub mod texture;
+pub mod uniform_check;
 
 pub use diff::{Mismatch, compare, run};
 pub use texture::Texture;

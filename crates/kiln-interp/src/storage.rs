@@ -20,6 +20,9 @@ pub trait Storage {
         unit: usize,
         v: Option<u32>,
     ) -> Result<(), String>;
+    /// Called before each instruction (phis included) runs, with the lanes active for it; its
+    /// writes follow. Observers (the divergence soundness test) record dynamic instances here.
+    fn executed(&mut self, _inst: &kiln_ir::Inst, _active: u64) {}
 }
 
 /// SSA mode: every temp has its own slot per lane.

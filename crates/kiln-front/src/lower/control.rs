@@ -4,7 +4,7 @@ use super::{Defs, FnCx, LoopFrame, LoopKind, Lowerer, Ptr, RetMode, Root, Val, V
 use crate::FrontError;
 use kiln_ir::{Block, Inst, Opcode, Operand, Temp, Value};
 use naga::{Handle, Statement};
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 
 /// The else side of a structured if: told whether it must reach the endif.
 type Side<'m, 'f, 'a> =
@@ -62,7 +62,7 @@ impl<'m, 'f> Lowerer<'m, 'f> {
         };
         let flag = self.new_var(1, vec![Operand::constant(0)]);
         cx.ret = RetMode::Loop { value, flag };
-        self.open_loop(LoopKind::Return, None, None);
+        self.open_loop(LoopKind::Return, None, None, Some(&BTreeSet::new()));
         self.block(&mut cx, &f.body)?;
         self.finish_single_pass(&mut cx)?;
         self.close_loop()?;
@@ -80,6 +80,19 @@ impl<'m, 'f> Lowerer<'m, 'f> {
         Ok(false)
     }
 
+    /// Bounds the lowering's recursion: inlining stacks the nesting of callees on their call
+    /// sites, and the lowering adds regions of its own (single-pass loops, wrapped jumps), so
+    /// the bound on open regions is a multiple of the source bound.
+    fn check_depth(&self) -> Result<(), FrontError> {
+        let max = crate::nesting::MAX_NESTING;
+        if self.regions.len() > 3 * max {
+            return Err(FrontError::unsupported(format!(
+                "nesting deeper than {max} (after inlining calls)"
+            )));
+        }
+        Ok(())
+    }
+
     /// Lowers a block as a region of its own.
     fn region(
         &mut self,
@@ -87,6 +100,7 @@ impl<'m, 'f> Lowerer<'m, 'f> {
         block: &'m naga::Block,
         must_fall_through: bool,
     ) -> Result<(), FrontError> {
+        self.check_depth()?;
         self.regions.push(must_fall_through);
         let r = self.block(cx, block);
         self.regions.pop();
@@ -326,19 +340,29 @@ impl<'m, 'f> Lowerer<'m, 'f> {
         }
     }
 
-    /// Opens a kiln loop with a phi per component of every live variable.
+    /// Opens a kiln loop with a phi per component of every live variable in `assigned` (all
+    /// live variables when `None`), created in one batch in the new, empty header. Single-pass
+    /// loops pass an empty set: their back edge is never taken.
     fn open_loop(
         &mut self,
         kind: LoopKind,
         continuing: Option<&'m naga::Block>,
         break_if: Option<Handle<naga::Expression>>,
+        assigned: Option<&BTreeSet<Var>>,
     ) {
         let pre = self.defs.clone();
         let preheader = self.b.current_block();
         let scope = self.b.begin_loop();
         let mut header_phis = Vec::new();
         let c = self.v1();
-        let vars: Vec<Var> = self.defs.keys().copied().collect();
+        let vars: Vec<Var> = match assigned {
+            Some(set) => set
+                .iter()
+                .copied()
+                .filter(|v| self.defs.contains_key(v))
+                .collect(),
+            None => self.defs.keys().copied().collect(),
+        };
         for var in vars {
             let n = self.defs[&var].len();
             for k in 0..n {
@@ -357,6 +381,7 @@ impl<'m, 'f> Lowerer<'m, 'f> {
             breaks: Vec::new(),
             continuing,
             break_if,
+            continue_flag: None,
         });
         // The loop body's last block must end in `continue`: top-level jumps are wrapped.
         self.regions.push(true);
@@ -373,22 +398,44 @@ impl<'m, 'f> Lowerer<'m, 'f> {
         // Header phi operands: the preheader, then the back edges in block order.
         let mut back = frame.back;
         back.sort_by_key(|(b, _)| *b);
+        let header = kiln_ir::Block(frame.preheader.0 + 1);
+        if frame.kind == LoopKind::Naga {
+            // Variables without a header phi must come back unchanged (the assignment scan
+            // found every store of the loop).
+            for (var, comps) in &frame.pre {
+                if frame.header_phis.iter().any(|(v, _, _)| v == var) {
+                    continue;
+                }
+                if back
+                    .iter()
+                    .any(|(_, d)| d.get(var).is_some_and(|c| c != comps))
+                {
+                    return Err(FrontError::Internal(format!(
+                        "a loop assigns variable {var} that its assignment scan missed"
+                    )));
+                }
+            }
+        }
+        let index: HashMap<Temp, usize> = self
+            .b
+            .func
+            .block(header)
+            .insts
+            .iter()
+            .enumerate()
+            .take_while(|(_, i)| i.op.is_phi())
+            .map(|(k, i)| (i.defs[0].temp, k))
+            .collect();
         for &(var, k, t) in &frame.header_phis {
             let mut ops = vec![self.per_lane_at_end(frame.preheader, frame.pre[&var][k])];
             for (blk, defs) in &back {
                 let v = defs.get(&var).map_or(Operand::constant(0), |d| d[k]);
                 ops.push(self.per_lane_at_end(*blk, v));
             }
-            let header = &mut self
-                .b
-                .func
-                .block_mut(kiln_ir::Block(frame.preheader.0 + 1))
-                .insts;
-            let phi = header
-                .iter_mut()
-                .find(|i| i.defs.first().is_some_and(|d| d.temp == t))
-                .expect("header phi");
-            phi.operands = ops.into();
+            let at = *index.get(&t).ok_or_else(|| {
+                FrontError::Internal(format!("header phi {t} of variable {var} is lost"))
+            })?;
+            self.b.func.block_mut(header).insts[at].operands = ops.into();
         }
         let mut breaks = frame.breaks;
         breaks.sort_by_key(|(b, _)| *b);
@@ -496,7 +543,14 @@ impl<'m, 'f> Lowerer<'m, 'f> {
         continuing: &'m naga::Block,
         break_if: Option<Handle<naga::Expression>>,
     ) -> Result<(), FrontError> {
-        self.open_loop(LoopKind::Naga, Some(continuing), break_if);
+        self.check_depth()?;
+        let assigned = self.assigned_vars(cx, &[body, continuing]);
+        self.open_loop(
+            LoopKind::Naga,
+            Some(continuing),
+            break_if,
+            assigned.as_ref(),
+        );
         self.block(cx, body)?;
         if !self.b.is_terminated() {
             self.continue_path(cx)?;
@@ -588,11 +642,20 @@ impl<'m, 'f> Lowerer<'m, 'f> {
     fn jump_inner(&mut self, cx: &mut FnCx<'m>, kind: Jump) -> Result<(), FrontError> {
         match kind {
             Jump::Continue => {
-                let innermost = self.loops.last().map(|f| f.kind);
-                if innermost != Some(LoopKind::Naga) {
-                    return Err(FrontError::unsupported("continue inside a switch"));
+                let Some(frame) = self.loops.last() else {
+                    return Err(FrontError::Internal("continue outside a loop".into()));
+                };
+                match (frame.kind, frame.continue_flag) {
+                    (LoopKind::Naga, _) => self.continue_path(cx),
+                    // Inside a switch: leave it with the flag set; the continue follows it.
+                    (LoopKind::Switch, Some(flag)) => {
+                        self.defs.insert(flag, vec![Operand::constant(u32::MAX)]);
+                        self.jump_to_frame(cx, Jump::Break, None)
+                    }
+                    _ => Err(FrontError::Internal(
+                        "continue in a single-pass loop without a flag".into(),
+                    )),
                 }
-                self.continue_path(cx)
             }
             Jump::Break | Jump::Return => self.jump_to_frame(cx, kind, None),
         }
@@ -626,25 +689,28 @@ impl<'m, 'f> Lowerer<'m, 'f> {
         cases: &'m [naga::SwitchCase],
     ) -> Result<(), FrontError> {
         let sel = self.comps(cx, selector)?[0];
-        // Group empty fall-through cases with the case that follows.
-        let mut groups: Vec<(Vec<Option<u32>>, &'m naga::Block)> = Vec::new();
+        // Each group of values runs a sequence of case bodies: its own and, while a case falls
+        // through, the next ones (bodies are lowered again for every group that reaches them).
+        // Empty fall-through cases join the values of the case that follows.
+        let mut groups: Vec<(Vec<Option<u32>>, Vec<&'m naga::Block>)> = Vec::new();
         let mut pending: Vec<Option<u32>> = Vec::new();
-        for case in cases {
+        for (i, case) in cases.iter().enumerate() {
             let v = match case.value {
                 naga::SwitchValue::I32(v) => Some(v as u32),
                 naga::SwitchValue::U32(v) => Some(v),
                 naga::SwitchValue::Default => None,
             };
             pending.push(v);
-            if case.fall_through {
-                if !case.body.is_empty() {
-                    return Err(FrontError::unsupported(
-                        "switch case falling through after statements",
-                    ));
-                }
+            if case.fall_through && case.body.is_empty() && i + 1 < cases.len() {
                 continue;
             }
-            groups.push((std::mem::take(&mut pending), &case.body));
+            let mut bodies = vec![&case.body];
+            let mut k = i;
+            while cases[k].fall_through && k + 1 < cases.len() {
+                k += 1;
+                bodies.push(&cases[k].body);
+            }
+            groups.push((std::mem::take(&mut pending), bodies));
         }
         // The groups exclude each other, so their order in the chain is free, except that the
         // default (which may stand anywhere in naga's list) must come last: the chain's final
@@ -653,14 +719,31 @@ impl<'m, 'f> Lowerer<'m, 'f> {
             let default = groups.remove(d);
             groups.push(default);
         }
-        self.open_loop(LoopKind::Switch, None, None);
+        let continues = cases.iter().any(|c| contains_continue(&c.body));
+        let continue_flag = continues.then(|| self.new_var(1, vec![Operand::constant(0)]));
+        self.open_loop(LoopKind::Switch, None, None, Some(&BTreeSet::new()));
+        self.loops
+            .last_mut()
+            .expect("the switch loop")
+            .continue_flag = continue_flag;
         self.case_chain(cx, sel, &groups)?;
         self.finish_single_pass(cx)?;
         self.close_loop()?;
-        for (_, body) in &groups {
-            if contains_return(body) {
-                return self.propagate_return(cx, body);
-            }
+        if let Some(body) = cases.iter().map(|c| &c.body).find(|b| contains_return(b)) {
+            self.propagate_return(cx, body)?;
+        }
+        if let Some(flag) = continue_flag {
+            // Lanes that took a `continue` in the switch continue the enclosing loop now.
+            let f = self.defs[&flag][0];
+            let divergent = !self.is_uniform(&f);
+            let head = self.b.current_block();
+            let before = self.defs.clone();
+            let scope = self.b.begin_if(f, divergent);
+            self.regions.push(false);
+            self.jump_inner(cx, Jump::Continue)?;
+            self.regions.pop();
+            let endif = self.b.end_if(scope);
+            self.defs = self.merge(endif, &[(head, before.clone())], false, &before);
         }
         Ok(())
     }
@@ -682,9 +765,9 @@ impl<'m, 'f> Lowerer<'m, 'f> {
         &mut self,
         cx: &mut FnCx<'m>,
         sel: Operand,
-        groups: &[(Vec<Option<u32>>, &'m naga::Block)],
+        groups: &[(Vec<Option<u32>>, Vec<&'m naga::Block>)],
     ) -> Result<(), FrontError> {
-        let Some(((values, body), rest)) = groups.split_first() else {
+        let Some(((values, bodies), rest)) = groups.split_first() else {
             return Ok(());
         };
         if values.contains(&None) || rest.is_empty() {
@@ -692,13 +775,35 @@ impl<'m, 'f> Lowerer<'m, 'f> {
             if values.contains(&None) || !values.is_empty() {
                 let last_specific = !values.contains(&None);
                 if last_specific {
-                    return self.guarded_case(cx, sel, values, body, &[]);
+                    return self.guarded_case(cx, sel, values, bodies, &[]);
                 }
-                return self.region(cx, body, true);
+                return self.case_bodies(cx, bodies, true);
             }
             return Ok(());
         }
-        self.guarded_case(cx, sel, values, body, rest)
+        self.guarded_case(cx, sel, values, bodies, rest)
+    }
+
+    /// A case's bodies in sequence, as one region; each is lowered afresh (a body that a
+    /// case falls into is lowered for every case that reaches it).
+    fn case_bodies(
+        &mut self,
+        cx: &mut FnCx<'m>,
+        bodies: &[&'m naga::Block],
+        must_fall_through: bool,
+    ) -> Result<(), FrontError> {
+        self.check_depth()?;
+        self.regions.push(must_fall_through);
+        let mut r = Ok(false);
+        for body in bodies {
+            forget_emitted(cx, body);
+            r = self.block(cx, body);
+            if !matches!(r, Ok(false)) {
+                break;
+            }
+        }
+        self.regions.pop();
+        r.map(|_| ())
     }
 
     /// `if sel ∈ values { body } else { rest of the chain }`.
@@ -707,8 +812,8 @@ impl<'m, 'f> Lowerer<'m, 'f> {
         cx: &mut FnCx<'m>,
         sel: Operand,
         values: &[Option<u32>],
-        body: &'m naga::Block,
-        rest: &[(Vec<Option<u32>>, &'m naga::Block)],
+        bodies: &[&'m naga::Block],
+        rest: &[(Vec<Option<u32>>, Vec<&'m naga::Block>)],
     ) -> Result<(), FrontError> {
         let mut cond: Option<Operand> = None;
         for v in values.iter().flatten() {
@@ -719,7 +824,7 @@ impl<'m, 'f> Lowerer<'m, 'f> {
             });
         }
         let cond = cond.unwrap_or(Operand::constant(0));
-        let mut then_side = |lw: &mut Self, cx: &mut FnCx<'m>| lw.region(cx, body, false);
+        let mut then_side = |lw: &mut Self, cx: &mut FnCx<'m>| lw.case_bodies(cx, bodies, false);
         let mut else_side = |lw: &mut Self, cx: &mut FnCx<'m>, fall_through: bool| {
             lw.regions.push(fall_through);
             let r = lw.case_chain(cx, sel, rest);
@@ -815,7 +920,20 @@ fn has_early_return(body: &naga::Block) -> bool {
     })
 }
 
-fn contains_return(body: &naga::Block) -> bool {
+/// A naga `continue` of the enclosing loop (not inside a nested loop).
+fn contains_continue(body: &naga::Block) -> bool {
+    body.iter().any(|s| match s {
+        Statement::Continue => true,
+        Statement::Block(b) => contains_continue(b),
+        Statement::If { accept, reject, .. } => {
+            contains_continue(accept) || contains_continue(reject)
+        }
+        Statement::Switch { cases, .. } => cases.iter().any(|c| contains_continue(&c.body)),
+        _ => false,
+    })
+}
+
+pub(super) fn contains_return(body: &naga::Block) -> bool {
     body.iter().any(stmt_contains_return)
 }
 

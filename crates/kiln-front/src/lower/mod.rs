@@ -12,13 +12,17 @@
 //!   `continuing` block and `break_if` first; `Switch` → a compare chain inside a single-pass loop
 //!   (so that `break` leaves it); `Return` before the end → a single-pass loop around the body,
 //!   the value in a variable; `Kill` → `discard`.
-//! - **Uniformity**: values computed only from uniform words and constants live in the uniform
-//!   file `s`, everything else in `v`; an `if` on a uniform value is `if.uniform`.
+//! - **Uniformity**: while lowering, values computed only from uniform words and constants live
+//!   in the uniform file `s`, everything else in `v`; an `if` on a uniform value is
+//!   `if.uniform`. Afterwards [`uniformity::make_uniform`] moves to `s` (and makes uniform)
+//!   whatever the divergence analysis proves uniform: loop counters, their phis and branches.
 
+mod assigned;
 mod control;
 mod expr;
 mod math;
 mod types;
+pub mod uniformity;
 
 use crate::FrontError;
 use crate::interface::{Interface, Slot, SlotKind, TextureUnit, UniformBlock};
@@ -112,6 +116,9 @@ struct LoopFrame<'m> {
     breaks: Vec<(Block, Defs)>,
     continuing: Option<&'m naga::Block>,
     break_if: Option<Handle<naga::Expression>>,
+    /// A switch's flag for lanes that took a naga `continue` inside it: they break out of the
+    /// switch, and the `continue` happens after it.
+    continue_flag: Option<Var>,
 }
 
 /// A built-in's name without its fields (`Barycentric`, not `Barycentric { perspective: true }`).
@@ -152,8 +159,23 @@ struct Lowerer<'m, 'f> {
     uniform_bases: HashMap<Handle<naga::GlobalVariable>, u32>,
     private_vars: HashMap<Handle<naga::GlobalVariable>, Var>,
     units: Vec<(Handle<naga::GlobalVariable>, Handle<naga::GlobalVariable>)>,
+    /// GLSL file-scope declarators written with an initialiser, by name, with their spans.
+    initialised: HashMap<String, std::ops::Range<usize>>,
     /// Phis created by the lowering, checked for triviality when their loop closes.
     call_depth: u32,
+}
+
+/// What the lowering does besides building the IR.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LowerOptions {
+    /// Run [`uniformity::make_uniform`] (on by default; off only to compare against it).
+    pub uniformity: bool,
+}
+
+impl Default for LowerOptions {
+    fn default() -> Self {
+        LowerOptions { uniformity: true }
+    }
 }
 
 /// Lowers entry point `entry` (by name, or the only vertex/fragment one of `stage`).
@@ -162,8 +184,18 @@ pub fn lower_entry_point(
     stage: Option<ShaderStage>,
     entry: Option<&str>,
 ) -> Result<Lowered, FrontError> {
+    lower_entry_point_with(parsed, stage, entry, LowerOptions::default())
+}
+
+/// [`lower_entry_point`] with options.
+pub fn lower_entry_point_with(
+    parsed: &Parsed,
+    stage: Option<ShaderStage>,
+    entry: Option<&str>,
+    options: LowerOptions,
+) -> Result<Lowered, FrontError> {
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        lower_inner(parsed, stage, entry)
+        lower_inner(parsed, stage, entry, options)
     }));
     result.unwrap_or_else(|p| {
         Err(FrontError::Internal(format!(
@@ -177,6 +209,7 @@ fn lower_inner(
     parsed: &Parsed,
     stage: Option<ShaderStage>,
     entry: Option<&str>,
+    options: LowerOptions,
 ) -> Result<Lowered, FrontError> {
     let m = &parsed.module;
     let candidates: Vec<usize> = m
@@ -249,6 +282,7 @@ fn lower_inner(
         uniform_bases: HashMap::new(),
         private_vars: HashMap::new(),
         units: Vec::new(),
+        initialised: parsed.initialised_globals.iter().cloned().collect(),
         call_depth: 0,
     };
     lw.globals(index)?;
@@ -260,6 +294,9 @@ fn lower_inner(
     }
     lw.b.ret();
     let iface = lw.iface;
+    if options.uniformity {
+        uniformity::make_uniform(&mut func)?;
+    }
     Ok(Lowered {
         function: func,
         interface: iface,
@@ -394,6 +431,17 @@ impl<'m> Lowerer<'m, '_> {
                     next += words;
                 }
                 naga::AddressSpace::Private => {
+                    // naga's GLSL reader drops an initialiser it cannot make constant (it
+                    // evaluates it and never stores it): refuse rather than read 0.
+                    if g.init.is_none()
+                        && !unused
+                        && let Some(span) = g.name.as_ref().and_then(|n| self.initialised.get(n))
+                    {
+                        return Err(FrontError::Unsupported {
+                            what: "global initialiser that is not a constant expression".into(),
+                            span: Some(span.clone()),
+                        });
+                    }
                     let size = types::comp_count(self.m, g.ty)?;
                     let init = match g.init {
                         Some(e) => self.const_expr(e)?,
