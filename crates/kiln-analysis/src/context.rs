@@ -7,6 +7,7 @@
 //! - `verify`: the verifier after every pass (always on in debug builds, so in every test);
 //! - `time`: each pass's time on standard error (always recorded in [`Context::timings`]).
 
+use crate::divergence::Divergence;
 use crate::liveness::{Liveness, compute_liveness};
 use kiln_ir::cfg::StructureError;
 use kiln_ir::{Cfg, DomTree, Function, VerifyError, print_function, verify_with_cfg};
@@ -85,6 +86,7 @@ pub struct Context {
     cfg: Option<Arc<Cfg>>,
     dom: Option<Arc<(DomTree, DomTree)>>,
     liveness: Option<Arc<Liveness>>,
+    divergence: Option<Arc<Divergence>>,
     pub debug: DebugFlags,
     /// (pass, time) of every pass run, in order.
     pub timings: Vec<(String, Duration)>,
@@ -97,6 +99,7 @@ impl fmt::Debug for Context {
             .field("cfg", &self.cfg.is_some())
             .field("dom", &self.dom.is_some())
             .field("liveness", &self.liveness.is_some())
+            .field("divergence", &self.divergence.is_some())
             .finish()
     }
 }
@@ -113,6 +116,7 @@ impl Context {
             cfg: None,
             dom: None,
             liveness: None,
+            divergence: None,
             debug,
             timings: Vec::new(),
         }
@@ -164,15 +168,29 @@ impl Context {
         Ok(self.liveness.clone().expect("just computed"))
     }
 
+    /// Uniform values and branches (NIR's divergence analysis), computed once until a pass
+    /// changes instructions.
+    pub fn divergence(&mut self) -> Result<Arc<Divergence>, PassError> {
+        if self.divergence.is_none() {
+            let cfg = self.cfg()?;
+            self.divergence = Some(Arc::new(Divergence::compute(&self.func, &cfg)));
+        }
+        Ok(self.divergence.clone().expect("just computed"))
+    }
+
     /// Drops what `changed` invalidates.
     pub fn invalidate(&mut self, changed: Changed) {
         match changed {
             Changed::Nothing => {}
-            Changed::Instructions => self.liveness = None,
+            Changed::Instructions => {
+                self.liveness = None;
+                self.divergence = None;
+            }
             Changed::Cfg => {
                 self.cfg = None;
                 self.dom = None;
                 self.liveness = None;
+                self.divergence = None;
             }
         }
     }
@@ -248,10 +266,13 @@ mod tests {
         let b = cx.cfg().unwrap();
         assert!(Arc::ptr_eq(&a, &b));
         cx.liveness().unwrap();
+        let d = cx.divergence().unwrap();
         cx.run("nothing", |_| Ok(Changed::Nothing)).unwrap();
         assert!(cx.has_cfg() && cx.has_liveness());
+        assert!(Arc::ptr_eq(&d, &cx.divergence().unwrap()));
         cx.run("insts", |_| Ok(Changed::Instructions)).unwrap();
         assert!(cx.has_cfg() && !cx.has_liveness());
+        assert!(!Arc::ptr_eq(&d, &cx.divergence().unwrap()));
         assert!(Arc::ptr_eq(&a, &cx.cfg().unwrap()));
         cx.run("blocks", |_| Ok(Changed::Cfg)).unwrap();
         // Dropped, then computed anew by the verifier.

@@ -27,7 +27,7 @@ pub fn check_uniform(
     claims: &dyn Fn(Temp) -> bool,
 ) -> Result<UniformReport, InterpError> {
     let mut checker = Checker::new(func, env.lanes, claims);
-    Machine::new(func, env, &mut checker)?.run()?;
+    Machine::new(func, None, env, &mut checker)?.run()?;
     checker.finish();
     Ok(UniformReport {
         violations: checker.violations,
