@@ -43,6 +43,26 @@ fn reg_of(f: &Function, t: Temp) -> Option<PhysReg> {
         .and_then(|d| d.reg)
 }
 
+/// `alloc` with every definition and read of `victim` in `into`'s register.
+fn merged(alloc: &Function, victim: Temp, into: Temp) -> Function {
+    let r = reg_of(alloc, into);
+    let mut f = alloc.clone();
+    for inst in f.blocks.iter_mut().flat_map(|b| &mut b.insts) {
+        inst.defs
+            .iter_mut()
+            .filter(|d| d.temp == victim)
+            .for_each(|d| d.reg = r);
+        for op in inst
+            .operands
+            .iter_mut()
+            .filter(|o| o.temp_id() == Some(victim))
+        {
+            op.reg = r;
+        }
+    }
+    f
+}
+
 /// One random corruption of `alloc`, or `None` when the chosen kind does not apply.
 fn mutate(alloc: &Function, rng: &mut Rng) -> Option<(String, Function)> {
     let mut f = alloc.clone();
@@ -71,17 +91,7 @@ fn mutate(alloc: &Function, rng: &mut Rng) -> Option<(String, Function)> {
             if a == b || f.class(a) != f.class(b) {
                 return None;
             }
-            let r = reg_of(&f, a);
-            for inst in f.blocks.iter_mut().flat_map(|b| &mut b.insts) {
-                inst.defs
-                    .iter_mut()
-                    .filter(|d| d.temp == b)
-                    .for_each(|d| d.reg = r);
-                for op in inst.operands.iter_mut().filter(|o| o.temp_id() == Some(b)) {
-                    op.reg = r;
-                }
-            }
-            Some((format!("{b} moved to {a}'s register"), f))
+            Some((format!("{b} moved to {a}'s register"), merged(&f, b, a)))
         }
         1 => {
             // Drop one copy of a parallel copy.
@@ -190,17 +200,7 @@ fn merging_temps_that_do_not_interfere_is_accepted() {
             if together {
                 continue;
             }
-            let mut merged = alloc.clone();
-            let r = reg_of(&alloc, a);
-            for inst in merged.blocks.iter_mut().flat_map(|b| &mut b.insts) {
-                inst.defs
-                    .iter_mut()
-                    .filter(|d| d.temp == b)
-                    .for_each(|d| d.reg = r);
-                for op in inst.operands.iter_mut().filter(|o| o.temp_id() == Some(b)) {
-                    op.reg = r;
-                }
-            }
+            let merged = merged(&alloc, b, a);
             if let Err(e) = check(&func, &merged) {
                 panic!(
                     "seed {seed}: {b} in {a}'s register is sound, yet: {}\n{}",
