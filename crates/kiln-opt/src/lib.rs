@@ -2,3 +2,30 @@
 //! front end hands over, one module per pass, each run through a `kiln_analysis::Context`.
 
 pub mod dataflow;
+pub mod dce;
+pub mod util;
+
+use kiln_analysis::{Changed, Context, PassError};
+
+/// A pass: changes the context's function and says what it changed.
+pub type Pass = fn(&mut Context) -> Result<Changed, PassError>;
+
+/// Every pass by name, in the order the default pipeline runs them.
+pub const PASSES: &[(&str, Pass)] = &[("dce", dce::dce)];
+
+/// The pass called `name`.
+pub fn pass_by_name(name: &str) -> Option<Pass> {
+    PASSES.iter().find(|(n, _)| *n == name).map(|&(_, p)| p)
+}
+
+/// Runs the passes named in `names` once each, in order.
+pub fn run_passes(cx: &mut Context, names: &[&str]) -> Result<(), PassError> {
+    for name in names {
+        let pass = pass_by_name(name).ok_or_else(|| PassError::Failed {
+            pass: (*name).to_string(),
+            message: "no such pass".into(),
+        })?;
+        cx.run(name, pass)?;
+    }
+    Ok(())
+}
