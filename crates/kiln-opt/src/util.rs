@@ -44,7 +44,7 @@ pub fn is_free_operand(inst: &Inst, k: usize) -> bool {
     op.fixed.is_none()
         && !op.is_clobbered()
         && !op.is_vector_aligned()
-        && !(k > 0 && inst.operands[k - 1].is_vector_aligned())
+        && (k == 0 || !inst.operands[k - 1].is_vector_aligned())
         && inst.tied_def(k).is_none()
 }
 
