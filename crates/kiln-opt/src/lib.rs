@@ -3,6 +3,7 @@
 
 pub mod dataflow;
 pub mod dce;
+pub mod fold;
 pub mod util;
 
 use kiln_analysis::{Changed, Context, PassError};
@@ -11,7 +12,7 @@ use kiln_analysis::{Changed, Context, PassError};
 pub type Pass = fn(&mut Context) -> Result<Changed, PassError>;
 
 /// Every pass by name, in the order the default pipeline runs them.
-pub const PASSES: &[(&str, Pass)] = &[("dce", dce::dce)];
+pub const PASSES: &[(&str, Pass)] = &[("fold", fold::fold), ("dce", dce::dce)];
 
 /// The pass called `name`.
 pub fn pass_by_name(name: &str) -> Option<Pass> {

@@ -83,3 +83,66 @@ pub fn substitute(
     }
     changed
 }
+
+/// Where a temp may be read: its definition dominates the place in the temp's own CFG (logical
+/// for per-lane temps, linear for linear ones: uniform-file, all-lanes, `linear_phi`), and a
+/// linear temp defined in a divergent loop is not read after it (temporal divergence, the
+/// verifier's `divergence` rule).
+pub struct Avail<'a> {
+    pub cfg: &'a kiln_ir::Cfg,
+    pub logical: &'a kiln_ir::DomTree,
+    pub linear_dom: &'a kiln_ir::DomTree,
+    pub sites: Vec<Option<(Block, usize)>>,
+    pub linear: Vec<bool>,
+}
+
+impl<'a> Avail<'a> {
+    pub fn new(
+        func: &Function,
+        cfg: &'a kiln_ir::Cfg,
+        dom: &'a (kiln_ir::DomTree, kiln_ir::DomTree),
+    ) -> Avail<'a> {
+        Avail {
+            cfg,
+            logical: &dom.0,
+            linear_dom: &dom.1,
+            sites: def_sites(func),
+            linear: func.linear_temps(),
+        }
+    }
+
+    /// Whether `t` may be read by an instruction of block `b` placed after `t`'s definition
+    /// when both are in the same block.
+    pub fn reaches(&self, t: Temp, b: Block) -> bool {
+        let Some(Some((db, _))) = self.sites.get(t.index()) else {
+            return false;
+        };
+        let linear = self.linear[t.index()];
+        let dom = if linear {
+            self.linear_dom
+        } else {
+            self.logical
+        };
+        dom.dominates(*db, b)
+            && !(linear
+                && self
+                    .cfg
+                    .enclosing_loops(*db)
+                    .any(|l| self.cfg.loops[l].divergent && !self.cfg.loops[l].contains(b)))
+    }
+
+    /// Whether every read of `d` may read `x` instead: same class, same linearity, and `x`
+    /// reaches `d`'s definition (so it reaches everything `d`'s definition reaches).
+    pub fn can_replace(&self, func: &Function, d: Temp, x: Temp) -> bool {
+        let (Some(Some((db, di))), Some(Some((xb, xi)))) =
+            (self.sites.get(d.index()), self.sites.get(x.index()))
+        else {
+            return false;
+        };
+        d != x
+            && func.class(d) == func.class(x)
+            && self.linear[d.index()] == self.linear[x.index()]
+            && self.reaches(x, *db)
+            && (xb != db || xi < di)
+    }
+}
