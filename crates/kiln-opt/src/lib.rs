@@ -1,6 +1,7 @@
 //! kiln's middle end (DESIGN.md §1): a dataflow framework and the passes that clean up what the
 //! front end hands over, one module per pass, each run through a `kiln_analysis::Context`.
 
+pub mod copy_prop;
 pub mod dataflow;
 pub mod dce;
 pub mod fold;
@@ -12,7 +13,11 @@ use kiln_analysis::{Changed, Context, PassError};
 pub type Pass = fn(&mut Context) -> Result<Changed, PassError>;
 
 /// Every pass by name, in the order the default pipeline runs them.
-pub const PASSES: &[(&str, Pass)] = &[("fold", fold::fold), ("dce", dce::dce)];
+pub const PASSES: &[(&str, Pass)] = &[
+    ("fold", fold::fold),
+    ("copy_prop", copy_prop::copy_prop),
+    ("dce", dce::dce),
+];
 
 /// The pass called `name`.
 pub fn pass_by_name(name: &str) -> Option<Pass> {
