@@ -26,10 +26,10 @@ use crate::util::{Avail, is_free_operand, set_value};
 use kiln_analysis::{Changed, Context, PassError};
 use kiln_ir::{Block, Opcode, Value};
 
-/// One entry of the available-copy set: `dst = mov src`.
+/// One entry of the available-copy set: `dst = mov src` (found by its destination through
+/// `copy_of`).
 #[derive(Clone, Copy, Debug)]
 struct Copy {
-    dst: kiln_ir::Temp,
     src: Value,
     block: Block,
 }
@@ -51,7 +51,6 @@ pub fn copy_prop(cx: &mut Context) -> Result<Changed, PassError> {
             {
                 copy_of[inst.defs[0].temp.index()] = Some(copies.len());
                 copies.push(Copy {
-                    dst: inst.defs[0].temp,
                     src: inst.operands[0].value,
                     block: b,
                 });
