@@ -5,6 +5,7 @@ pub mod copy_prop;
 pub mod dataflow;
 pub mod dce;
 pub mod fold;
+pub mod gvn;
 pub mod util;
 
 use kiln_analysis::{Changed, Context, PassError};
@@ -16,8 +17,17 @@ pub type Pass = fn(&mut Context) -> Result<Changed, PassError>;
 pub const PASSES: &[(&str, Pass)] = &[
     ("fold", fold::fold),
     ("copy_prop", copy_prop::copy_prop),
+    ("gvn", gvn::gvn),
     ("dce", dce::dce),
 ];
+
+/// The default pipeline, pass by pass.
+pub const DEFAULT_PIPELINE: &[&str] = &["fold", "copy_prop", "gvn", "fold", "copy_prop", "dce"];
+
+/// Runs the default pipeline.
+pub fn optimize(cx: &mut Context) -> Result<(), PassError> {
+    run_passes(cx, DEFAULT_PIPELINE)
+}
 
 /// The pass called `name`.
 pub fn pass_by_name(name: &str) -> Option<Pass> {

@@ -1,11 +1,12 @@
 //! Differential tests of every pass: generated programs run in the interpreter before and after
-//! the pass (`kiln_interp::compare`), bit for bit, with the verifier after every pass (the
-//! context verifies in debug builds, and these tests ask for it explicitly).
+//! the pass, bit for bit (`kiln_interp::compare_outputs`), with the verifier after every pass
+//! (the context verifies in debug builds, and these tests ask for it explicitly).
 
 use kiln_analysis::{Context, DebugFlags};
-use kiln_interp::{Env, Mismatch, compare};
+use kiln_interp::diff::compare_outputs;
+use kiln_interp::{Env, run};
 use kiln_ir::generate::{GenConfig, generate};
-use kiln_ir::{Function, print_function};
+use kiln_ir::print_function;
 
 /// Programs per pass: a few hundred, kept quick in debug builds.
 const PROGRAMS: u64 = 300;
@@ -16,44 +17,59 @@ fn config(seed: u64) -> GenConfig {
     c
 }
 
-/// Runs `passes` on generated programs and compares them with the originals on two inputs.
-fn differential(passes: &[&str]) {
-    let mut compared = 0;
+/// Runs every pass list of `pipelines` on generated programs and compares each result with the
+/// original on two inputs (the original runs once per input).
+fn differential(pipelines: &[Vec<&str>]) {
+    let mut compared = vec![0usize; pipelines.len()];
     for seed in 0..PROGRAMS {
         let before = generate(&config(seed));
-        let mut cx = Context::with_debug(
-            before.clone(),
-            DebugFlags {
-                verify: true,
-                ..DebugFlags::default()
-            },
-        );
-        if let Err(e) = kiln_opt::run_passes(&mut cx, passes) {
-            panic!("seed {seed}: {e}\n{}", print_function(&before));
-        }
-        let after: Function = cx.into_func();
-        for env_seed in 0..2 {
-            let env = Env::for_function(&before, 16, seed * 31 + env_seed);
-            match compare(&before, &after, &env) {
-                Ok(()) => compared += 1,
-                Err(m) if matches!(*m, Mismatch::BeforeFailed(_)) => {}
-                Err(m) => panic!(
-                    "seed {seed} env {env_seed} after {passes:?}: {m}\nbefore:\n{}\nafter:\n{}",
-                    print_function(&before),
-                    print_function(&after)
-                ),
+        let envs: Vec<(Env, _)> = (0..2)
+            .map(|k| Env::for_function(&before, 16, seed * 31 + k))
+            .filter_map(|env| run(&before, &env).ok().map(|out| (env, out)))
+            .collect();
+        for (p, passes) in pipelines.iter().enumerate() {
+            let mut cx = Context::with_debug(
+                before.clone(),
+                DebugFlags {
+                    verify: true,
+                    ..DebugFlags::default()
+                },
+            );
+            if let Err(e) = kiln_opt::run_passes(&mut cx, passes) {
+                panic!("seed {seed} {passes:?}: {e}\n{}", print_function(&before));
+            }
+            let after = cx.into_func();
+            for (env, want) in &envs {
+                let got = run(&after, env).unwrap_or_else(|e| {
+                    panic!(
+                        "seed {seed} after {passes:?}: {e}\nbefore:\n{}\nafter:\n{}",
+                        print_function(&before),
+                        print_function(&after)
+                    )
+                });
+                if let Err(m) = compare_outputs(want, &got) {
+                    panic!(
+                        "seed {seed} after {passes:?}: {m}\nbefore:\n{}\nafter:\n{}",
+                        print_function(&before),
+                        print_function(&after)
+                    );
+                }
+                compared[p] += 1;
             }
         }
     }
-    assert!(
-        compared > PROGRAMS as usize,
-        "only {compared} runs compared: the generated programs fail too often"
-    );
+    for (p, n) in compared.iter().enumerate() {
+        assert!(
+            *n > PROGRAMS as usize,
+            "{:?}: only {n} runs compared: the generated programs fail too often",
+            pipelines[p]
+        );
+    }
 }
 
 #[test]
-fn every_pass_alone() {
-    for (name, _) in kiln_opt::PASSES {
-        differential(&[name]);
-    }
+fn every_pass_alone_and_the_pipeline() {
+    let mut pipelines: Vec<Vec<&str>> = kiln_opt::PASSES.iter().map(|(n, _)| vec![*n]).collect();
+    pipelines.push(kiln_opt::DEFAULT_PIPELINE.to_vec());
+    differential(&pipelines);
 }
