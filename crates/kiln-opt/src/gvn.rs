@@ -107,11 +107,7 @@ pub fn gvn(cx: &mut Context) -> Result<Changed, PassError> {
         }
     }
     let mut subst: Vec<Option<Value>> = vec![None; func.temps.len()];
-    let mut removed: Vec<Vec<bool>> = func
-        .blocks
-        .iter()
-        .map(|b| vec![false; b.insts.len()])
-        .collect();
+    let mut removed: Vec<(Block, usize)> = Vec::new();
     let mut table: HashMap<Key, SmallVec<[Temp; 1]>> = HashMap::new();
     // Undo log: (key, previous entry) per scope.
     let mut undo: Vec<(Key, Option<SmallVec<[Temp; 1]>>)> = Vec::new();
@@ -165,7 +161,7 @@ pub fn gvn(cx: &mut Context) -> Result<Changed, PassError> {
                     for (d, p) in defs.iter().zip(prev.iter()) {
                         subst[d.index()] = Some(Value::Temp(*p));
                     }
-                    removed[b.index()][i] = true;
+                    removed.push((b, i));
                     any = true;
                     continue;
                 }
@@ -178,7 +174,15 @@ pub fn gvn(cx: &mut Context) -> Result<Changed, PassError> {
         return Ok(Changed::Nothing);
     }
     crate::util::substitute(func, &subst, |_, _, _, _, _| true);
-    for (block, gone) in func.blocks.iter_mut().zip(&removed) {
+    let mut gone: Vec<Vec<bool>> = func
+        .blocks
+        .iter()
+        .map(|b| vec![false; b.insts.len()])
+        .collect();
+    for (b, i) in removed {
+        gone[b.index()][i] = true;
+    }
+    for (block, gone) in func.blocks.iter_mut().zip(&gone) {
         let mut g = gone.iter();
         block
             .insts
