@@ -1,11 +1,14 @@
 //! kiln's middle end (DESIGN.md §1): a dataflow framework and the passes that clean up what the
 //! front end hands over, one module per pass, each run through a `kiln_analysis::Context`.
 
+pub mod blocks;
 pub mod copy_prop;
 pub mod dataflow;
 pub mod dce;
 pub mod fold;
 pub mod gvn;
+pub mod if_convert;
+pub mod stats;
 pub mod util;
 
 use kiln_analysis::{Changed, Context, PassError};
@@ -18,11 +21,23 @@ pub const PASSES: &[(&str, Pass)] = &[
     ("fold", fold::fold),
     ("copy_prop", copy_prop::copy_prop),
     ("gvn", gvn::gvn),
+    ("if_convert", if_convert::if_convert),
     ("dce", dce::dce),
 ];
 
 /// The default pipeline, pass by pass.
-pub const DEFAULT_PIPELINE: &[&str] = &["fold", "copy_prop", "gvn", "fold", "copy_prop", "dce"];
+pub const DEFAULT_PIPELINE: &[&str] = &[
+    "fold",
+    "copy_prop",
+    "gvn",
+    "fold",
+    "if_convert",
+    "fold",
+    "copy_prop",
+    "gvn",
+    "fold",
+    "dce",
+];
 
 /// Runs the default pipeline.
 pub fn optimize(cx: &mut Context) -> Result<(), PassError> {
