@@ -2,6 +2,7 @@
 //! front end hands over, one module per pass, each run through a `kiln_analysis::Context`.
 
 pub mod blocks;
+pub mod cfg_clean;
 pub mod copy_prop;
 pub mod dataflow;
 pub mod dce;
@@ -21,6 +22,7 @@ pub const PASSES: &[(&str, Pass)] = &[
     ("fold", fold::fold),
     ("copy_prop", copy_prop::copy_prop),
     ("gvn", gvn::gvn),
+    ("cfg_clean", cfg_clean::cfg_clean),
     ("if_convert", if_convert::if_convert),
     ("dce", dce::dce),
 ];
@@ -31,8 +33,10 @@ pub const DEFAULT_PIPELINE: &[&str] = &[
     "copy_prop",
     "gvn",
     "fold",
+    "cfg_clean",
     "if_convert",
     "fold",
+    "cfg_clean",
     "copy_prop",
     "gvn",
     "fold",

@@ -1,0 +1,213 @@
+//! CFG clean-up and uniformity (LLVM's SimplifyCFG and NIR's `nir_opt_if`/`nir_opt_dead_cf` in
+//! spirit, on kiln's structured layout):
+//!
+//! 1. **Uniformity**: an `if.divergent` whose condition is a constant or a uniform-file value is
+//!    marked uniform — all lanes agree on it. The linear CFG changes with it (linear values of
+//!    the then side no longer reach the else side, linear phis see other predecessors), so the
+//!    change is kept only when the function still verifies. The lanes' agreement is what the
+//!    divergence analysis will say of more conditions; [`Uniformity`] is where it plugs in.
+//! 2. **Constant branches**: a uniform `if` on a constant keeps the side it takes when that side
+//!    falls through to the endif (`jump`); the other side's blocks go, and the endif's phis, now
+//!    with one predecessor, become copies of that side's operand.
+//! 3. **Straight-line blocks**: a block ending in `jump` to the next block, which has it as its
+//!    only predecessor in both CFGs and is no endif, is merged with it (its phis, trivial, become
+//!    copies) — empty blocks left by the above disappear this way.
+//!
+//! Each change recomputes the CFG before the next (structural edits renumber blocks); every
+//! step removes a block or a flag, so the loop ends after at most blocks + ifs steps.
+
+use crate::blocks::remove_blocks;
+use crate::util::is_uniform_file;
+use kiln_analysis::{Changed, Context, PassError};
+use kiln_ir::{Block, Cfg, Function, Inst, Opcode, Operand, Value};
+
+/// Which branch conditions are uniform. Today: constants and uniform-file values; a divergence
+/// analysis answers for more values through the same question.
+pub trait Uniformity {
+    fn is_uniform(&self, func: &Function, cond: &Operand) -> bool;
+}
+
+/// Uniformity from register files alone.
+pub struct ByFile;
+
+impl Uniformity for ByFile {
+    fn is_uniform(&self, func: &Function, cond: &Operand) -> bool {
+        match cond.value {
+            Value::Const(_) => true,
+            Value::Temp(t) => is_uniform_file(func, t),
+            Value::Undef(_) => false,
+        }
+    }
+}
+
+/// Marks ifs on uniform conditions uniform; returns whether any was.
+fn mark_uniform(func: &mut Function, cfg: &Cfg, uni: &dyn Uniformity) -> bool {
+    let mut any = false;
+    for info in cfg.ifs.iter().filter(|i| i.divergent) {
+        let h = info.head;
+        let cond = func.block(h).insts.last().expect("if").operands[0];
+        if !uni.is_uniform(func, &cond) {
+            continue;
+        }
+        func.block_mut(h)
+            .insts
+            .last_mut()
+            .expect("if")
+            .flags
+            .divergent = false;
+        // The linear CFG changes: linear values defined on the then side no longer reach the
+        // else side, linear phis see other predecessors. Kept only if the function still
+        // verifies (one verification per marked if).
+        let ok = Cfg::compute(func).is_ok_and(|new| kiln_ir::verify_with_cfg(func, &new).is_ok());
+        if ok {
+            any = true;
+        } else {
+            func.block_mut(h)
+                .insts
+                .last_mut()
+                .expect("if")
+                .flags
+                .divergent = true;
+        }
+    }
+    any
+}
+
+/// The phis of `b`, with one predecessor left (operand `k`), become copies.
+fn phis_to_copies(insts: &mut [Inst], k: usize) {
+    for inst in insts.iter_mut().take_while(|i| i.op.is_phi()) {
+        let v = inst.operands[k].value;
+        let mut op = Operand::from(v);
+        op.flags = Default::default();
+        inst.op = Opcode::Mov;
+        inst.operands.clear();
+        inst.operands.push(op);
+    }
+}
+
+/// Moves the copies made of phis behind any remaining phis (they are at the block's start).
+fn copies_after_phis(insts: &mut Vec<Inst>) {
+    let (phis, rest): (Vec<Inst>, Vec<Inst>) = insts.drain(..).partition(|i| i.op.is_phi());
+    insts.extend(phis);
+    insts.extend(rest);
+}
+
+/// Folds one uniform if on a constant; returns whether it did.
+fn fold_constant_if(func: &mut Function, cfg: &Cfg) -> bool {
+    for info in cfg.ifs.iter().rev().filter(|i| !i.divergent) {
+        let (h, t, e, m) = (info.head, info.then_start, info.else_start, info.endif);
+        let Value::Const(c) = func.block(h).insts.last().expect("if").operands[0].value else {
+            continue;
+        };
+        // The side taken, as [start, end); it must fall through to the endif.
+        let (start, end, gone_start, gone_end) = if c != 0 { (t, e, e, m) } else { (e, m, t, e) };
+        let falls = if start == end {
+            true // no else side: the head itself reaches the endif
+        } else {
+            let last = func
+                .block(Block(end.0 - 1))
+                .insts
+                .last()
+                .expect("terminator");
+            last.op == Opcode::Jump && last.targets.first() == Some(&m)
+        };
+        // The side that goes must hold no jump out of it (a loop's only break, say).
+        let jumps_out = (gone_start.0..gone_end.0).any(|g| {
+            func.block(Block(g))
+                .insts
+                .last()
+                .is_some_and(|i| matches!(i.op, Opcode::Break | Opcode::Continue | Opcode::Return))
+        });
+        if !falls || jumps_out {
+            continue;
+        }
+        let taken_pred = if start == end { h } else { Block(end.0 - 1) };
+        let preds = &cfg.logical.preds[m.index()];
+        let Some(k) = preds.iter().position(|&p| p == taken_pred) else {
+            continue;
+        };
+        if preds.len() != 2 && !(preds.len() == 1 && preds[0] == taken_pred) {
+            continue;
+        }
+        // Linear phis of the endif must read the same predecessor.
+        if func
+            .block(m)
+            .insts
+            .iter()
+            .take_while(|i| i.op.is_phi())
+            .any(|i| i.op == Opcode::LinearPhi)
+            && cfg.linear.preds[m.index()] != *preds
+        {
+            continue;
+        }
+        let mut endif = std::mem::take(&mut func.block_mut(m).insts);
+        phis_to_copies(&mut endif, k);
+        copies_after_phis(&mut endif);
+        func.block_mut(m).insts = endif;
+        let term = func.block_mut(h).insts.last_mut().expect("if");
+        let mut jump = Inst::new(Opcode::Jump);
+        jump.targets = vec![if start == end { m } else { start }].into_boxed_slice();
+        *term = jump;
+        let gone: Vec<Block> = (gone_start.0..gone_end.0).map(Block).collect();
+        remove_blocks(func, &gone, h);
+        return true;
+    }
+    false
+}
+
+/// Merges one straight-line pair of blocks; returns whether it did.
+fn merge_straight(func: &mut Function, cfg: &Cfg) -> bool {
+    let mut endif = vec![false; func.blocks.len()];
+    for i in &cfg.ifs {
+        endif[i.endif.index()] = true;
+    }
+    for b in cfg.rpo().rev() {
+        let Some(term) = func.block(b).insts.last() else {
+            continue;
+        };
+        if term.op != Opcode::Jump {
+            continue;
+        }
+        let next = term.targets[0];
+        if next.0 != b.0 + 1
+            || endif[next.index()]
+            || cfg.logical.preds[next.index()].as_slice() != [b]
+            || cfg.linear.preds[next.index()].as_slice() != [b]
+            || cfg.logical.succs[b.index()].as_slice() != [next]
+            || cfg.linear.succs[b.index()].as_slice() != [next]
+        {
+            continue;
+        }
+        let mut tail = std::mem::take(&mut func.block_mut(next).insts);
+        phis_to_copies(&mut tail, 0);
+        let insts = &mut func.block_mut(b).insts;
+        insts.pop();
+        insts.extend(tail);
+        remove_blocks(func, &[next], b);
+        return true;
+    }
+    false
+}
+
+/// The clean-up with uniformity from register files.
+pub fn cfg_clean(cx: &mut Context) -> Result<Changed, PassError> {
+    cfg_clean_with(cx, &ByFile)
+}
+
+/// The clean-up with a given uniformity oracle.
+pub fn cfg_clean_with(cx: &mut Context, uni: &dyn Uniformity) -> Result<Changed, PassError> {
+    let mut changed = Changed::Nothing;
+    loop {
+        let cfg = cx.cfg()?;
+        let func = cx.func_mut();
+        let step = mark_uniform(func, &cfg, uni)
+            || fold_constant_if(func, &cfg)
+            || merge_straight(func, &cfg);
+        if !step {
+            break;
+        }
+        cx.invalidate(Changed::Cfg);
+        changed = Changed::Cfg;
+    }
+    Ok(changed)
+}
