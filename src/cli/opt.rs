@@ -33,7 +33,7 @@ fn run_pipeline(
             let names: Vec<&str> = p.iter().map(String::as_str).collect();
             kiln_opt::run_passes(cx, &names)
         }
-        None => kiln_opt::optimize(cx),
+        None => kiln_opt::optimize(cx).map(|_| ()),
     }
 }
 

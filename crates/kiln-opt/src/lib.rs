@@ -43,9 +43,45 @@ pub const DEFAULT_PIPELINE: &[&str] = &[
     "dce",
 ];
 
-/// Runs the default pipeline.
-pub fn optimize(cx: &mut Context) -> Result<(), PassError> {
-    run_passes(cx, DEFAULT_PIPELINE)
+/// The pipeline tried when the default one raises the maximum register demand: no value
+/// numbering and no copy propagation across register files, the passes that lengthen live
+/// ranges.
+pub const CONSERVATIVE_PIPELINE: &[&str] = &[
+    "fold",
+    "cfg_clean",
+    "if_convert",
+    "fold",
+    "cfg_clean",
+    "dce",
+];
+
+/// The last resort under pressure: only passes that shorten or remove live ranges.
+pub const MINIMAL_PIPELINE: &[&str] = &["fold", "dce"];
+
+/// Runs the middle end under the register-demand constraint of `docs/middle.md`: the default
+/// pipeline, and if it raises the maximum demand of some register file, the conservative one,
+/// then the minimal one, from the original function each time; if every one raises it, the
+/// function stays as it was. Returns the pipeline kept (`None`: the original).
+pub fn optimize(cx: &mut Context) -> Result<Option<&'static [&'static str]>, PassError> {
+    let original = cx.func().clone();
+    let limit = cx.liveness()?.max;
+    for (k, pipeline) in [DEFAULT_PIPELINE, CONSERVATIVE_PIPELINE, MINIMAL_PIPELINE]
+        .into_iter()
+        .enumerate()
+    {
+        if k > 0 {
+            *cx.func_mut() = original.clone();
+            cx.invalidate(Changed::Cfg);
+        }
+        run_passes(cx, pipeline)?;
+        let demand = cx.liveness()?.max;
+        if !demand.exceeds(limit) {
+            return Ok(Some(pipeline));
+        }
+    }
+    *cx.func_mut() = original;
+    cx.invalidate(Changed::Cfg);
+    Ok(None)
 }
 
 /// The pass called `name`.
