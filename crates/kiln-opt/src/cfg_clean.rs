@@ -211,3 +211,84 @@ pub fn cfg_clean_with(cx: &mut Context, uni: &dyn Uniformity) -> Result<Changed,
     }
     Ok(changed)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kiln_interp::{Env, compare};
+    use kiln_ir::{parse_function, print_function};
+
+    #[test]
+    fn constant_and_uniform_branches_fold_and_blocks_merge() {
+        // `if.divergent` on a constant (the front end's `ieq 0, 0` after folding): marked
+        // uniform, folded to its then side; `if.uniform 0` with no else: folded to nothing.
+        let src = "target generic(v=16, s=8)
+function @f {
+bb0:
+    %0:v1 = input 0
+    if.divergent -1, bb1, bb2, bb3
+bb1:
+    %1:v1 = fmul %0, 2.0
+    jump bb3
+bb2:
+    %2:v1 = fmul %0, 3.0
+    jump bb3
+bb3:
+    %3:v1 = phi %1, %2
+    if.uniform 0, bb4, bb5, bb5
+bb4:
+    %4:v1 = fadd %3, 1.0
+    jump bb5
+bb5:
+    %5:v1 = phi %3, %4
+    output 0, %5
+    return
+}
+";
+        let before = parse_function(src).unwrap();
+        let mut cx = Context::new(before.clone());
+        assert_eq!(cx.run("cfg_clean", cfg_clean).unwrap(), Changed::Cfg);
+        let after = cx.into_func();
+        let text = print_function(&after);
+        assert_eq!(after.blocks.len(), 1, "{text}");
+        assert!(
+            !text.contains("fmul %0, 3.0") && !text.contains("fadd"),
+            "{text}"
+        );
+        assert!(text.contains("%3:v1 = mov %1"), "{text}");
+        assert!(text.contains("%5:v1 = mov %3"), "{text}");
+        compare(&before, &after, &Env::for_function(&before, 16, 3)).unwrap();
+    }
+
+    #[test]
+    fn a_linear_value_of_the_then_side_keeps_the_if_divergent() {
+        // The else side reads a uniform value of the then side: fine linearly while the if is
+        // divergent (the wave runs then, then else), wrong once it is uniform.
+        let src = "target generic(v=16, s=8)
+function @f {
+bb0:
+    %0:v1 = input 0
+    %1:s1 = uniform 0
+    if.divergent %1, bb1, bb2, bb3
+bb1:
+    %2:s1 = iadd %1, 1
+    jump bb3
+bb2:
+    %3:v1 = iadd %0, 1
+    jump bb3
+bb3:
+    output 0, %0
+    return
+}
+";
+        let mut cx = Context::new(parse_function(src).unwrap());
+        cx.run("cfg_clean", cfg_clean).unwrap();
+        let text = print_function(cx.func());
+        assert!(text.contains("if.uniform %1"), "{text}");
+        let bad = src.replace("%3:v1 = iadd %0, 1", "%3:v1 = iadd %2, 1");
+        let mut cx = Context::new(parse_function(&bad).unwrap());
+        cx.run("cfg_clean", cfg_clean).unwrap();
+        let text = print_function(cx.func());
+        assert!(text.contains("if.divergent %1"), "{text}");
+    }
+}

@@ -158,3 +158,95 @@ pub fn if_convert(cx: &mut Context) -> Result<Changed, PassError> {
     }
     Ok(changed)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kiln_interp::{Env, compare};
+    use kiln_ir::{parse_function, print_function};
+
+    /// The front end's shape: a divergent if with an empty then side and a phi of constants
+    /// (ascii.wgsl), and a diamond with work on both sides.
+    const SRC: &str = "target generic(v=16, s=8)
+function @f {
+bb0:
+    %0:v1 = input 0
+    %1:v1 = flt 0.5, %0
+    if.divergent %1, bb1, bb2, bb2
+bb1:
+    jump bb2
+bb2:
+    %2:v1 = phi 65536.0, 65600.0
+    %3:v1 = flt 0.25, %0
+    if.divergent %3, bb3, bb4, bb5
+bb3:
+    %4:v1 = fmul %0, 2.0
+    jump bb5
+bb4:
+    %5:v1 = fadd %0, 1.0
+    output 3, %5
+    jump bb5
+bb5:
+    %6:v1 = phi %4, %0
+    output 0, %2
+    output 1, %6
+    return
+}
+";
+
+    #[test]
+    fn flattens_small_ifs_into_sels() {
+        let before = parse_function(SRC).unwrap();
+        let mut cx = Context::new(before.clone());
+        assert_eq!(cx.run("if_convert", if_convert).unwrap(), Changed::Cfg);
+        let after = cx.into_func();
+        let text = print_function(&after);
+        // The first if flattens (phi operands: from bb0 = else, from bb1 = then); the second
+        // keeps its if: its else side has an output.
+        assert!(text.contains("%2:v1 = sel %1, 65600.0, 65536.0"), "{text}");
+        assert_eq!(after.blocks.len(), 4, "{text}");
+        for seed in 0..4 {
+            let mut env = Env::for_function(&before, 16, seed);
+            env.inputs
+                .insert(0, (0..16).map(|l| (l as f32 / 16.0).to_bits()).collect());
+            compare(&before, &after, &env).unwrap();
+        }
+    }
+
+    #[test]
+    fn a_uniform_if_flattens_only_small_sides() {
+        let src = "target generic(v=16, s=8)
+function @f {
+bb0:
+    %0:v1 = input 0
+    %1:s1 = uniform 0
+    if.uniform %1, bb1, bb2, bb2
+bb1:
+    %2:v1 = fmul %0, 2.0
+    %3:v1 = fmul %2, 2.0
+    %4:v1 = fmul %3, 2.0
+    %5:v1 = fmul %4, 2.0
+    jump bb2
+bb2:
+    %6:v1 = phi %0, %5
+    output 0, %6
+    return
+}
+";
+        let mut cx = Context::new(parse_function(src).unwrap());
+        assert_eq!(cx.run("if_convert", if_convert).unwrap(), Changed::Nothing);
+        let small = src
+            .replace("    %4:v1 = fmul %3, 2.0\n    %5:v1 = fmul %4, 2.0\n", "")
+            .replace("phi %0, %5", "phi %0, %3");
+        let before = parse_function(&small).unwrap();
+        let mut cx = Context::new(before.clone());
+        assert_eq!(cx.run("if_convert", if_convert).unwrap(), Changed::Cfg);
+        let after = cx.into_func();
+        assert_eq!(after.blocks.len(), 1, "{}", print_function(&after));
+        for u in [0u32, 7] {
+            let mut env = Env::for_function(&before, 16, 1);
+            env.uniforms.insert(0, u);
+            compare(&before, &after, &env).unwrap();
+        }
+    }
+}

@@ -35,8 +35,22 @@ fn differential(pipelines: &[Vec<&str>]) {
                     ..DebugFlags::default()
                 },
             );
-            if let Err(e) = kiln_opt::run_passes(&mut cx, passes) {
+            let limit = cx.liveness().unwrap().max;
+            let result = if passes.is_empty() {
+                // The whole middle end under its demand constraint.
+                kiln_opt::optimize(&mut cx).map(|_| ())
+            } else {
+                kiln_opt::run_passes(&mut cx, passes)
+            };
+            if let Err(e) = result {
                 panic!("seed {seed} {passes:?}: {e}\n{}", print_function(&before));
+            }
+            if passes.is_empty() {
+                let demand = cx.liveness().unwrap().max;
+                assert!(
+                    !demand.exceeds(limit),
+                    "seed {seed}: demand {demand:?} > {limit:?}"
+                );
             }
             let after = cx.into_func();
             for (env, want) in &envs {
@@ -67,9 +81,30 @@ fn differential(pipelines: &[Vec<&str>]) {
     }
 }
 
-#[test]
-fn every_pass_alone_and_the_pipeline() {
-    let mut pipelines: Vec<Vec<&str>> = kiln_opt::PASSES.iter().map(|(n, _)| vec![*n]).collect();
-    pipelines.push(kiln_opt::DEFAULT_PIPELINE.to_vec());
+/// Every pass alone, half of them per test (the tests run in parallel).
+fn passes_alone(half: usize) {
+    let n = kiln_opt::PASSES.len();
+    let pipelines: Vec<Vec<&str>> = kiln_opt::PASSES
+        .iter()
+        .enumerate()
+        .filter(|(k, _)| (*k < n / 2) == (half == 0))
+        .map(|(_, (name, _))| vec![*name])
+        .collect();
     differential(&pipelines);
+}
+
+#[test]
+fn passes_alone_first_half() {
+    passes_alone(0);
+}
+
+#[test]
+fn passes_alone_second_half() {
+    passes_alone(1);
+}
+
+/// The default pipeline, and `optimize` (the empty list), which never raises the demand.
+#[test]
+fn pipelines() {
+    differential(&[kiln_opt::DEFAULT_PIPELINE.to_vec(), vec![]]);
 }
