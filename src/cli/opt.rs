@@ -41,12 +41,14 @@ pub fn opt(args: OptArgs) -> miette::Result<()> {
     let (name, text) = read_input(&args.file)?;
     let func = parse_source(&name, &text)?;
     kiln_ir::verify(&func).map_err(|e| miette::miette!("{name}: {}", e[0]))?;
-    let mut cx = Context::new(func);
+    // Statistics on a copy: liveness writes kill flags, which the printed result should not
+    // carry over from before the passes.
     let before = if args.stats {
-        Stats::of(&mut cx).map_err(|e| miette::miette!("{e}"))?
+        Stats::of(&mut Context::new(func.clone())).map_err(|e| miette::miette!("{e}"))?
     } else {
         Stats::default()
     };
+    let mut cx = Context::new(func);
     run_pipeline(&mut cx, args.passes.as_deref()).map_err(|e| miette::miette!("{e}"))?;
     // Printed before the statistics' liveness writes kill flags into it.
     print!("{}", kiln_ir::print_function(cx.func()));
