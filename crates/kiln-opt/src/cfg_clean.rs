@@ -9,7 +9,12 @@
 //! 2. **Constant branches**: a uniform `if` on a constant keeps the side it takes when that side
 //!    falls through to the endif (`jump`); the other side's blocks go, and the endif's phis, now
 //!    with one predecessor, become copies of that side's operand.
-//! 3. **Straight-line blocks**: a block ending in `jump` to the next block, which has it as its
+//! 3. **Single-pass loops**: a loop whose only `break` is taken by a uniform `if` on a non-zero
+//!    constant at the top level of its body, with no `continue` but the latch's, runs once:
+//!    the loop goes, the unreachable rest of its body with it, the header's phis become copies
+//!    of their entry operands (the front end's wrapper for `return` and `switch` once their
+//!    early exits have folded away).
+//! 4. **Straight-line blocks**: a block ending in `jump` to the next block, which has it as its
 //!    only predecessor in both CFGs and is no endif, is merged with it (its phis, trivial, become
 //!    copies) — empty blocks left by the above disappear this way.
 //!
@@ -189,6 +194,66 @@ fn merge_straight(func: &mut Function, cfg: &Cfg) -> bool {
     false
 }
 
+/// Removes one single-pass loop; returns whether it did. The loop's only `break` is the then
+/// side of a uniform `if` on a non-zero constant at the top level of its body, and it has no
+/// `continue` but its latch: it runs its body once, up to that if, and leaves.
+fn remove_single_pass_loop(func: &mut Function, cfg: &Cfg) -> bool {
+    for (k, l) in cfg.loops.iter().enumerate().rev() {
+        let term = |b: Block| func.block(b).insts.last().expect("terminator");
+        // Blocks whose innermost loop is this one.
+        let in_body = |b: Block| cfg.loop_of[b.index()] == Some(k);
+        let breaks: Vec<Block> = (l.header.0..l.exit.0)
+            .map(Block)
+            .filter(|&b| in_body(b) && term(b).op == Opcode::Break)
+            .collect();
+        let continues = (l.header.0..l.exit.0)
+            .map(Block)
+            .filter(|&b| in_body(b) && term(b).op == Opcode::Continue)
+            .count();
+        let [t] = breaks.as_slice() else { continue };
+        if continues != 1 || l.divergent || l.divergent_continue || func.block(*t).insts.len() != 1
+        {
+            continue;
+        }
+        // The if whose then side is exactly the break, with no else.
+        let Some(info) = cfg.ifs.iter().find(|i| i.then_start == *t) else {
+            continue;
+        };
+        let b = info.head;
+        if info.divergent
+            || info.else_start != info.endif
+            || info.endif.0 != t.0 + 1
+            || !matches!(term(b).operands[0].value, Value::Const(c) if c != 0)
+        {
+            continue;
+        }
+        // At the top level of the body: inside no if region of the loop.
+        if cfg
+            .ifs
+            .iter()
+            .any(|i| l.contains(i.head) && i.then_start <= b && b < i.endif)
+        {
+            continue;
+        }
+        let (p, h, x) = (l.preheader, l.header, l.exit);
+        // The header's phis keep the entry operand (the preheader is their first predecessor).
+        let hp = func.block(h).phi_count();
+        phis_to_copies(&mut func.block_mut(h).insts[..hp], 0);
+        // The exit's phis read what they read from the break block, now from `b`.
+        let jump = |to: Block| {
+            let mut j = Inst::new(Opcode::Jump);
+            j.targets = vec![to].into_boxed_slice();
+            j
+        };
+        *func.block_mut(p).insts.last_mut().expect("loop") = jump(h);
+        *func.block_mut(b).insts.last_mut().expect("if") = jump(x);
+        let gone: Vec<Block> = (t.0..x.0).map(Block).collect();
+        remove_blocks(func, &gone, b);
+        return true;
+    }
+    false
+}
+
 /// The clean-up with uniformity from register files.
 pub fn cfg_clean(cx: &mut Context) -> Result<Changed, PassError> {
     cfg_clean_with(cx, &ByFile)
@@ -202,6 +267,7 @@ pub fn cfg_clean_with(cx: &mut Context, uni: &dyn Uniformity) -> Result<Changed,
         let func = cx.func_mut();
         let step = mark_uniform(func, &cfg, uni)
             || fold_constant_if(func, &cfg)
+            || remove_single_pass_loop(func, &cfg)
             || merge_straight(func, &cfg);
         if !step {
             break;
@@ -258,6 +324,62 @@ bb5:
         assert!(text.contains("%3:v1 = mov %1"), "{text}");
         assert!(text.contains("%5:v1 = mov %3"), "{text}");
         compare(&before, &after, &Env::for_function(&before, 16, 3)).unwrap();
+    }
+
+    #[test]
+    fn a_single_pass_loop_goes() {
+        // The front end's wrapper for an early `return` once the return folded away.
+        let src = "target generic(v=16, s=8)
+function @f {
+bb0:
+    %0:v1 = input 0
+    loop bb1, bb5
+bb1:
+    %1:v1 = phi %0, %3
+    %2:v1 = fmul %1, 2.0
+    if.uniform -1, bb2, bb3, bb3
+bb2:
+    break bb5
+bb3:
+    %3:v1 = fadd %2, 1.0
+    jump bb4
+bb4:
+    continue bb1
+bb5:
+    %4:v1 = phi %2
+    output 0, %4
+    return
+}
+";
+        let before = parse_function(src).unwrap();
+        let mut cx = Context::new(before.clone());
+        assert_eq!(cx.run("cfg_clean", cfg_clean).unwrap(), Changed::Cfg);
+        let after = cx.into_func();
+        let text = print_function(&after);
+        assert_eq!(after.blocks.len(), 1, "{text}");
+        assert!(!text.contains("loop") && !text.contains("fadd"), "{text}");
+        compare(&before, &after, &Env::for_function(&before, 16, 5)).unwrap();
+        // With a second, per-lane break the loop stays.
+        let two = src
+            .replace(
+                "    %2:v1 = fmul %1, 2.0\n",
+                "    %2:v1 = fmul %1, 2.0\n    %9:v1 = flt %2, 1.0\n",
+            )
+            .replace(
+                "    jump bb4\nbb4:",
+                "    if.divergent %9, bb4, bb5, bb5\nbb4:\n    break bb6\nbb5:",
+            )
+            .replace(
+                "continue bb1\nbb5:\n    %4:v1 = phi %2",
+                "continue bb1\nbb6:\n    %4:v1 = phi %2, %3",
+            )
+            .replace("loop bb1, bb5", "loop bb1, bb6")
+            .replace("break bb5\nbb3", "break bb6\nbb3");
+        let two = parse_function(&two).unwrap();
+        kiln_ir::verify(&two).unwrap();
+        let mut cx = Context::new(two);
+        cx.run("cfg_clean", cfg_clean).unwrap();
+        assert!(print_function(cx.func()).contains("loop"));
     }
 
     #[test]
