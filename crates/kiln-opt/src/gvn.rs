@@ -62,9 +62,10 @@ fn order(v: &Value) -> (u8, u32) {
     }
 }
 
-fn key(func: &kiln_ir::Function, b: Block, inst: &Inst) -> Option<Key> {
+fn key(func: &kiln_ir::Function, b: Block, inst: &Inst, uniforms: bool) -> Option<Key> {
     let info = inst.op.info();
-    if info.side_effects
+    if (!uniforms && inst.op == Opcode::Uniform)
+        || info.side_effects
         || info.terminator
         || inst.defs.is_empty()
         || matches!(inst.op, Opcode::Reload | Opcode::ParallelCopy)
@@ -95,6 +96,16 @@ fn key(func: &kiln_ir::Function, b: Block, inst: &Inst) -> Option<Key> {
 
 /// Removes instructions that recompute a value available from a dominating one.
 pub fn gvn(cx: &mut Context) -> Result<Changed, PassError> {
+    gvn_with(cx, true)
+}
+
+/// [`gvn`] leaving `uniform` loads alone: reloading a uniform word is cheap (vc4 reads it from
+/// the uniform stream), keeping one live is a register.
+pub fn gvn_keep_uniform_loads(cx: &mut Context) -> Result<Changed, PassError> {
+    gvn_with(cx, false)
+}
+
+fn gvn_with(cx: &mut Context, uniforms: bool) -> Result<Changed, PassError> {
     let cfg = cx.cfg()?;
     let dom = cx.dominance()?;
     let func = cx.func_mut();
@@ -148,7 +159,7 @@ pub fn gvn(cx: &mut Context) -> Result<Changed, PassError> {
                 }
             }
             let inst = &func.block(b).insts[i];
-            let Some(k) = key(func, b, inst) else {
+            let Some(k) = key(func, b, inst, uniforms) else {
                 continue;
             };
             let defs: SmallVec<[Temp; 1]> = inst.defs.iter().map(|d| d.temp).collect();

@@ -22,6 +22,7 @@ pub const PASSES: &[(&str, Pass)] = &[
     ("fold", fold::fold),
     ("copy_prop", copy_prop::copy_prop),
     ("gvn", gvn::gvn),
+    ("gvn_keep_uniform_loads", gvn::gvn_keep_uniform_loads),
     ("cfg_clean", cfg_clean::cfg_clean),
     ("if_convert", if_convert::if_convert),
     ("dce", dce::dce),
@@ -43,7 +44,24 @@ pub const DEFAULT_PIPELINE: &[&str] = &[
     "dce",
 ];
 
-/// The pipeline tried when the default one raises the maximum register demand: no value
+/// The first pipeline tried when the default one raises the maximum register demand: uniform
+/// loads are not numbered (a reused load keeps a uniform register live).
+pub const NO_UNIFORM_CSE_PIPELINE: &[&str] = &[
+    "fold",
+    "copy_prop",
+    "gvn_keep_uniform_loads",
+    "fold",
+    "cfg_clean",
+    "if_convert",
+    "fold",
+    "cfg_clean",
+    "copy_prop",
+    "gvn_keep_uniform_loads",
+    "fold",
+    "dce",
+];
+
+/// The pipeline tried next: no value
 /// numbering and no copy propagation across register files, the passes that lengthen live
 /// ranges.
 pub const CONSERVATIVE_PIPELINE: &[&str] = &[
@@ -59,15 +77,21 @@ pub const CONSERVATIVE_PIPELINE: &[&str] = &[
 pub const MINIMAL_PIPELINE: &[&str] = &["fold", "dce"];
 
 /// Runs the middle end under the register-demand constraint of `docs/middle.md`: the default
-/// pipeline, and if it raises the maximum demand of some register file, the conservative one,
-/// then the minimal one, from the original function each time; if every one raises it, the
+/// pipeline, and if it raises the maximum demand of some register file, the one without
+/// uniform-load numbering, the conservative one, then the minimal one, from the original
+/// function each time; if every one raises it, the
 /// function stays as it was. Returns the pipeline kept (`None`: the original).
 pub fn optimize(cx: &mut Context) -> Result<Option<&'static [&'static str]>, PassError> {
     let original = cx.func().clone();
     let limit = cx.liveness()?.max;
-    for (k, pipeline) in [DEFAULT_PIPELINE, CONSERVATIVE_PIPELINE, MINIMAL_PIPELINE]
-        .into_iter()
-        .enumerate()
+    for (k, pipeline) in [
+        DEFAULT_PIPELINE,
+        NO_UNIFORM_CSE_PIPELINE,
+        CONSERVATIVE_PIPELINE,
+        MINIMAL_PIPELINE,
+    ]
+    .into_iter()
+    .enumerate()
     {
         if k > 0 {
             *cx.func_mut() = original.clone();
