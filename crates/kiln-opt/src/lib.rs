@@ -10,6 +10,7 @@ pub mod fold;
 pub mod gvn;
 pub mod if_convert;
 pub mod stats;
+pub mod uniformize;
 pub mod util;
 
 use kiln_analysis::{Changed, Context, PassError};
@@ -23,6 +24,7 @@ pub const PASSES: &[(&str, Pass)] = &[
     ("copy_prop", copy_prop::copy_prop),
     ("gvn", gvn::gvn),
     ("gvn_keep_uniform_loads", gvn::gvn_keep_uniform_loads),
+    ("uniformize", uniformize::uniformize),
     ("cfg_clean", cfg_clean::cfg_clean),
     ("if_convert", if_convert::if_convert),
     ("dce", dce::dce),
@@ -32,6 +34,7 @@ pub const PASSES: &[(&str, Pass)] = &[
 pub const DEFAULT_PIPELINE: &[&str] = &[
     "fold",
     "copy_prop",
+    "uniformize",
     "gvn",
     "fold",
     "cfg_clean",
@@ -49,6 +52,7 @@ pub const DEFAULT_PIPELINE: &[&str] = &[
 pub const NO_UNIFORM_CSE_PIPELINE: &[&str] = &[
     "fold",
     "copy_prop",
+    "uniformize",
     "gvn_keep_uniform_loads",
     "fold",
     "cfg_clean",
