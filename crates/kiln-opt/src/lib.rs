@@ -47,8 +47,16 @@ pub const DEFAULT_PIPELINE: &[&str] = &[
     "dce",
 ];
 
-/// The first pipeline tried when the default one raises the maximum register demand: uniform
-/// loads are not numbered (a reused load keeps a uniform register live).
+/// A pass to try in place of one that raises the register demand.
+fn gentler(name: &str) -> Option<&'static str> {
+    match name {
+        "gvn" => Some("gvn_keep_uniform_loads"),
+        _ => None,
+    }
+}
+
+/// The default pipeline with uniform loads left unnumbered (a reused load keeps a uniform
+/// register live): the second pipeline tried under pressure.
 pub const NO_UNIFORM_CSE_PIPELINE: &[&str] = &[
     "fold",
     "copy_prop",
@@ -65,51 +73,43 @@ pub const NO_UNIFORM_CSE_PIPELINE: &[&str] = &[
     "dce",
 ];
 
-/// The pipeline tried next: no value
-/// numbering and no copy propagation across register files, the passes that lengthen live
-/// ranges.
-pub const CONSERVATIVE_PIPELINE: &[&str] = &[
-    "fold",
-    "cfg_clean",
-    "if_convert",
-    "fold",
-    "cfg_clean",
-    "dce",
-];
-
-/// The last resort under pressure: only passes that shorten or remove live ranges.
-pub const MINIMAL_PIPELINE: &[&str] = &["fold", "dce"];
-
 /// Runs the middle end under the register-demand constraint of `docs/middle.md`: the default
-/// pipeline, and if it raises the maximum demand of some register file, the one without
-/// uniform-load numbering, the conservative one, then the minimal one, from the original
-/// function each time; if every one raises it, the
-/// function stays as it was. Returns the pipeline kept (`None`: the original).
-pub fn optimize(cx: &mut Context) -> Result<Option<&'static [&'static str]>, PassError> {
+/// pipeline, then the one without uniform-load numbering; if both raise the maximum register
+/// demand of some register file above the original function's, it starts again from the
+/// original and runs the default passes one by one, keeping each
+/// only if the demand stays within the original's — a pass that would raise it is replaced by
+/// its gentler variant (`gvn` by `gvn_keep_uniform_loads`) or undone, and the pipeline goes on.
+/// Returns 0 for the default pipeline, 1 for the second, 2 + the pass runs undone or replaced.
+pub fn optimize(cx: &mut Context) -> Result<usize, PassError> {
     let original = cx.func().clone();
     let limit = cx.liveness()?.max;
-    for (k, pipeline) in [
-        DEFAULT_PIPELINE,
-        NO_UNIFORM_CSE_PIPELINE,
-        CONSERVATIVE_PIPELINE,
-        MINIMAL_PIPELINE,
-    ]
-    .into_iter()
-    .enumerate()
+    for (k, pipeline) in [DEFAULT_PIPELINE, NO_UNIFORM_CSE_PIPELINE]
+        .into_iter()
+        .enumerate()
     {
-        if k > 0 {
-            *cx.func_mut() = original.clone();
-            cx.invalidate(Changed::Cfg);
-        }
         run_passes(cx, pipeline)?;
-        let demand = cx.liveness()?.max;
-        if !demand.exceeds(limit) {
-            return Ok(Some(pipeline));
+        if !cx.liveness()?.max.exceeds(limit) {
+            return Ok(k);
+        }
+        *cx.func_mut() = original.clone();
+        cx.invalidate(Changed::Cfg);
+    }
+    let mut undone = 2;
+    for &name in DEFAULT_PIPELINE {
+        let mut candidate = Some(name);
+        while let Some(n) = candidate {
+            let pass = pass_by_name(n).expect("the pipeline names registered passes");
+            let saved = cx.func().clone();
+            if cx.run(n, pass)? == Changed::Nothing || !cx.liveness()?.max.exceeds(limit) {
+                break;
+            }
+            *cx.func_mut() = saved;
+            cx.invalidate(Changed::Cfg);
+            undone += 1;
+            candidate = gentler(n);
         }
     }
-    *cx.func_mut() = original;
-    cx.invalidate(Changed::Cfg);
-    Ok(None)
+    Ok(undone)
 }
 
 /// The pass called `name`.
