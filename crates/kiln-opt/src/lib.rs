@@ -14,6 +14,7 @@ pub mod uniformize;
 pub mod util;
 
 use kiln_analysis::{Changed, Context, PassError};
+use kiln_ir::Demand;
 
 /// A pass: changes the context's function and says what it changed.
 pub type Pass = fn(&mut Context) -> Result<Changed, PassError>;
@@ -46,6 +47,18 @@ pub const DEFAULT_PIPELINE: &[&str] = &[
     "fold",
     "dce",
 ];
+
+/// Whether `demand` stays within `limit`: no per-lane register file above its limit, and no
+/// more units over all files together (a value moved from a per-lane register to a uniform
+/// one may raise the uniform file's demand; on vc4 both live in the same physical registers).
+pub fn demand_within(func: &kiln_ir::Function, demand: Demand, limit: Demand) -> bool {
+    let files = func.target.files();
+    let per_lane_ok = files
+        .iter()
+        .enumerate()
+        .all(|(k, f)| f.lanes == kiln_ir::Lanes::Uniform || demand.0[k] <= limit.0[k]);
+    per_lane_ok && demand.0.iter().sum::<i32>() <= limit.0.iter().sum::<i32>()
+}
 
 /// A pass to try in place of one that raises the register demand.
 fn gentler(name: &str) -> Option<&'static str> {
@@ -88,7 +101,8 @@ pub fn optimize(cx: &mut Context) -> Result<usize, PassError> {
         .enumerate()
     {
         run_passes(cx, pipeline)?;
-        if !cx.liveness()?.max.exceeds(limit) {
+        let demand = cx.liveness()?.max;
+        if demand_within(cx.func(), demand, limit) {
             return Ok(k);
         }
         *cx.func_mut() = original.clone();
@@ -100,7 +114,11 @@ pub fn optimize(cx: &mut Context) -> Result<usize, PassError> {
         while let Some(n) = candidate {
             let pass = pass_by_name(n).expect("the pipeline names registered passes");
             let saved = cx.func().clone();
-            if cx.run(n, pass)? == Changed::Nothing || !cx.liveness()?.max.exceeds(limit) {
+            if cx.run(n, pass)? == Changed::Nothing {
+                break;
+            }
+            let demand = cx.liveness()?.max;
+            if demand_within(cx.func(), demand, limit) {
                 break;
             }
             *cx.func_mut() = saved;
