@@ -11,6 +11,7 @@ pub mod gvn;
 pub mod if_convert;
 pub mod stats;
 pub mod uniformize;
+pub mod unroll;
 pub mod util;
 
 use kiln_analysis::{Changed, Context, PassError};
@@ -27,6 +28,7 @@ pub const PASSES: &[(&str, Pass)] = &[
     ("gvn_keep_uniform_loads", gvn::gvn_keep_uniform_loads),
     ("uniformize", uniformize::uniformize),
     ("cfg_clean", cfg_clean::cfg_clean),
+    ("unroll", unroll::unroll),
     ("if_convert", if_convert::if_convert),
     ("dce", dce::dce),
 ];
@@ -39,6 +41,7 @@ pub const DEFAULT_PIPELINE: &[&str] = &[
     "gvn",
     "fold",
     "cfg_clean",
+    "unroll",
     "if_convert",
     "fold",
     "cfg_clean",
@@ -77,6 +80,7 @@ pub const NO_UNIFORM_CSE_PIPELINE: &[&str] = &[
     "gvn_keep_uniform_loads",
     "fold",
     "cfg_clean",
+    "unroll",
     "if_convert",
     "fold",
     "cfg_clean",
