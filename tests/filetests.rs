@@ -4,7 +4,8 @@
 //!
 //! Commands: `print` (parse, verify, print), `verify` (verifier verdict: `ok` or every error),
 //! `liveness` (annotated with live-in/out), `liveness --demand` (and demand stages),
-//! `cfg` (both CFGs, loops, dominators).
+//! `cfg` (both CFGs, loops, dominators), `opt PASS[,PASS…]` (middle-end passes through a pass
+//! context, then the printed function).
 
 use kiln::cli::ir::liveness_text;
 use kiln_analysis::{Cfg, DomTree, compute_liveness};
@@ -45,6 +46,14 @@ fn run(command: &str, source: &str) -> String {
             text
         }
         "cfg" => cfg_report(&func, &cfg),
+        cmd if cmd.starts_with("opt ") => {
+            let names: Vec<&str> = cmd[4..].split(',').map(str::trim).collect();
+            let mut cx = kiln_analysis::Context::new(func);
+            match kiln_opt::run_passes(&mut cx, &names) {
+                Ok(()) => print_function(cx.func()),
+                Err(e) => format!("error: {e}\n"),
+            }
+        }
         other => format!("unknown filetest command `{other}`\n"),
     }
 }

@@ -48,6 +48,12 @@ pub struct CorpusLowerArgs {
     /// interpreter error counts as a failure.
     #[arg(long)]
     pub run: bool,
+    /// Print shader-db-style totals (instructions, phis, blocks, max register demand).
+    #[arg(long)]
+    pub stats: bool,
+    /// With --stats: before and after the middle end, with helped and hurt counts.
+    #[arg(long)]
+    pub opt: bool,
 }
 
 /// Stack of each corpus worker thread.
@@ -135,6 +141,9 @@ fn lower_on_this_thread(args: LowerArgs) -> miette::Result<()> {
 
 pub fn corpus(cmd: CorpusCommand) -> miette::Result<()> {
     let CorpusCommand::Lower(args) = cmd;
+    if args.stats || args.opt {
+        return crate::cli::opt::corpus_stats(&args);
+    }
     let files = shader_files(&args.dir);
     if files.is_empty() {
         return Err(miette::miette!("no shaders under {}", args.dir.display()));

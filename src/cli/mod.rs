@@ -3,6 +3,7 @@
 pub mod front;
 pub mod interp;
 pub mod ir;
+pub mod opt;
 pub mod vc4;
 
 use clap::{Parser, Subcommand};
@@ -34,6 +35,8 @@ pub enum Command {
     Sim(vc4::SimArgs),
     /// Lower a shader (WGSL, GLSL 450, SPIR-V) to kiln IR and print it.
     Lower(front::LowerArgs),
+    /// Run middle-end passes on a `.kir` file and print the result.
+    Opt(opt::OptArgs),
     /// Work on a directory of shaders.
     #[command(subcommand)]
     Corpus(front::CorpusCommand),
@@ -50,6 +53,7 @@ impl Cli {
             Command::Asm(a) => vc4::run_asm(a),
             Command::Sim(a) => vc4::run_sim(a),
             Command::Lower(a) => front::lower(a),
+            Command::Opt(a) => opt::opt(a),
             Command::Corpus(c) => front::corpus(c),
         }
     }

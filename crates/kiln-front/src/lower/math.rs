@@ -129,9 +129,12 @@ impl<'m> Lowerer<'m, '_> {
                 }),
             },
             M::Fma => each!(|x, y, z| self.op(Opcode::Ffma, &[x, y, z])),
+            // x·(1 − t) + y·t: exactly y at t = 1 and x at t = 0, as GPU drivers give (the
+            // form x + t·(y − x) rounds y − x and misses y at t = 1).
             M::Mix => each!(|x, y, t| {
-                let d = self.op(Opcode::Fsub, &[y, x]);
-                self.op(Opcode::Ffma, &[d, t, x])
+                let s = self.op(Opcode::Fsub, &[c(1.0), t]);
+                let xs = self.op(Opcode::Fmul, &[x, s]);
+                self.op(Opcode::Ffma, &[y, t, xs])
             }),
             M::Step => each!(|edge, x| {
                 let lt = self.op(Opcode::Flt, &[x, edge]);

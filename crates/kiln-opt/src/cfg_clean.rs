@@ -1,0 +1,416 @@
+//! CFG clean-up and uniformity (LLVM's SimplifyCFG and NIR's `nir_opt_if`/`nir_opt_dead_cf` in
+//! spirit, on kiln's structured layout):
+//!
+//! 1. **Uniformity**: an `if.divergent` whose condition is a constant or a uniform-file value is
+//!    marked uniform — all lanes agree on it. The linear CFG changes with it (linear values of
+//!    the then side no longer reach the else side, linear phis see other predecessors), so the
+//!    change is kept only when the function still verifies. The lanes' agreement is what the
+//!    divergence analysis will say of more conditions; [`Uniformity`] is where it plugs in.
+//! 2. **Constant branches**: a uniform `if` on a constant keeps the side it takes when that side
+//!    falls through to the endif (`jump`); the other side's blocks go, and the endif's phis, now
+//!    with one predecessor, become copies of that side's operand.
+//! 3. **Single-pass loops**: a loop whose only `break` is taken by a uniform `if` on a non-zero
+//!    constant at the top level of its body, with no `continue` but the latch's, runs once:
+//!    the loop goes, the unreachable rest of its body with it, the header's phis become copies
+//!    of their entry operands (the front end's wrapper for `return` and `switch` once their
+//!    early exits have folded away).
+//! 4. **Straight-line blocks**: a block ending in `jump` to the next block, which has it as its
+//!    only predecessor in both CFGs and is no endif, is merged with it (its phis, trivial, become
+//!    copies) — empty blocks left by the above disappear this way.
+//!
+//! Each change recomputes the CFG before the next (structural edits renumber blocks); every
+//! step removes a block or a flag, so the loop ends after at most blocks + ifs steps.
+
+use crate::blocks::remove_blocks;
+use crate::util::is_uniform_file;
+use kiln_analysis::{Changed, Context, PassError};
+use kiln_ir::{Block, Cfg, Function, Inst, Opcode, Operand, Value};
+
+/// Which branch conditions are uniform. Today: constants and uniform-file values; a divergence
+/// analysis answers for more values through the same question.
+pub trait Uniformity {
+    fn is_uniform(&self, func: &Function, cond: &Operand) -> bool;
+}
+
+/// Uniformity from register files alone.
+pub struct ByFile;
+
+impl Uniformity for ByFile {
+    fn is_uniform(&self, func: &Function, cond: &Operand) -> bool {
+        match cond.value {
+            Value::Const(_) => true,
+            Value::Temp(t) => is_uniform_file(func, t),
+            Value::Undef(_) => false,
+        }
+    }
+}
+
+/// Marks ifs on uniform conditions uniform; returns whether any was.
+fn mark_uniform(func: &mut Function, cfg: &Cfg, uni: &dyn Uniformity) -> bool {
+    let mut any = false;
+    for info in cfg.ifs.iter().filter(|i| i.divergent) {
+        let h = info.head;
+        let cond = func.block(h).insts.last().expect("if").operands[0];
+        if !uni.is_uniform(func, &cond) {
+            continue;
+        }
+        func.block_mut(h)
+            .insts
+            .last_mut()
+            .expect("if")
+            .flags
+            .divergent = false;
+        // The linear CFG changes: linear values defined on the then side no longer reach the
+        // else side, linear phis see other predecessors. Kept only if the function still
+        // verifies (one verification per marked if).
+        let ok = Cfg::compute(func).is_ok_and(|new| kiln_ir::verify_with_cfg(func, &new).is_ok());
+        if ok {
+            any = true;
+        } else {
+            func.block_mut(h)
+                .insts
+                .last_mut()
+                .expect("if")
+                .flags
+                .divergent = true;
+        }
+    }
+    any
+}
+
+/// The phis of `b`, with one predecessor left (operand `k`), become copies.
+fn phis_to_copies(insts: &mut [Inst], k: usize) {
+    for inst in insts.iter_mut().take_while(|i| i.op.is_phi()) {
+        let v = inst.operands[k].value;
+        let mut op = Operand::from(v);
+        op.flags = Default::default();
+        inst.op = Opcode::Mov;
+        inst.operands.clear();
+        inst.operands.push(op);
+    }
+}
+
+/// Moves the copies made of phis behind any remaining phis (they are at the block's start).
+fn copies_after_phis(insts: &mut Vec<Inst>) {
+    let (phis, rest): (Vec<Inst>, Vec<Inst>) = insts.drain(..).partition(|i| i.op.is_phi());
+    insts.extend(phis);
+    insts.extend(rest);
+}
+
+/// Folds one uniform if on a constant; returns whether it did.
+fn fold_constant_if(func: &mut Function, cfg: &Cfg) -> bool {
+    for info in cfg.ifs.iter().rev().filter(|i| !i.divergent) {
+        let (h, t, e, m) = (info.head, info.then_start, info.else_start, info.endif);
+        let Value::Const(c) = func.block(h).insts.last().expect("if").operands[0].value else {
+            continue;
+        };
+        // The side taken, as [start, end); it must fall through to the endif.
+        let (start, end, gone_start, gone_end) = if c != 0 { (t, e, e, m) } else { (e, m, t, e) };
+        let falls = if start == end {
+            true // no else side: the head itself reaches the endif
+        } else {
+            let last = func
+                .block(Block(end.0 - 1))
+                .insts
+                .last()
+                .expect("terminator");
+            last.op == Opcode::Jump && last.targets.first() == Some(&m)
+        };
+        // The side that goes must hold no jump out of it (a loop's only break, say).
+        let jumps_out = (gone_start.0..gone_end.0).any(|g| {
+            func.block(Block(g))
+                .insts
+                .last()
+                .is_some_and(|i| matches!(i.op, Opcode::Break | Opcode::Continue | Opcode::Return))
+        });
+        if !falls || jumps_out {
+            continue;
+        }
+        let taken_pred = if start == end { h } else { Block(end.0 - 1) };
+        let preds = &cfg.logical.preds[m.index()];
+        let Some(k) = preds.iter().position(|&p| p == taken_pred) else {
+            continue;
+        };
+        if preds.len() != 2 && !(preds.len() == 1 && preds[0] == taken_pred) {
+            continue;
+        }
+        // Linear phis of the endif must read the same predecessor.
+        if func
+            .block(m)
+            .insts
+            .iter()
+            .take_while(|i| i.op.is_phi())
+            .any(|i| i.op == Opcode::LinearPhi)
+            && cfg.linear.preds[m.index()] != *preds
+        {
+            continue;
+        }
+        let mut endif = std::mem::take(&mut func.block_mut(m).insts);
+        phis_to_copies(&mut endif, k);
+        copies_after_phis(&mut endif);
+        func.block_mut(m).insts = endif;
+        let term = func.block_mut(h).insts.last_mut().expect("if");
+        let mut jump = Inst::new(Opcode::Jump);
+        jump.targets = vec![if start == end { m } else { start }].into_boxed_slice();
+        *term = jump;
+        let gone: Vec<Block> = (gone_start.0..gone_end.0).map(Block).collect();
+        remove_blocks(func, &gone, h);
+        return true;
+    }
+    false
+}
+
+/// Merges one straight-line pair of blocks; returns whether it did.
+fn merge_straight(func: &mut Function, cfg: &Cfg) -> bool {
+    let mut endif = vec![false; func.blocks.len()];
+    for i in &cfg.ifs {
+        endif[i.endif.index()] = true;
+    }
+    for b in cfg.rpo().rev() {
+        let Some(term) = func.block(b).insts.last() else {
+            continue;
+        };
+        if term.op != Opcode::Jump {
+            continue;
+        }
+        let next = term.targets[0];
+        if next.0 != b.0 + 1
+            || endif[next.index()]
+            || cfg.logical.preds[next.index()].as_slice() != [b]
+            || cfg.linear.preds[next.index()].as_slice() != [b]
+            || cfg.logical.succs[b.index()].as_slice() != [next]
+            || cfg.linear.succs[b.index()].as_slice() != [next]
+        {
+            continue;
+        }
+        let mut tail = std::mem::take(&mut func.block_mut(next).insts);
+        phis_to_copies(&mut tail, 0);
+        let insts = &mut func.block_mut(b).insts;
+        insts.pop();
+        insts.extend(tail);
+        remove_blocks(func, &[next], b);
+        return true;
+    }
+    false
+}
+
+/// Removes one single-pass loop; returns whether it did. The loop's only `break` is the then
+/// side of a uniform `if` on a non-zero constant at the top level of its body, and it has no
+/// `continue` but its latch: it runs its body once, up to that if, and leaves.
+fn remove_single_pass_loop(func: &mut Function, cfg: &Cfg) -> bool {
+    for (k, l) in cfg.loops.iter().enumerate().rev() {
+        let term = |b: Block| func.block(b).insts.last().expect("terminator");
+        // Blocks whose innermost loop is this one.
+        let in_body = |b: Block| cfg.loop_of[b.index()] == Some(k);
+        let breaks: Vec<Block> = (l.header.0..l.exit.0)
+            .map(Block)
+            .filter(|&b| in_body(b) && term(b).op == Opcode::Break)
+            .collect();
+        let continues = (l.header.0..l.exit.0)
+            .map(Block)
+            .filter(|&b| in_body(b) && term(b).op == Opcode::Continue)
+            .count();
+        let [t] = breaks.as_slice() else { continue };
+        if continues != 1 || l.divergent || l.divergent_continue || func.block(*t).insts.len() != 1
+        {
+            continue;
+        }
+        // The if whose then side is exactly the break, with no else.
+        let Some(info) = cfg.ifs.iter().find(|i| i.then_start == *t) else {
+            continue;
+        };
+        let b = info.head;
+        if info.divergent
+            || info.else_start != info.endif
+            || info.endif.0 != t.0 + 1
+            || !matches!(term(b).operands[0].value, Value::Const(c) if c != 0)
+        {
+            continue;
+        }
+        // At the top level of the body: inside no if region of the loop.
+        if cfg
+            .ifs
+            .iter()
+            .any(|i| l.contains(i.head) && i.then_start <= b && b < i.endif)
+        {
+            continue;
+        }
+        let (p, h, x) = (l.preheader, l.header, l.exit);
+        // The header's phis keep the entry operand (the preheader is their first predecessor).
+        let hp = func.block(h).phi_count();
+        phis_to_copies(&mut func.block_mut(h).insts[..hp], 0);
+        // The exit's phis read what they read from the break block, now from `b`.
+        let jump = |to: Block| {
+            let mut j = Inst::new(Opcode::Jump);
+            j.targets = vec![to].into_boxed_slice();
+            j
+        };
+        *func.block_mut(p).insts.last_mut().expect("loop") = jump(h);
+        *func.block_mut(b).insts.last_mut().expect("if") = jump(x);
+        let gone: Vec<Block> = (t.0..x.0).map(Block).collect();
+        remove_blocks(func, &gone, b);
+        return true;
+    }
+    false
+}
+
+/// The clean-up with uniformity from register files.
+pub fn cfg_clean(cx: &mut Context) -> Result<Changed, PassError> {
+    cfg_clean_with(cx, &ByFile)
+}
+
+/// The clean-up with a given uniformity oracle.
+pub fn cfg_clean_with(cx: &mut Context, uni: &dyn Uniformity) -> Result<Changed, PassError> {
+    let mut changed = Changed::Nothing;
+    loop {
+        let cfg = cx.cfg()?;
+        let func = cx.func_mut();
+        let step = mark_uniform(func, &cfg, uni)
+            || fold_constant_if(func, &cfg)
+            || remove_single_pass_loop(func, &cfg)
+            || merge_straight(func, &cfg);
+        if !step {
+            break;
+        }
+        cx.invalidate(Changed::Cfg);
+        changed = Changed::Cfg;
+    }
+    Ok(changed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kiln_interp::{Env, compare};
+    use kiln_ir::{parse_function, print_function};
+
+    #[test]
+    fn constant_and_uniform_branches_fold_and_blocks_merge() {
+        // `if.divergent` on a constant (the front end's `ieq 0, 0` after folding): marked
+        // uniform, folded to its then side; `if.uniform 0` with no else: folded to nothing.
+        let src = "target generic(v=16, s=8)
+function @f {
+bb0:
+    %0:v1 = input 0
+    if.divergent -1, bb1, bb2, bb3
+bb1:
+    %1:v1 = fmul %0, 2.0
+    jump bb3
+bb2:
+    %2:v1 = fmul %0, 3.0
+    jump bb3
+bb3:
+    %3:v1 = phi %1, %2
+    if.uniform 0, bb4, bb5, bb5
+bb4:
+    %4:v1 = fadd %3, 1.0
+    jump bb5
+bb5:
+    %5:v1 = phi %3, %4
+    output 0, %5
+    return
+}
+";
+        let before = parse_function(src).unwrap();
+        let mut cx = Context::new(before.clone());
+        assert_eq!(cx.run("cfg_clean", cfg_clean).unwrap(), Changed::Cfg);
+        let after = cx.into_func();
+        let text = print_function(&after);
+        assert_eq!(after.blocks.len(), 1, "{text}");
+        assert!(
+            !text.contains("fmul %0, 3.0") && !text.contains("fadd"),
+            "{text}"
+        );
+        assert!(text.contains("%3:v1 = mov %1"), "{text}");
+        assert!(text.contains("%5:v1 = mov %3"), "{text}");
+        compare(&before, &after, &Env::for_function(&before, 16, 3)).unwrap();
+    }
+
+    #[test]
+    fn a_single_pass_loop_goes() {
+        // The front end's wrapper for an early `return` once the return folded away.
+        let src = "target generic(v=16, s=8)
+function @f {
+bb0:
+    %0:v1 = input 0
+    loop bb1, bb5
+bb1:
+    %1:v1 = phi %0, %3
+    %2:v1 = fmul %1, 2.0
+    if.uniform -1, bb2, bb3, bb3
+bb2:
+    break bb5
+bb3:
+    %3:v1 = fadd %2, 1.0
+    jump bb4
+bb4:
+    continue bb1
+bb5:
+    %4:v1 = phi %2
+    output 0, %4
+    return
+}
+";
+        let before = parse_function(src).unwrap();
+        let mut cx = Context::new(before.clone());
+        assert_eq!(cx.run("cfg_clean", cfg_clean).unwrap(), Changed::Cfg);
+        let after = cx.into_func();
+        let text = print_function(&after);
+        assert_eq!(after.blocks.len(), 1, "{text}");
+        assert!(!text.contains("loop") && !text.contains("fadd"), "{text}");
+        compare(&before, &after, &Env::for_function(&before, 16, 5)).unwrap();
+        // With a second, per-lane break the loop stays.
+        let two = src
+            .replace(
+                "    %2:v1 = fmul %1, 2.0\n",
+                "    %2:v1 = fmul %1, 2.0\n    %9:v1 = flt %2, 1.0\n",
+            )
+            .replace(
+                "    jump bb4\nbb4:",
+                "    if.divergent %9, bb4, bb5, bb5\nbb4:\n    break bb6\nbb5:",
+            )
+            .replace(
+                "continue bb1\nbb5:\n    %4:v1 = phi %2",
+                "continue bb1\nbb6:\n    %4:v1 = phi %2, %3",
+            )
+            .replace("loop bb1, bb5", "loop bb1, bb6")
+            .replace("break bb5\nbb3", "break bb6\nbb3");
+        let two = parse_function(&two).unwrap();
+        kiln_ir::verify(&two).unwrap();
+        let mut cx = Context::new(two);
+        cx.run("cfg_clean", cfg_clean).unwrap();
+        assert!(print_function(cx.func()).contains("loop"));
+    }
+
+    #[test]
+    fn a_linear_value_of_the_then_side_keeps_the_if_divergent() {
+        // The else side reads a uniform value of the then side: fine linearly while the if is
+        // divergent (the wave runs then, then else), wrong once it is uniform.
+        let src = "target generic(v=16, s=8)
+function @f {
+bb0:
+    %0:v1 = input 0
+    %1:s1 = uniform 0
+    if.divergent %1, bb1, bb2, bb3
+bb1:
+    %2:s1 = iadd %1, 1
+    jump bb3
+bb2:
+    %3:v1 = iadd %0, 1
+    jump bb3
+bb3:
+    output 0, %0
+    return
+}
+";
+        let mut cx = Context::new(parse_function(src).unwrap());
+        cx.run("cfg_clean", cfg_clean).unwrap();
+        let text = print_function(cx.func());
+        assert!(text.contains("if.uniform %1"), "{text}");
+        let bad = src.replace("%3:v1 = iadd %0, 1", "%3:v1 = iadd %2, 1");
+        let mut cx = Context::new(parse_function(&bad).unwrap());
+        cx.run("cfg_clean", cfg_clean).unwrap();
+        let text = print_function(cx.func());
+        assert!(text.contains("if.divergent %1"), "{text}");
+    }
+}

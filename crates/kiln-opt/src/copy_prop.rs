@@ -1,0 +1,140 @@
+//! Copy propagation as seed 004 describes i965's (`brw_fs_copy_propagation.cpp`): every `mov`
+//! is an entry of the available-copy set (ACP); a forward must-problem on the logical CFG
+//! (intersection over predecessors, [`crate::dataflow`]) gives the copies available at the start
+//! of every block, and a walk through each block rewrites operands that read a copy's
+//! destination to read its source.
+//!
+//! - *gen*: the copies a block makes.
+//! - *kill*: in SSA form a source is never redefined, so the only kill is temporal divergence
+//!   (seed 003, NIR's divergence analysis): lanes leave a divergent loop at different iterations,
+//!   so a copy made inside it of a linear source (uniform file, all-lanes write) no longer holds
+//!   after it — the per-lane destination keeps, per lane, the value of that lane's last
+//!   iteration, the linear source only the wave's last. Such copies are killed at the loop's
+//!   exit block.
+//! - The ENDIF block starts a block and has the IF (and ELSE) block as predecessors, and only the
+//!   entry lacks predecessors (seed 004): in the if / break / endif loop shape the endif's
+//!   available set is what the if block had, not the empty set that would cascade through the
+//!   loop.
+//!
+//! A rewrite also needs the source to be readable where the operand is (`Avail::reaches`: the
+//! source's definition dominates the use in its own CFG — a uniform source linearly), and an
+//! operand with a register constraint (fixed, tied, vector) or a phi operand keeps its class,
+//! so it takes only a source of the same class. Linear in the instructions plus the dataflow.
+
+use crate::dataflow::{Direction, GenKill, Graph, Meet, solve};
+use crate::util::{Avail, is_free_operand, set_value};
+use kiln_analysis::{Changed, Context, PassError};
+use kiln_ir::{Block, Opcode, Value};
+
+/// One entry of the available-copy set: `dst = mov src` (found by its destination through
+/// `copy_of`).
+#[derive(Clone, Copy, Debug)]
+struct Copy {
+    src: Value,
+    block: Block,
+}
+
+/// Propagates copies; the copies themselves are left to dead code elimination.
+pub fn copy_prop(cx: &mut Context) -> Result<Changed, PassError> {
+    let cfg = cx.cfg()?;
+    let dom = cx.dominance()?;
+    let func = cx.func_mut();
+    let avail = Avail::new(func, &cfg, &dom);
+    // The ACP entries and, per temp, the copy that defines it.
+    let mut copies: Vec<Copy> = Vec::new();
+    let mut copy_of: Vec<Option<usize>> = vec![None; func.temps.len()];
+    for b in func.block_ids() {
+        for inst in &func.block(b).insts {
+            if inst.op == Opcode::Mov
+                && inst.defs.len() == 1
+                && !matches!(inst.operands[0].value, Value::Undef(_))
+            {
+                copy_of[inst.defs[0].temp.index()] = Some(copies.len());
+                copies.push(Copy {
+                    src: inst.operands[0].value,
+                    block: b,
+                });
+            }
+        }
+    }
+    if copies.is_empty() {
+        return Ok(Changed::Nothing);
+    }
+    let n = func.blocks.len();
+    let mut problem = GenKill::new(Direction::Forward, Meet::Intersection, copies.len(), n);
+    for (k, c) in copies.iter().enumerate() {
+        problem.gen_sets[c.block.index()].insert(k);
+        if let Value::Temp(s) = c.src
+            && avail.linear[s.index()]
+        {
+            for l in cfg.enclosing_loops(c.block) {
+                if cfg.loops[l].divergent {
+                    problem.kill_sets[cfg.loops[l].exit.index()].insert(k);
+                }
+            }
+        }
+    }
+    let solution = solve(&problem, &cfg, Graph::Logical).map_err(|e| PassError::Failed {
+        pass: "copy_prop".into(),
+        message: e.to_string(),
+    })?;
+    let mut rewrites = 0;
+    for b in cfg.rpo() {
+        let mut acp = solution.block_start[b.index()].clone();
+        for i in 0..func.block(b).insts.len() {
+            let inst = &func.block(b).insts[i];
+            let is_phi = inst.op.is_phi();
+            for k in 0..inst.operands.len() {
+                let inst = &func.block(b).insts[i];
+                let Some(d) = inst.operands[k].temp_id() else {
+                    continue;
+                };
+                let Some(c) = copy_of[d.index()] else {
+                    continue;
+                };
+                let src = copies[c].src;
+                let ok = if is_phi {
+                    // Read at the end of the predecessor the operand belongs to.
+                    let preds = if inst.op == Opcode::Phi {
+                        &cfg.logical.preds[b.index()]
+                    } else {
+                        &cfg.linear.preds[b.index()]
+                    };
+                    let pred = preds[k];
+                    solution.block_end[pred.index()].contains(c)
+                        && match src {
+                            Value::Temp(s) => {
+                                func.class(s) == func.class(d)
+                                    && avail.linear[s.index()] == avail.linear[d.index()]
+                                    && avail.reaches(s, pred)
+                            }
+                            _ => true,
+                        }
+                } else {
+                    acp.contains(c)
+                        && match src {
+                            Value::Temp(s) => {
+                                avail.reaches(s, b)
+                                    && (is_free_operand(inst, k) || func.class(s) == func.class(d))
+                            }
+                            _ => true,
+                        }
+                };
+                if ok {
+                    set_value(&mut func.block_mut(b).insts[i].operands[k], src);
+                    rewrites += 1;
+                }
+            }
+            if let Some(d) = func.block(b).insts[i].defs.first()
+                && let Some(c) = copy_of[d.temp.index()]
+            {
+                acp.insert(c);
+            }
+        }
+    }
+    Ok(if rewrites > 0 {
+        Changed::Instructions
+    } else {
+        Changed::Nothing
+    })
+}

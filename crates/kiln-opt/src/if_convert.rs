@@ -1,0 +1,252 @@
+//! If-conversion (NIR's `nir_opt_peephole_select`): an `if` whose then side and else side are
+//! each at most one block of straight-line code without side effects, closed by a `jump` to the
+//! endif, is flattened: the head, both sides and the endif become one block, and every phi of
+//! the endif becomes `sel cond, then_value, else_value`. An `if` with a constant condition and
+//! such sides goes the same way (the `sel` folds). The cost model is in `docs/middle.md`:
+//!
+//! - a **divergent** `if` runs both sides anyway on a SIMT machine, masked; flattening removes
+//!   the branch, the mask bookkeeping and the endif's phis (which become the `sel`s the masked
+//!   writes were) and adds nothing executed: up to [`DIVERGENT_LIMIT`] instructions per side;
+//! - a **uniform** `if` runs one side only, so flattening adds the other side's instructions to
+//!   every execution; it pays when the sides are smaller than a branch (vc4: a branch and its
+//!   three delay slots): up to [`UNIFORM_LIMIT`] instructions per side.
+//!
+//! Instructions with side effects, texture operations and derivatives stay under their branch.
+//! Moving a side's instructions out of it computes them in lanes that did not take it: per-lane
+//! instructions cannot fault and their results are only read through the `sel`, and every
+//! operand is defined in those lanes because its definition dominates the head. A `sel` that
+//! would define a uniform-file value from a per-lane operand (a uniform `if` on a per-lane
+//! condition) keeps its `if`. One CFG recomputation per flattened `if`, innermost first, so
+//! that nested small ifs flatten in turn.
+
+use crate::blocks::remove_blocks;
+use crate::util::is_uniform_file;
+use kiln_analysis::{Changed, Context, PassError};
+use kiln_ir::cfg::IfInfo;
+use kiln_ir::{Block, Cfg, Def, Function, Inst, Opcode, Operand};
+
+/// Instructions per side of a divergent `if` that are flattened.
+pub const DIVERGENT_LIMIT: usize = 16;
+/// Instructions per side of a uniform `if` that are flattened.
+pub const UNIFORM_LIMIT: usize = 3;
+
+/// The body of a side block (without its closing `jump`), if it can be moved.
+fn movable(func: &Function, b: Block, endif: Block, limit: usize) -> Option<usize> {
+    let insts = &func.block(b).insts;
+    let (last, body) = insts.split_last()?;
+    if last.op != Opcode::Jump || last.targets.first() != Some(&endif) || body.len() > limit {
+        return None;
+    }
+    body.iter()
+        .all(|i| {
+            !i.op.is_phi()
+                && !i.op.info().side_effects
+                && !matches!(
+                    i.op,
+                    Opcode::TextureSample
+                        | Opcode::TextureFetch
+                        | Opcode::Fddx
+                        | Opcode::Fddy
+                        | Opcode::Reload
+                )
+        })
+        .then_some(body.len())
+}
+
+/// Whether `info`'s if can be flattened, and its side blocks.
+fn candidate(func: &Function, cfg: &Cfg, info: &IfInfo) -> Option<(Block, Option<Block>)> {
+    let (h, t, e, m) = (info.head, info.then_start, info.else_start, info.endif);
+    let limit = if info.divergent {
+        DIVERGENT_LIMIT
+    } else {
+        UNIFORM_LIMIT
+    };
+    let else_block = if e == m {
+        if t.0 + 1 != e.0 {
+            return None;
+        }
+        None
+    } else {
+        if t.0 + 1 != e.0 || e.0 + 1 != m.0 {
+            return None;
+        }
+        Some(e)
+    };
+    movable(func, t, m, limit)?;
+    if let Some(e) = else_block {
+        movable(func, e, m, limit)?;
+    }
+    // The endif's logical predecessors are exactly the two sides.
+    let else_pred = else_block.unwrap_or(h);
+    let preds = &cfg.logical.preds[m.index()];
+    if preds.len() != 2 || !preds.contains(&t) || !preds.contains(&else_pred) {
+        return None;
+    }
+    let cond = func.block(h).insts.last()?.operands[0];
+    let cond_per_lane = cond.temp_id().is_some_and(|c| !is_uniform_file(func, c));
+    for phi in func.block(m).insts.iter().take_while(|i| i.op.is_phi()) {
+        let d = phi.defs[0].temp;
+        // `sel` is scalar: a vector phi keeps its if.
+        if func.class(d).size != 1 || (is_uniform_file(func, d) && cond_per_lane) {
+            return None;
+        }
+        if phi.op == Opcode::LinearPhi && cfg.linear.preds[m.index()] != *preds {
+            // A divergent if's linear phi has one operand (the else side's end): rare.
+            return None;
+        }
+    }
+    Some((t, else_block))
+}
+
+/// Flattens one if.
+fn flatten(func: &mut Function, cfg: &Cfg, info: &IfInfo, t: Block, e: Option<Block>) {
+    let (h, m) = (info.head, info.endif);
+    let preds = cfg.logical.preds[m.index()].clone();
+    let then_k = preds
+        .iter()
+        .position(|&p| p == t)
+        .expect("then is a predecessor");
+    let else_k = 1 - then_k;
+    let mut head = std::mem::take(&mut func.block_mut(h).insts);
+    let term = head.pop().expect("the head ends in its if");
+    let cond = term.operands[0];
+    let mut cond_op = Operand::from(cond.value);
+    cond_op.flags = Default::default();
+    for side in std::iter::once(t).chain(e) {
+        let mut insts = std::mem::take(&mut func.block_mut(side).insts);
+        insts.pop();
+        head.extend(insts);
+    }
+    let endif = std::mem::take(&mut func.block_mut(m).insts);
+    for inst in endif {
+        if inst.op.is_phi() {
+            let mut sel = Inst::new(Opcode::Sel);
+            sel.defs.push(Def::new(inst.defs[0].temp));
+            let mut a = Operand::from(inst.operands[then_k].value);
+            let mut b = Operand::from(inst.operands[else_k].value);
+            a.flags = Default::default();
+            b.flags = Default::default();
+            sel.operands.extend([cond_op, a, b]);
+            head.push(sel);
+        } else {
+            head.push(inst);
+        }
+    }
+    func.block_mut(h).insts = head;
+    let mut gone = vec![t, m];
+    gone.extend(e);
+    remove_blocks(func, &gone, h);
+}
+
+/// Flattens small ifs, innermost first, until none is left.
+pub fn if_convert(cx: &mut Context) -> Result<Changed, PassError> {
+    let mut changed = Changed::Nothing;
+    loop {
+        let cfg = cx.cfg()?;
+        let func = cx.func_mut();
+        let found = cfg
+            .ifs
+            .iter()
+            .rev()
+            .find_map(|info| candidate(func, &cfg, info).map(|c| (info.clone(), c)));
+        let Some((info, (t, e))) = found else {
+            break;
+        };
+        flatten(func, &cfg, &info, t, e);
+        cx.invalidate(Changed::Cfg);
+        changed = Changed::Cfg;
+    }
+    Ok(changed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kiln_interp::{Env, compare};
+    use kiln_ir::{parse_function, print_function};
+
+    /// The front end's shape: a divergent if with an empty then side and a phi of constants
+    /// (ascii.wgsl), and a diamond with work on both sides.
+    const SRC: &str = "target generic(v=16, s=8)
+function @f {
+bb0:
+    %0:v1 = input 0
+    %1:v1 = flt 0.5, %0
+    if.divergent %1, bb1, bb2, bb2
+bb1:
+    jump bb2
+bb2:
+    %2:v1 = phi 65536.0, 65600.0
+    %3:v1 = flt 0.25, %0
+    if.divergent %3, bb3, bb4, bb5
+bb3:
+    %4:v1 = fmul %0, 2.0
+    jump bb5
+bb4:
+    %5:v1 = fadd %0, 1.0
+    output 3, %5
+    jump bb5
+bb5:
+    %6:v1 = phi %4, %0
+    output 0, %2
+    output 1, %6
+    return
+}
+";
+
+    #[test]
+    fn flattens_small_ifs_into_sels() {
+        let before = parse_function(SRC).unwrap();
+        let mut cx = Context::new(before.clone());
+        assert_eq!(cx.run("if_convert", if_convert).unwrap(), Changed::Cfg);
+        let after = cx.into_func();
+        let text = print_function(&after);
+        // The first if flattens (phi operands: from bb0 = else, from bb1 = then); the second
+        // keeps its if: its else side has an output.
+        assert!(text.contains("%2:v1 = sel %1, 65600.0, 65536.0"), "{text}");
+        assert_eq!(after.blocks.len(), 4, "{text}");
+        for seed in 0..4 {
+            let mut env = Env::for_function(&before, 16, seed);
+            env.inputs
+                .insert(0, (0..16).map(|l| (l as f32 / 16.0).to_bits()).collect());
+            compare(&before, &after, &env).unwrap();
+        }
+    }
+
+    #[test]
+    fn a_uniform_if_flattens_only_small_sides() {
+        let src = "target generic(v=16, s=8)
+function @f {
+bb0:
+    %0:v1 = input 0
+    %1:s1 = uniform 0
+    if.uniform %1, bb1, bb2, bb2
+bb1:
+    %2:v1 = fmul %0, 2.0
+    %3:v1 = fmul %2, 2.0
+    %4:v1 = fmul %3, 2.0
+    %5:v1 = fmul %4, 2.0
+    jump bb2
+bb2:
+    %6:v1 = phi %0, %5
+    output 0, %6
+    return
+}
+";
+        let mut cx = Context::new(parse_function(src).unwrap());
+        assert_eq!(cx.run("if_convert", if_convert).unwrap(), Changed::Nothing);
+        let small = src
+            .replace("    %4:v1 = fmul %3, 2.0\n    %5:v1 = fmul %4, 2.0\n", "")
+            .replace("phi %0, %5", "phi %0, %3");
+        let before = parse_function(&small).unwrap();
+        let mut cx = Context::new(before.clone());
+        assert_eq!(cx.run("if_convert", if_convert).unwrap(), Changed::Cfg);
+        let after = cx.into_func();
+        assert_eq!(after.blocks.len(), 1, "{}", print_function(&after));
+        for u in [0u32, 7] {
+            let mut env = Env::for_function(&before, 16, 1);
+            env.uniforms.insert(0, u);
+            compare(&before, &after, &env).unwrap();
+        }
+    }
+}
