@@ -48,7 +48,7 @@ fn differential(pipelines: &[Vec<&str>], programs: u64) {
             if passes.is_empty() {
                 let demand = cx.liveness().unwrap().max;
                 assert!(
-                    kiln_opt::demand_within(cx.func(), demand, limit),
+                    kiln_opt::demand_within(demand, limit),
                     "seed {seed}: demand {demand:?} > {limit:?}"
                 );
             }
