@@ -26,22 +26,33 @@ use crate::util::is_uniform_file;
 use kiln_analysis::{Changed, Context, PassError};
 use kiln_ir::{Block, Cfg, Function, Inst, Opcode, Operand, Value};
 
-/// Which branch conditions are uniform. Today: constants and uniform-file values; a divergence
-/// analysis answers for more values through the same question.
+/// Which branch conditions are uniform: constants and uniform-file values ([`ByFile`]), and
+/// whatever the divergence analysis proves ([`ByDivergence`], the default).
 pub trait Uniformity {
-    fn is_uniform(&self, func: &Function, cond: &Operand) -> bool;
+    /// Whether `cond`, read at the end of block `at`, has one value in every active lane.
+    fn is_uniform(&self, func: &Function, cond: &Operand, at: Block) -> bool;
 }
 
 /// Uniformity from register files alone.
 pub struct ByFile;
 
 impl Uniformity for ByFile {
-    fn is_uniform(&self, func: &Function, cond: &Operand) -> bool {
+    fn is_uniform(&self, func: &Function, cond: &Operand, _at: Block) -> bool {
         match cond.value {
             Value::Const(_) => true,
             Value::Temp(t) => is_uniform_file(func, t),
             Value::Undef(_) => false,
         }
+    }
+}
+
+/// Uniformity by the divergence analysis (NIR's rules, temporal divergence included), on top
+/// of the register files.
+pub struct ByDivergence(pub std::sync::Arc<kiln_analysis::Divergence>);
+
+impl Uniformity for ByDivergence {
+    fn is_uniform(&self, func: &Function, cond: &Operand, at: Block) -> bool {
+        ByFile.is_uniform(func, cond, at) || self.0.operand_uniform_at(cond, at)
     }
 }
 
@@ -51,7 +62,7 @@ fn mark_uniform(func: &mut Function, cfg: &Cfg, uni: &dyn Uniformity) -> bool {
     for info in cfg.ifs.iter().filter(|i| i.divergent) {
         let h = info.head;
         let cond = func.block(h).insts.last().expect("if").operands[0];
-        if !uni.is_uniform(func, &cond) {
+        if !uni.is_uniform(func, &cond, h) {
             continue;
         }
         func.block_mut(h)
@@ -256,16 +267,21 @@ fn remove_single_pass_loop(func: &mut Function, cfg: &Cfg) -> bool {
 
 /// The clean-up with uniformity from register files.
 pub fn cfg_clean(cx: &mut Context) -> Result<Changed, PassError> {
-    cfg_clean_with(cx, &ByFile)
+    cfg_clean_with(cx, |cx| Ok(Box::new(ByDivergence(cx.divergence()?))))
 }
 
-/// The clean-up with a given uniformity oracle.
-pub fn cfg_clean_with(cx: &mut Context, uni: &dyn Uniformity) -> Result<Changed, PassError> {
+/// The clean-up with a uniformity oracle made for the function as it stands: after every
+/// simplification the oracle is made again (the context recomputes the divergence analysis).
+pub fn cfg_clean_with(
+    cx: &mut Context,
+    oracle: impl Fn(&mut Context) -> Result<Box<dyn Uniformity>, PassError>,
+) -> Result<Changed, PassError> {
     let mut changed = Changed::Nothing;
     loop {
+        let uni = oracle(cx)?;
         let cfg = cx.cfg()?;
         let func = cx.func_mut();
-        let step = mark_uniform(func, &cfg, uni)
+        let step = mark_uniform(func, &cfg, &*uni)
             || fold_constant_if(func, &cfg)
             || remove_single_pass_loop(func, &cfg)
             || merge_straight(func, &cfg);
