@@ -92,7 +92,7 @@ fn candidates(func: &Function) -> Vec<Temp> {
 #[test]
 fn interfering_merges_are_caught_and_safe_ones_agree() {
     let (mut interfering, mut caught, mut safe) = (0, 0, 0);
-    for seed in 0..100u64 {
+    for seed in 0..60u64 {
         let mut func = generate(&GenConfig {
             size: 40 + (seed % 120) as usize,
             ..GenConfig::new(seed)
@@ -140,8 +140,8 @@ fn interfering_merges_are_caught_and_safe_ones_agree() {
             }
         }
     }
-    assert!(safe >= 200, "{safe} non-interfering merges tried");
-    assert!(interfering >= 200, "{interfering} interfering merges tried");
+    assert!(safe >= 120, "{safe} non-interfering merges tried");
+    assert!(interfering >= 120, "{interfering} interfering merges tried");
     // Measured: about two in three interfering merges change an output (the rest clobber a
     // value with an equal one, or one whose only effect is masked off).
     eprintln!("{caught} of {interfering} interfering merges caught; {safe} safe merges agree");
