@@ -1,5 +1,5 @@
 //! Shader statistics in shader-db's terms (seed 004 reports its results as shader-db totals):
-//! instructions, phis, blocks and the maximum register demand per register file, and the
+//! instructions, phis, blocks, loops and the maximum register demand per register file, and the
 //! comparison of two sets of them (totals, helped and hurt).
 
 use kiln_analysis::{Context, PassError};
@@ -12,6 +12,8 @@ pub struct Stats {
     pub instructions: usize,
     pub phis: usize,
     pub blocks: usize,
+    /// `loop` instructions (every loop, the front end's single-pass ones included).
+    pub loops: usize,
     /// Maximum register demand per register file, in units (seed 000).
     pub max_demand: Demand,
 }
@@ -30,10 +32,17 @@ impl Stats {
             .flat_map(|b| &b.insts)
             .filter(|i| i.op.is_phi())
             .count();
+        let loops = func
+            .blocks
+            .iter()
+            .flat_map(|b| &b.insts)
+            .filter(|i| i.op == kiln_ir::Opcode::Loop)
+            .count();
         Stats {
             instructions: func.inst_count() - phis,
             phis,
             blocks: func.blocks.len(),
+            loops,
             max_demand,
         }
     }
@@ -62,6 +71,9 @@ pub struct Totals {
     pub instructions: usize,
     pub phis: usize,
     pub blocks: usize,
+    pub loops: usize,
+    /// Shaders with at least one loop.
+    pub with_loops: usize,
     pub max_demand: [i64; MAX_FILES],
 }
 
@@ -70,6 +82,8 @@ impl Totals {
         self.instructions += s.instructions;
         self.phis += s.phis;
         self.blocks += s.blocks;
+        self.loops += s.loops;
+        self.with_loops += (s.loops > 0) as usize;
         for (t, d) in self.max_demand.iter_mut().zip(s.max_demand.0) {
             *t += d as i64;
         }
@@ -127,6 +141,12 @@ impl Comparison {
             self.before.blocks as i64,
             self.after.blocks as i64,
         );
+        s += &line("loops", self.before.loops as i64, self.after.loops as i64);
+        s += &line(
+            "shaders with a loop",
+            self.before.with_loops as i64,
+            self.after.with_loops as i64,
+        );
         for (k, name) in files.iter().enumerate() {
             s += &line(
                 &format!("max demand ({name})"),
@@ -177,7 +197,10 @@ bb2:
         .unwrap();
         let mut cx = Context::new(f);
         let s = Stats::of(&mut cx).unwrap();
-        assert_eq!((s.instructions, s.phis, s.blocks), (7, 1, 3));
+        assert_eq!((s.instructions, s.phis, s.blocks, s.loops), (7, 1, 3, 0));
+        let looped =
+            kiln_ir::parse_function(include_str!("../../../examples/seed003_loop.kir")).unwrap();
+        assert_eq!(Stats::with_demand(&looped, Demand::ZERO).loops, 1);
         assert_eq!(s.max_demand.0[0], 3);
         let mut fewer = s;
         fewer.instructions = 5;
