@@ -344,28 +344,23 @@ fn parse_cond(cx: &Ctx, s: &str) -> Result<Cond, AsmError> {
 
 /// `raN` / `rbN` (N decimal digits only): (N, file A). N may be out of range.
 fn regfile_number(s: &str) -> Option<(u8, bool)> {
-    let (is_a, n) = match (s.strip_prefix("ra"), s.strip_prefix("rb")) {
-        (Some(n), _) => (true, n),
-        (_, Some(n)) => (false, n),
+    let (n, is_a) = file_digits(s, "ra", "rb")?;
+    Some((n.parse::<u8>().unwrap_or(u8::MAX), is_a))
+}
+
+/// The decimal digits after prefix `a` (file A) or `b` (file B), if that is all there is.
+fn file_digits<'s>(s: &'s str, a: &str, b: &str) -> Option<(&'s str, bool)> {
+    let (n, is_a) = match (s.strip_prefix(a), s.strip_prefix(b)) {
+        (Some(n), _) => (n, true),
+        (_, Some(n)) => (n, false),
         _ => return None,
     };
-    if n.is_empty() || !n.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    Some((n.parse::<u8>().unwrap_or(u8::MAX), is_a))
+    (!n.is_empty() && n.bytes().all(|b| b.is_ascii_digit())).then_some((n, is_a))
 }
 
 /// An unnamed address `a40?` / `b40?` (32–63): (address, file A).
 fn unnamed_address(s: &str) -> Option<(u8, bool)> {
-    let q = s.strip_suffix('?')?;
-    let (is_a, n) = match (q.strip_prefix('a'), q.strip_prefix('b')) {
-        (Some(n), _) => (true, n),
-        (_, Some(n)) => (false, n),
-        _ => return None,
-    };
-    if n.is_empty() || !n.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
+    let (n, is_a) = file_digits(s.strip_suffix('?')?, "a", "b")?;
     n.parse::<u8>()
         .ok()
         .filter(|n| (32..64).contains(n))
