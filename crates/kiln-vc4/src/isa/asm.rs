@@ -884,6 +884,7 @@ fn parse_src(cx: &Ctx, s: &str) -> Result<Operand, AsmError> {
     Ok(Operand { src, rot, unpack })
 }
 
+#[derive(Default)]
 struct AluState {
     raddr_a: Option<u8>,
     raddr_b: Option<u8>,
@@ -1051,13 +1052,7 @@ pub fn b_read_needs_prefix(a: &AluInstr) -> bool {
         Some(("", operand(a.mul_a), true)),
         (!mul_mov).then(|| ("", operand(a.mul_b), true)),
     ];
-    let mut st = AluState {
-        raddr_a: None,
-        raddr_b: None,
-        si: None,
-        unpack: None,
-        pm_evidence: None,
-    };
+    let mut st = AluState::default();
     // a `read_a.` prefix (no operand reads file A) claims file A first
     if !muxes.contains(&Mux::A) && a.raddr_a != raddr::NOP {
         st.raddr_a = Some(a.raddr_a);
@@ -1111,13 +1106,7 @@ fn parse_alu(cx: &Ctx, code: &str) -> Result<Instr, AsmError> {
     // prefixes: signal, unpack.X, read_a.NAME / read_b.NAME
     let mut rest = add_part;
     let mut sig = Signal::None;
-    let mut st = AluState {
-        raddr_a: None,
-        raddr_b: None,
-        si: None,
-        unpack: None,
-        pm_evidence: None,
-    };
+    let mut st = AluState::default();
     let mut prefix_unpack = None;
     loop {
         let (tok, after) = match rest.find(char::is_whitespace) {
