@@ -306,6 +306,9 @@ impl Gen<'_> {
         } else {
             // Two-address multiply-add: the definition shares the addend's registers.
             let c = self.scalar(!uniform);
+            let same_file = c
+                .temp_id()
+                .is_some_and(|c| self.b.func.class(c).file == class.file);
             let t = self.b.op(Opcode::Ffma, class, [a, b, c]);
             let inst = self
                 .b
@@ -316,7 +319,7 @@ impl Gen<'_> {
                 .expect("ffma");
             inst.defs[0].tied = Some(2);
             inst.operands[2].flags = inst.operands[2].flags | OperandFlags::CLOBBERED;
-            if inst.operands[2].temp_id().is_none() {
+            if !same_file {
                 inst.defs[0].tied = None;
                 inst.operands[2].flags = OperandFlags::empty();
             }

@@ -171,9 +171,21 @@ fn reorder_phis(
                 &new_cfg.linear.preds[to.index()],
             )
         };
+        // The new block stands for the one old predecessor that no longer reaches `to`
+        // directly: `from`, or on the linear CFG of a divergent `if` with no else, the end of
+        // the then region (which now flows through the new else block).
+        let gone: Vec<Block> = old_preds
+            .iter()
+            .copied()
+            .filter(|&q| !new_preds.iter().any(|&p| p != new && old_number(p) == q))
+            .collect();
+        let replaced = match gone.as_slice() {
+            [one] => *one,
+            _ => from_old,
+        };
         let mut ops: Vec<Operand> = Vec::with_capacity(new_preds.len());
         for &p in new_preds {
-            let old_p = if p == new { from_old } else { old_number(p) };
+            let old_p = if p == new { replaced } else { old_number(p) };
             let k = old_preds
                 .iter()
                 .position(|&q| q == old_p)

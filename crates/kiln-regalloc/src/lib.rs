@@ -1,10 +1,345 @@
-//! kiln register allocation (DESIGN.md §5). This crate holds the allocation checker that every
-//! allocator's output goes through ([`checker`]), the register model of seed 002
-//! that the class-based graph-colouring allocator works from ([`regset`]), and the lowering of
-//! parallel copies to moves and swaps ([`parallel_copy`]).
+//! kiln register allocation (DESIGN.md §5): one interface for every allocator ([`allocate`]),
+//! the SSA-based allocator (spilling to the budget first, then [`assign`] in dominance order and
+//! out of SSA), the allocation checker that every allocator's output goes through
+//! ([`checker`]), the register model of seed 002 that the class-based graph-colouring allocator
+//! works from ([`regset`]), and the lowering of parallel copies to moves and swaps
+//! ([`parallel_copy`]).
 
+pub mod assign;
 pub mod checker;
 pub mod parallel_copy;
 pub mod regset;
 
 pub use regset::RegModel;
+
+use kiln_analysis::compute_liveness;
+use kiln_ir::{Block, Cfg, Def, Demand, Function, Inst, Opcode, Target};
+use std::fmt;
+use std::time::{Duration, Instant};
+
+/// Which allocator runs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Allocator {
+    /// Spilling to the budget, then SSA-based assignment in dominance order ([`assign`]).
+    #[default]
+    Ssa,
+}
+
+impl std::str::FromStr for Allocator {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Allocator, String> {
+        match s {
+            "ssa" => Ok(Allocator::Ssa),
+            _ => Err(format!("unknown allocator `{s}` (known: ssa)")),
+        }
+    }
+}
+
+/// How to allocate.
+#[derive(Clone, Debug, Default)]
+pub struct RaOptions {
+    pub allocator: Allocator,
+    /// Units per register file the allocation may use (`None`: the whole file).
+    pub budget: Vec<Option<u32>>,
+    /// Run the checker on the result (tests and `KILN_DEBUG=verify` do).
+    pub check: bool,
+}
+
+impl RaOptions {
+    /// Reads a budget such as `v=24,s=8` (file names of `target`; files not named keep their
+    /// size).
+    pub fn parse_budget(target: &dyn Target, text: &str) -> Result<Vec<Option<u32>>, String> {
+        let mut budget = vec![None; target.files().len()];
+        for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            let (name, n) = part
+                .split_once('=')
+                .ok_or_else(|| format!("`{part}`: expected FILE=UNITS"))?;
+            let file = target
+                .file_by_name(name.trim())
+                .ok_or_else(|| format!("`{name}`: the target has no such register file"))?;
+            let n: u32 = n
+                .trim()
+                .parse()
+                .map_err(|_| format!("`{part}`: the number of units is not a number"))?;
+            budget[file.index()] = Some(n);
+        }
+        Ok(budget)
+    }
+
+    /// The budget of every file of `target`, capped at the file's size.
+    pub fn limits(&self, target: &dyn Target) -> Vec<u32> {
+        target
+            .files()
+            .iter()
+            .enumerate()
+            .map(|(f, file)| {
+                self.budget
+                    .get(f)
+                    .copied()
+                    .flatten()
+                    .map_or(file.units, |b| b.min(file.units))
+            })
+            .collect()
+    }
+}
+
+/// What one allocation did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RaStats {
+    /// Instructions before (phis included) and after allocation.
+    pub insts_before: u32,
+    pub insts_after: u32,
+    /// Parallel copies inserted, and the register units they move.
+    pub parallel_copies: u32,
+    pub copied_units: u32,
+    pub spills: u32,
+    pub reloads: u32,
+    pub remats: u32,
+    pub spill_slots: u32,
+    /// Blocks inserted to split critical edges.
+    pub split_edges: u32,
+    /// Per file: highest unit used + 1.
+    pub registers_used: Vec<u32>,
+    /// Per file: the maximum register demand before allocation (seed 000).
+    pub max_demand: Vec<u32>,
+    /// Time per phase.
+    pub time_spill: Duration,
+    pub time_assign: Duration,
+    pub time_check: Duration,
+}
+
+/// Why a function could not be allocated.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RaError {
+    /// The budget cannot hold what one instruction needs.
+    Budget {
+        block: Block,
+        inst: usize,
+        message: String,
+    },
+    /// No register satisfies an instruction's constraints.
+    NoRegister {
+        block: Block,
+        inst: usize,
+        message: String,
+    },
+    /// A constraint the allocator does not handle.
+    Unsupported {
+        block: Block,
+        inst: usize,
+        message: String,
+    },
+    /// The function's structure (CFG) is invalid.
+    Structure(String),
+    /// An allocator invariant failed (a bug).
+    Internal {
+        block: Block,
+        inst: usize,
+        message: String,
+    },
+    /// The checker rejected the allocation (a bug): its first errors.
+    Check(Vec<checker::CheckError>),
+}
+
+impl fmt::Display for RaError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RaError::Budget {
+                block,
+                inst,
+                message,
+            } => write!(f, "{block}:{inst}: over budget: {message}"),
+            RaError::NoRegister {
+                block,
+                inst,
+                message,
+            } => write!(f, "{block}:{inst}: {message}"),
+            RaError::Unsupported {
+                block,
+                inst,
+                message,
+            } => write!(f, "{block}:{inst}: unsupported: {message}"),
+            RaError::Structure(m) => write!(f, "{m}"),
+            RaError::Internal {
+                block,
+                inst,
+                message,
+            } => write!(f, "{block}:{inst}: internal error: {message}"),
+            RaError::Check(errors) => {
+                write!(f, "the allocation does not check:")?;
+                for e in errors.iter().take(5) {
+                    write!(f, "\n  {e}")?;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+impl std::error::Error for RaError {}
+
+/// Turns the SSA function `func` into its allocated form with the allocator and budget of
+/// `options`: every operand and definition carries its register, phis become copies, spills
+/// and reloads are explicit. Blocks may be added first to split critical edges.
+pub fn allocate(func: &mut Function, options: &RaOptions) -> Result<RaStats, RaError> {
+    let target = func.target.clone();
+    let limits = options.limits(&*target);
+    let mut stats = RaStats {
+        insts_before: count_insts(func),
+        ..RaStats::default()
+    };
+    stats.split_edges = split_critical_edges(func)?;
+    let cfg = Cfg::compute(func)
+        .map_err(|e| RaError::Structure(format!("{}: {}", e.block, e.message)))?;
+    single_predecessor_phis(func, &cfg);
+    let lv = compute_liveness(func, &cfg);
+    stats.max_demand = per_file(lv.max, &limits);
+    let t0 = Instant::now();
+    over_budget(func, &lv, &limits)?;
+    stats.time_spill = t0.elapsed();
+    let t1 = Instant::now();
+    let (out, a) = assign::assign(func, &cfg, &lv, &limits)?;
+    stats.time_assign = t1.elapsed();
+    stats.parallel_copies = a.parallel_copies;
+    stats.copied_units = a.copied_units;
+    if options.check {
+        let t2 = Instant::now();
+        checker::check(func, &out).map_err(RaError::Check)?;
+        stats.time_check = t2.elapsed();
+    }
+    *func = out;
+    stats.insts_after = count_insts(func);
+    stats.registers_used = registers_used(func);
+    Ok(stats)
+}
+
+/// Errors when the demand of some instruction exceeds the budget (no spiller yet).
+fn over_budget(func: &Function, lv: &kiln_analysis::Liveness, limits: &[u32]) -> Result<(), RaError> {
+    for b in func.block_ids() {
+        for (k, d) in lv.register_demand[b.index()].iter().enumerate() {
+            for (f, &limit) in limits.iter().enumerate() {
+                if d.0[f] > limit as i32 {
+                    return Err(RaError::Budget {
+                        block: b,
+                        inst: k,
+                        message: format!(
+                            "{} units of file {} are live, the budget is {limit}",
+                            d.0[f],
+                            func.target.files()[f].name
+                        ),
+                    });
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+fn per_file(d: Demand, limits: &[u32]) -> Vec<u32> {
+    (0..limits.len()).map(|f| d.0[f].max(0) as u32).collect()
+}
+
+fn count_insts(func: &Function) -> u32 {
+    func.blocks.iter().map(|b| b.insts.len() as u32).sum()
+}
+
+/// Per file, the highest unit an allocated function writes or reads, plus one.
+pub fn registers_used(func: &Function) -> Vec<u32> {
+    let mut used = vec![0u32; func.target.files().len()];
+    for inst in func.blocks.iter().flat_map(|b| &b.insts) {
+        let regs = inst
+            .defs
+            .iter()
+            .filter_map(|d| Some((d.reg?, func.class(d.temp).size)))
+            .chain(
+                inst.operands
+                    .iter()
+                    .filter_map(|o| Some((o.reg?, func.class(o.temp_id()?).size))),
+            );
+        for (r, size) in regs {
+            let u = &mut used[r.file().index()];
+            *u = (*u).max(r.unit() + size as u32);
+        }
+    }
+    used
+}
+
+/// Splits the edges that would carry phi copies but have no place for them: from a block with
+/// several successors into a block with several predecessors and phis of that CFG (an `if`
+/// with no else into its endif). A divergent loop's back edge is left (see [`assign`]).
+fn split_critical_edges(func: &mut Function) -> Result<u32, RaError> {
+    let mut splits = 0;
+    loop {
+        let cfg = Cfg::compute(func)
+            .map_err(|e| RaError::Structure(format!("{}: {}", e.block, e.message)))?;
+        let mut found = None;
+        'blocks: for s in func.block_ids() {
+            for phi in func.block(s).insts.iter().take_while(|i| i.op.is_phi()) {
+                let edges = if phi.op == Opcode::LinearPhi {
+                    &cfg.linear
+                } else {
+                    &cfg.logical
+                };
+                let preds = &edges.preds[s.index()];
+                if preds.len() < 2 {
+                    continue;
+                }
+                for &p in preds {
+                    let critical = edges.succs[p.index()].len() > 1
+                        && !(phi.op == Opcode::LinearPhi && cfg.is_back_edge(p, s));
+                    let exit_of_latch = phi.op == Opcode::LinearPhi
+                        && cfg.enclosing_loops(p).any(|l| {
+                            cfg.loops[l].exit == s && cfg.linear.succs[p.index()].contains(&cfg.loops[l].header)
+                        });
+                    if critical && !exit_of_latch {
+                        found = Some((p, s));
+                        break 'blocks;
+                    }
+                }
+            }
+        }
+        let Some((p, s)) = found else {
+            return Ok(splits);
+        };
+        kiln_ir::layout::split_edge(func, &cfg, p, s).map_err(|m| RaError::Internal {
+            block: p,
+            inst: 0,
+            message: format!("cannot split the critical edge {p} → {s}: {m}"),
+        })?;
+        splits += 1;
+    }
+}
+
+/// The phis of a block with one predecessor (in the phi's CFG) become copies at the start of
+/// the block — masked for `phi`, in all lanes for `linear_phi` — so that every phi left has its
+/// copies at the ends of its predecessors. (Their operands come from dominating blocks, so the
+/// copies need not be parallel.)
+fn single_predecessor_phis(func: &mut Function, cfg: &Cfg) {
+    for b in (0..func.blocks.len()).map(Block::new) {
+        let block = &mut func.blocks[b.index()];
+        let nphi = block.phi_count();
+        let single = |op: Opcode| {
+            let preds = if op == Opcode::LinearPhi {
+                &cfg.linear.preds[b.index()]
+            } else {
+                &cfg.logical.preds[b.index()]
+            };
+            preds.len() == 1
+        };
+        if !block.insts[..nphi].iter().any(|i| single(i.op)) {
+            continue;
+        }
+        let phis: Vec<Inst> = block.insts.drain(..nphi).collect();
+        let (moved, kept): (Vec<Inst>, Vec<Inst>) = phis.into_iter().partition(|i| single(i.op));
+        let copies = moved.into_iter().map(|phi| {
+            let mut mov = Inst::new(Opcode::Mov);
+            mov.flags.all_lanes = phi.op == Opcode::LinearPhi;
+            mov.defs.push(Def::new(phi.defs[0].temp));
+            let mut op = phi.operands[0];
+            op.flags = kiln_ir::OperandFlags::empty();
+            mov.operands.push(op);
+            mov
+        });
+        block.insts.splice(0..0, kept.into_iter().chain(copies));
+    }
+}

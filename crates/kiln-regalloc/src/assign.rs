@@ -1,0 +1,888 @@
+//! Register assignment of the SSA allocator, and the way out of SSA.
+//!
+//! Hack, Grund & Goos ("Register allocation for programs in SSA form", 2006): in SSA form the
+//! interference graph is chordal, and colouring definitions greedily in dominance order — here
+//! the structured layout order, a reverse post-order of both CFGs — needs no more registers than
+//! the most values live at once. Every value gets one **home** register at its definition, the
+//! lowest free start of its class (vectors the highest, to keep scalars from fragmenting the
+//! aligned blocks they need); at every block boundary every live value is in its home.
+//!
+//! Constraints that a home cannot meet — fixed operands, vector operands that must be
+//! consecutive, fixed definitions, tied definitions whose operand lives on — are met around the
+//! one instruction that has them, as ACO's `get_reg` and ir3's `try_evict` do with parallel
+//! copies, but locally: a parallel copy before the instruction moves the operands into place and
+//! the values in the way to free units, and one after moves everything back home. Both are
+//! masked writes: lanes that do not run the instruction keep their registers as they were.
+//!
+//! SIMT (docs/ir.md, seed 003): a value written in all lanes of a per-lane file avoids the homes
+//! of every value it interferes with by `kiln_analysis::Interference` (liveness along the linear
+//! CFG, values leaving divergent loops), and a per-lane value avoids the homes of such values it
+//! interferes with. A logical phi whose copy is made at the end of a predecessor the wave leaves
+//! for other blocks first (a then side, a divergent break) avoids the homes of the all-lanes
+//! values written on the way.
+//!
+//! Out of SSA (Boissinot et al. 2009, without the copies of phi isolation): each phi's operands
+//! are copied into the phi's home by a parallel copy at the end of the predecessor, or at the
+//! start of the block when it has one predecessor; copies for `phi` write the lanes that take
+//! the edge, copies for `linear_phi` every lane. A phi whose copy is made at the end of a block
+//! with several successors (the latch of a loop with a divergent break, which also flows to the
+//! exit) avoids the homes of everything live out of that block and the phi homes of its other
+//! successors, so the copy clobbers nothing (the lost-copy problem).
+
+use crate::RaError;
+use kiln_analysis::{Interference, Liveness};
+use kiln_ir::{
+    Block, Cfg, Def, FileId, Function, Inst, Lanes, Opcode, Operand, PhysReg, RegClass, Temp,
+    Value,
+};
+use std::collections::HashMap;
+
+/// What the assignment inserted.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct AssignStats {
+    /// Parallel copies inserted (around constrained instructions and for phis).
+    pub parallel_copies: u32,
+    /// Units moved by them.
+    pub copied_units: u32,
+}
+
+/// Assigns registers to the SSA function `func` (liveness `lv` computed on it, kill flags set),
+/// using at most `limit[f]` units of file `f`, and returns the allocated function.
+pub fn assign(
+    func: &Function,
+    cfg: &Cfg,
+    lv: &Liveness,
+    limit: &[u32],
+) -> Result<(Function, AssignStats), RaError> {
+    let mut a = Assigner::new(func, cfg, lv, limit);
+    let mut blocks = Vec::with_capacity(func.blocks.len());
+    for b in func.block_ids() {
+        blocks.push(a.block(b)?);
+    }
+    let mut out = func.clone();
+    out.temps = a.temps.clone();
+    for (b, insts) in blocks.into_iter().enumerate() {
+        out.blocks[b].insts = insts;
+    }
+    a.phi_copies(&mut out)?;
+    out.allocated = true;
+    Ok((out, a.stats))
+}
+
+struct Assigner<'f> {
+    func: &'f Function,
+    cfg: &'f Cfg,
+    lv: &'f Liveness,
+    interference: Interference<'f>,
+    limit: Vec<u32>,
+    /// Classes of the temps, the SSA function's first (copies may add none today).
+    temps: Vec<RegClass>,
+    home: Vec<Option<PhysReg>>,
+    /// Where each value is now (its home outside the copies around one instruction).
+    place: Vec<Option<PhysReg>>,
+    /// Occupant of every unit of every file.
+    occ: Vec<Vec<Option<Temp>>>,
+    /// Allowed start units of each class, below the file's limit, ascending.
+    starts: HashMap<RegClass, Vec<u32>>,
+    /// Per-lane-file temps written in all lanes, and every temp of a per-lane file with a home.
+    all_lanes: Vec<bool>,
+    all_lanes_temps: Vec<Temp>,
+    homed: Vec<Vec<Temp>>,
+    per_lane_file: Vec<bool>,
+    def_block: Vec<u32>,
+    stats: AssignStats,
+}
+
+/// A unit range of one file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Span {
+    file: FileId,
+    start: u32,
+    size: u32,
+}
+
+impl Span {
+    fn of(reg: PhysReg, size: u8) -> Span {
+        Span {
+            file: reg.file(),
+            start: reg.unit(),
+            size: size as u32,
+        }
+    }
+    fn overlaps(self, o: Span) -> bool {
+        self.file == o.file && self.start < o.start + o.size && o.start < self.start + self.size
+    }
+}
+
+impl<'f> Assigner<'f> {
+    fn new(func: &'f Function, cfg: &'f Cfg, lv: &'f Liveness, limit: &[u32]) -> Assigner<'f> {
+        let files = func.target.files();
+        let per_lane_file: Vec<bool> = files.iter().map(|f| f.lanes == Lanes::PerLane).collect();
+        let n = func.temps.len();
+        let all_lanes: Vec<bool> = (0..n)
+            .map(|t| {
+                let c = func.temps[t];
+                !c.is_none() && lv.linear[t] && per_lane_file[c.file.index()]
+            })
+            .collect();
+        let mut def_block = vec![u32::MAX; n];
+        for b in func.block_ids() {
+            for inst in &func.block(b).insts {
+                for d in &inst.defs {
+                    def_block[d.temp.index()] = b.0;
+                }
+            }
+        }
+        Assigner {
+            func,
+            cfg,
+            lv,
+            interference: Interference::new(func, cfg, lv),
+            limit: files
+                .iter()
+                .enumerate()
+                .map(|(f, file)| limit.get(f).copied().unwrap_or(file.units).min(file.units))
+                .collect(),
+            temps: func.temps.clone(),
+            home: vec![None; n],
+            place: vec![None; n],
+            occ: files.iter().map(|f| vec![None; f.units as usize]).collect(),
+            starts: HashMap::new(),
+            all_lanes,
+            all_lanes_temps: Vec::new(),
+            homed: vec![Vec::new(); files.len()],
+            per_lane_file,
+            def_block,
+            stats: AssignStats::default(),
+        }
+    }
+
+    fn size(&self, t: Temp) -> u8 {
+        self.temps[t.index()].size
+    }
+
+    fn span(&self, t: Temp, reg: PhysReg) -> Span {
+        Span::of(reg, self.size(t))
+    }
+
+    fn starts(&mut self, class: RegClass) -> &[u32] {
+        let (func, limit) = (self.func, &self.limit);
+        self.starts.entry(class).or_insert_with(|| {
+            let end = limit.get(class.file.index()).copied().unwrap_or(0);
+            (0..end.saturating_sub(class.size as u32 - 1))
+                .filter(|&u| {
+                    PhysReg::try_new(class.file, u)
+                        .is_some_and(|r| func.target.check_reg(r, class).is_ok())
+                })
+                .collect()
+        })
+    }
+
+    fn occupy(&mut self, t: Temp, reg: PhysReg) {
+        let s = self.span(t, reg);
+        for u in s.start..s.start + s.size {
+            self.occ[s.file.index()][u as usize] = Some(t);
+        }
+        self.place[t.index()] = Some(reg);
+    }
+
+    fn vacate(&mut self, t: Temp) {
+        if let Some(reg) = self.place[t.index()].take() {
+            let s = self.span(t, reg);
+            for u in s.start..s.start + s.size {
+                let cell = &mut self.occ[s.file.index()][u as usize];
+                if *cell == Some(t) {
+                    *cell = None;
+                }
+            }
+        }
+    }
+
+    fn set_home(&mut self, t: Temp, reg: PhysReg) {
+        self.home[t.index()] = Some(reg);
+        let file = reg.file().index();
+        if self.per_lane_file[file] {
+            self.homed[file].push(t);
+            if self.all_lanes[t.index()] {
+                self.all_lanes_temps.push(t);
+            }
+        }
+    }
+
+    /// Whether the units of `span` are free of occupants and of `blocked`.
+    fn free(&self, s: Span, blocked: &[Span]) -> bool {
+        let occ = &self.occ[s.file.index()];
+        (s.start..s.start + s.size).all(|u| occ.get(u as usize).is_some_and(Option::is_none))
+            && !blocked.iter().any(|b| b.overlaps(s))
+    }
+
+    /// A free start for `class`: `hint` first, then the lowest (scalars) or highest (vectors).
+    fn pick(&mut self, class: RegClass, hint: Option<PhysReg>, blocked: &[Span]) -> Option<PhysReg> {
+        let size = class.size;
+        self.starts(class);
+        if let Some(h) = hint
+            && h.file() == class.file
+            && self.starts(class).binary_search(&h.unit()).is_ok()
+            && self.free(Span::of(h, size), blocked)
+        {
+            return Some(h);
+        }
+        let starts = std::mem::take(self.starts.get_mut(&class).expect("interned above"));
+        let free = |u: &&u32| self.free(Span::of(PhysReg::new(class.file, **u), size), blocked);
+        let found = if size > 1 {
+            starts.iter().rev().find(free).copied()
+        } else {
+            starts.iter().find(free).copied()
+        };
+        self.starts.insert(class, starts);
+        found.map(|u| PhysReg::new(class.file, u))
+    }
+
+    /// Homes a new value of `t` may not take beyond what is occupied: the SIMT rules.
+    fn simt_blocked(&self, t: Temp, blocked: &mut Vec<Span>) {
+        let class = self.temps[t.index()];
+        let file = class.file.index();
+        if !self.per_lane_file.get(file).copied().unwrap_or(false) {
+            return;
+        }
+        // All-lanes writes against every value; every value against all-lanes writes.
+        // O(values of the file) per all-lanes definition: such definitions are few (seed 003's
+        // loop-header setup), and the general query has no cheaper index.
+        let others = if self.all_lanes[t.index()] {
+            &self.homed[file]
+        } else {
+            &self.all_lanes_temps
+        };
+        for &u in others {
+            if let Some(h) = self.home[u.index()]
+                && self.interference.interferes(self.func, t, u)
+            {
+                blocked.push(self.span(u, h));
+            }
+        }
+    }
+
+    /// Assigns the phis and instructions of block `b`; returns its new instructions (phis
+    /// dropped).
+    fn block(&mut self, b: Block) -> Result<Vec<Inst>, RaError> {
+        for file in &mut self.occ {
+            file.fill(None);
+        }
+        for t in self.lv.live_in[b.index()].iter() {
+            let h = self.home[t.index()].ok_or_else(|| RaError::Internal {
+                block: b,
+                inst: 0,
+                message: format!("{t} is live into the block but has no register"),
+            })?;
+            self.occupy(t, h);
+        }
+        let insts = &self.func.block(b).insts;
+        let nphi = self.func.block(b).phi_count();
+        for (k, phi) in insts[..nphi].iter().enumerate() {
+            self.phi(b, k, phi)?;
+        }
+        for phi in &insts[..nphi] {
+            if phi.defs[0].dead {
+                self.vacate(phi.defs[0].temp);
+            }
+        }
+        let mut out = Vec::with_capacity(insts.len() - nphi);
+        for (k, inst) in insts.iter().enumerate().skip(nphi) {
+            self.inst(b, k, inst, &mut out)?;
+        }
+        Ok(out)
+    }
+
+    fn phi(&mut self, b: Block, k: usize, phi: &Inst) -> Result<(), RaError> {
+        let t = phi.defs[0].temp;
+        let class = self.temps[t.index()];
+        let linear = phi.op == Opcode::LinearPhi;
+        let cfg = self.cfg;
+        let (preds, edges) = if linear {
+            (&cfg.linear.preds[b.index()], &cfg.linear)
+        } else {
+            (&cfg.logical.preds[b.index()], &cfg.logical)
+        };
+        let mut blocked = Vec::new();
+        self.simt_blocked(t, &mut blocked);
+        for &p in preds {
+            let several = edges.succs[p.index()].len() > 1
+                || cfg.linear.succs[p.index()].len() > 1
+                || cfg.logical.succs[p.index()].len() > 1;
+            if several && preds.len() > 1 {
+                // The copy runs on every way out of p.
+                for u in self.lv.live_out[p.index()].iter() {
+                    if let Some(h) = self.home[u.index()] {
+                        blocked.push(self.span(u, h));
+                    }
+                }
+                for &s in cfg.linear.succs[p.index()]
+                    .iter()
+                    .chain(&cfg.logical.succs[p.index()])
+                {
+                    if s == b {
+                        continue;
+                    }
+                    for other in self.func.block(s).insts.iter().take_while(|i| i.op.is_phi()) {
+                        let o = other.defs[0].temp;
+                        if let Some(h) = self.home[o.index()] {
+                            blocked.push(self.span(o, h));
+                        }
+                    }
+                }
+            }
+            if !linear && !cfg.linear.preds[b.index()].contains(&p) {
+                // The wave runs other blocks between the copy and this block.
+                let mut from = p.index() + 1;
+                for l in cfg.enclosing_loops(p) {
+                    if !cfg.loops[l].contains(b) {
+                        from = from.min(cfg.loops[l].header.index());
+                    }
+                }
+                for &u in &self.all_lanes_temps {
+                    let db = self.def_block[u.index()] as usize;
+                    if (from..b.index()).contains(&db)
+                        && let Some(h) = self.home[u.index()]
+                    {
+                        blocked.push(self.span(u, h));
+                    }
+                }
+            }
+        }
+        let hint = phi
+            .operands
+            .iter()
+            .filter_map(|o| o.temp_id())
+            .find_map(|o| self.home[o.index()]);
+        let reg = self.pick(class, hint, &blocked).ok_or_else(|| RaError::NoRegister {
+            block: b,
+            inst: k,
+            message: format!("no register of its class is free for the phi {t}"),
+        })?;
+        self.set_home(t, reg);
+        self.occupy(t, reg);
+        Ok(())
+    }
+
+    /// Assigns one instruction: the copies before it, its registers, the copies after it.
+    fn inst(&mut self, b: Block, k: usize, inst: &Inst, out: &mut Vec<Inst>) -> Result<(), RaError> {
+        let err = |message: String| RaError::NoRegister {
+            block: b,
+            inst: k,
+            message,
+        };
+        // Where operands must be read: (operand index, temp, register).
+        let mut wants: Vec<(usize, Temp, PhysReg)> = Vec::new();
+        for (j, op) in inst.operands.iter().enumerate() {
+            match (op.temp_id(), op.fixed) {
+                (Some(t), Some(r)) => wants.push((j, t, r)),
+                (None, Some(_)) => {
+                    return Err(RaError::Unsupported {
+                        block: b,
+                        inst: k,
+                        message: format!("operand {j}: a fixed register for a constant or undef"),
+                    });
+                }
+                _ => {}
+            }
+        }
+        self.vector_groups(b, k, inst, &mut wants)?;
+        let killed_here = |t: Temp| {
+            inst.operands
+                .iter()
+                .any(|o| o.temp_id() == Some(t) && kills(o))
+        };
+        let late_kill = |t: Temp| {
+            inst.operands
+                .iter()
+                .any(|o| o.temp_id() == Some(t) && o.is_late_kill())
+        };
+        let fixed_defs: Vec<Span> = inst
+            .defs
+            .iter()
+            .filter_map(|d| d.fixed.map(|r| self.span(d.temp, r)))
+            .collect();
+        let wanted: Vec<Span> = wants.iter().map(|&(_, t, r)| self.span(t, r)).collect();
+        // Values in the way of a wanted place, or of a fixed definition when they live on.
+        let mut displaced: Vec<Temp> = Vec::new();
+        for s in &wanted {
+            for u in s.start..s.start + s.size {
+                if let Some(w) = self.occ[s.file.index()][u as usize]
+                    && !displaced.contains(&w)
+                    && !wants
+                        .iter()
+                        .any(|&(_, t, r)| t == w && self.place[w.index()] == Some(r))
+                {
+                    displaced.push(w);
+                }
+            }
+        }
+        for s in &fixed_defs {
+            for u in s.start..s.start + s.size {
+                if let Some(w) = self.occ[s.file.index()][u as usize]
+                    && !displaced.contains(&w)
+                    && (!killed_here(w) || late_kill(w))
+                {
+                    displaced.push(w);
+                }
+            }
+        }
+        // Where every value that moves was before the copies.
+        let mut origin: Vec<(Temp, PhysReg)> = Vec::new();
+        for &t in displaced.iter().chain(wants.iter().map(|w| &w.1)) {
+            if !origin.iter().any(|o| o.0 == t) {
+                let p = self.place[t.index()].ok_or_else(|| RaError::Internal {
+                    block: b,
+                    inst: k,
+                    message: format!("{t} is read but has no register"),
+                })?;
+                origin.push((t, p));
+            }
+        }
+        let origin_of = |t: Temp| origin.iter().find(|o| o.0 == t).map(|o| o.1);
+        let mut before: Vec<(Temp, Operand, PhysReg)> = Vec::new();
+        let mut done: Vec<(Temp, PhysReg)> = wants
+            .iter()
+            .filter(|&&(_, t, r)| self.place[t.index()] == Some(r) && !displaced.contains(&t))
+            .map(|&(_, t, r)| (t, r))
+            .collect();
+        for &w in &displaced {
+            self.vacate(w);
+        }
+        // Extra places holding a copy of a value wanted twice, freed after the instruction.
+        let mut copies_in: Vec<(Temp, PhysReg)> = Vec::new();
+        for &(_, t, r) in &wants {
+            if done.contains(&(t, r)) {
+                continue;
+            }
+            let from = origin_of(t).expect("recorded");
+            if done.iter().any(|d| d.0 == t) {
+                copies_in.push((t, r));
+                let s = self.span(t, r);
+                for u in s.start..s.start + s.size {
+                    self.occ[s.file.index()][u as usize] = Some(t);
+                }
+            } else {
+                self.vacate(t);
+                self.occupy(t, r);
+            }
+            before.push((t, self.operand_at(t, from), r));
+            done.push((t, r));
+        }
+        // Displaced values go to free units, away from every wanted place, fixed definition
+        // and home a value returns to.
+        let home_res: Vec<Span> = origin
+            .iter()
+            .filter(|&&(t, _)| !killed_here(t))
+            .map(|&(t, p)| self.span(t, self.home[t.index()].unwrap_or(p)))
+            .collect();
+        let mut reserved: Vec<Span> = fixed_defs.clone();
+        reserved.extend(wanted.iter().copied());
+        reserved.extend(home_res.iter().copied());
+        for &w in &displaced {
+            if self.place[w.index()].is_some() {
+                continue;
+            }
+            let class = self.temps[w.index()];
+            let reg = self
+                .pick(class, None, &reserved)
+                .ok_or_else(|| err(format!("no free register to move {w} out of the way")))?;
+            self.occupy(w, reg);
+            reserved.push(self.span(w, reg));
+            before.push((w, self.operand_at(w, origin_of(w).expect("recorded")), reg));
+        }
+        // Operands are read where their values now are.
+        let mut new = inst.clone();
+        for op in new.operands.iter_mut() {
+            if let Some(t) = op.temp_id() {
+                op.reg = self.place[t.index()];
+            }
+        }
+        for &(j, _, r) in &wants {
+            new.operands[j].reg = Some(r);
+        }
+        // Late-kill operands stay; killed operands and extra copies leave (early kill).
+        let mut place_blocked: Vec<Span> = inst
+            .operands
+            .iter()
+            .zip(&new.operands)
+            .filter(|(o, _)| o.is_late_kill())
+            .filter_map(|(o, n)| Some(self.span(o.temp_id()?, n.reg?)))
+            .collect();
+        for &(t, r) in &copies_in {
+            let s = self.span(t, r);
+            for u in s.start..s.start + s.size {
+                let cell = &mut self.occ[s.file.index()][u as usize];
+                if *cell == Some(t) && self.place[t.index()] != Some(r) {
+                    *cell = None;
+                }
+            }
+        }
+        for op in &inst.operands {
+            if let Some(t) = op.temp_id()
+                && kills(op)
+            {
+                self.vacate(t);
+            }
+        }
+        let mut home_blocked = home_res.clone();
+        let mut after: Vec<(Temp, Operand, PhysReg)> = Vec::new();
+        for (j, d) in inst.defs.iter().enumerate() {
+            let t = d.temp;
+            let class = self.temps[t.index()];
+            let mut hb = home_blocked.clone();
+            hb.extend(place_blocked.iter().copied());
+            self.simt_blocked(t, &mut hb);
+            // The place the instruction writes, if constrained.
+            let forced = if let Some(r) = d.fixed {
+                Some(r)
+            } else if let Some(o) = d.tied {
+                let op = inst.operands.get(o as usize).ok_or_else(|| {
+                    err(format!("definition {j} is tied to a missing operand"))
+                })?;
+                let sole_kill = op.temp_id().is_some_and(|x| {
+                    kills(op)
+                        && inst.operands.iter().filter(|p| p.temp_id() == Some(x)).count() == 1
+                });
+                if sole_kill {
+                    new.operands[o as usize].reg
+                } else {
+                    // The operand lives on: the definition's register receives a copy of it,
+                    // before the instruction, so away from every operand it reads.
+                    let mut cb = hb.clone();
+                    cb.extend(
+                        inst.operands
+                            .iter()
+                            .zip(&new.operands)
+                            .filter_map(|(o, n)| Some(self.span(o.temp_id()?, n.reg?))),
+                    );
+                    let r = self
+                        .pick(class, None, &cb)
+                        .ok_or_else(|| err(format!("no register for definition {j} ({t})")))?;
+                    let src = match op.temp_id() {
+                        Some(x) => self.operand_at(x, new.operands[o as usize].reg.expect("placed")),
+                        None => *op,
+                    };
+                    before.push((t, src, r));
+                    new.operands[o as usize].reg = Some(r);
+                    Some(r)
+                }
+            } else {
+                None
+            };
+            let (place, home) = match forced {
+                Some(r) => {
+                    let s = self.span(t, r);
+                    if !self.free(s, &place_blocked) {
+                        return Err(err(format!(
+                            "definition {j} ({t}): its register is taken by a value read late"
+                        )));
+                    }
+                    if self.free(s, &hb) {
+                        (r, r)
+                    } else {
+                        hb.push(s);
+                        let h = self
+                            .pick(class, None, &hb)
+                            .ok_or_else(|| err(format!("no register for definition {j} ({t})")))?;
+                        (r, h)
+                    }
+                }
+                None => {
+                    let hint = self.copy_hint(inst, j, &new);
+                    let r = self
+                        .pick(class, hint, &hb)
+                        .ok_or_else(|| err(format!("no register for definition {j} ({t})")))?;
+                    (r, r)
+                }
+            };
+            place_blocked.push(self.span(t, place));
+            home_blocked.push(self.span(t, home));
+            new.defs[j].reg = Some(place);
+            self.set_home(t, home);
+            if d.dead {
+                continue;
+            }
+            if home != place {
+                after.push((t, self.operand_at(t, place), home));
+            }
+            self.occupy(t, home);
+        }
+        // Values away from home go back.
+        for &(t, _) in &origin {
+            if killed_here(t) {
+                continue;
+            }
+            let (Some(p), Some(h)) = (self.place[t.index()], self.home[t.index()]) else {
+                continue;
+            };
+            if p != h {
+                self.vacate(t);
+                after.push((t, self.operand_at(t, p), h));
+            }
+        }
+        for &(t, _, h) in &after {
+            if self.place[t.index()] != Some(h) {
+                self.vacate(t);
+                self.occupy(t, h);
+            }
+        }
+        if !before.is_empty() {
+            out.push(self.copy(&before));
+        }
+        out.push(new);
+        if !after.is_empty() {
+            out.push(self.copy(&after));
+        }
+        Ok(())
+    }
+
+    /// An operand reading `t` at `reg`.
+    fn operand_at(&self, t: Temp, reg: PhysReg) -> Operand {
+        let mut op = Operand::temp(t);
+        op.reg = Some(reg);
+        op
+    }
+
+    /// The register of the operand a copy-like definition reads, when it dies here.
+    fn copy_hint(&self, inst: &Inst, j: usize, new: &Inst) -> Option<PhysReg> {
+        let k = match inst.op {
+            Opcode::Mov => 0,
+            Opcode::ParallelCopy => j,
+            _ => return None,
+        };
+        let op = inst.operands.get(k)?;
+        kills(op).then(|| new.operands[k].reg).flatten()
+    }
+
+    /// Vector operands (`vector_aligned` runs) not already consecutive and aligned get a
+    /// block of the file: the one with the fewest units taken by other values.
+    fn vector_groups(
+        &mut self,
+        b: Block,
+        k: usize,
+        inst: &Inst,
+        wants: &mut Vec<(usize, Temp, PhysReg)>,
+    ) -> Result<(), RaError> {
+        let ops = &inst.operands;
+        let mut j = 0;
+        while j < ops.len() {
+            if !ops[j].is_vector_aligned() {
+                j += 1;
+                continue;
+            }
+            let start = j;
+            while j < ops.len() && ops[j].is_vector_aligned() {
+                j += 1;
+            }
+            let end = (j + 1).min(ops.len());
+            j = end;
+            let group = &ops[start..end];
+            let temps: Option<Vec<Temp>> = group.iter().map(Operand::temp_id).collect();
+            let Some(temps) = temps else {
+                return Err(RaError::Unsupported {
+                    block: b,
+                    inst: k,
+                    message: "a constant or undef in a vector operand".into(),
+                });
+            };
+            let file = self.temps[temps[0].index()].file;
+            let total: u32 = temps.iter().map(|&t| self.size(t) as u32).sum();
+            let align = self.func.target.default_align(file, total as u8).max(1) as u32;
+            // Already in place?
+            let first = self.place[temps[0].index()];
+            let in_place = first.is_some_and(|r| {
+                r.unit() % align == 0 && {
+                    let mut u = r.unit();
+                    temps.iter().all(|&t| {
+                        let ok = self.place[t.index()] == Some(PhysReg::new(file, u))
+                            && !wants.iter().any(|w| w.1 == t);
+                        u += self.size(t) as u32;
+                        ok
+                    })
+                } && temps.iter().enumerate().all(|(i, t)| !temps[..i].contains(t))
+            });
+            if in_place {
+                continue;
+            }
+            let limit = self.limit[file.index()];
+            let mut best: Option<(u32, u32)> = None; // (cost, start)
+            let mut s = 0;
+            while s + total <= limit {
+                let span = Span {
+                    file,
+                    start: s,
+                    size: total,
+                };
+                let clash = wants
+                    .iter()
+                    .any(|&(_, t, r)| self.span(t, r).overlaps(span));
+                if !clash {
+                    let cost = (s..s + total)
+                        .filter(|&u| {
+                            self.occ[file.index()][u as usize].is_some_and(|w| !temps.contains(&w))
+                        })
+                        .count() as u32;
+                    if best.is_none_or(|(c, _)| cost < c) {
+                        best = Some((cost, s));
+                    }
+                }
+                s += align;
+            }
+            let (_, s) = best.ok_or_else(|| RaError::NoRegister {
+                block: b,
+                inst: k,
+                message: format!("no room for a vector operand of {total} units"),
+            })?;
+            let mut u = s;
+            for (i, &t) in temps.iter().enumerate() {
+                wants.push((start + i, t, PhysReg::new(file, u)));
+                u += self.size(t) as u32;
+            }
+        }
+        Ok(())
+    }
+
+    /// A masked parallel copy of `(temp named, source, destination)`.
+    fn copy(&mut self, moves: &[(Temp, Operand, PhysReg)]) -> Inst {
+        let mut pc = Inst::new(Opcode::ParallelCopy);
+        for &(t, src, to) in moves {
+            let mut d = Def::new(t);
+            d.reg = Some(to);
+            pc.defs.push(d);
+            pc.operands.push(src);
+            self.stats.copied_units += self.size(t) as u32;
+        }
+        self.stats.parallel_copies += 1;
+        pc
+    }
+
+    /// Phis become parallel copies into their homes (see the module comment).
+    fn phi_copies(&mut self, out: &mut Function) -> Result<(), RaError> {
+        let cfg = self.cfg;
+        let func = self.func;
+        // (block, at start?, all lanes?) → copies
+        let mut at_end: Vec<[Vec<(Temp, Operand)>; 2]> =
+            vec![[Vec::new(), Vec::new()]; func.blocks.len()];
+        let mut at_start: Vec<[Vec<(Temp, Operand)>; 2]> =
+            vec![[Vec::new(), Vec::new()]; func.blocks.len()];
+        for s in func.block_ids() {
+            for phi in func.block(s).insts.iter().take_while(|i| i.op.is_phi()) {
+                let linear = phi.op == Opcode::LinearPhi;
+                let (preds, succs) = if linear {
+                    (&cfg.linear.preds[s.index()], &cfg.linear.succs)
+                } else {
+                    (&cfg.logical.preds[s.index()], &cfg.logical.succs)
+                };
+                let t = phi.defs[0].temp;
+                if phi.defs[0].dead {
+                    continue;
+                }
+                for (op, &p) in phi.operands.iter().zip(preds) {
+                    if matches!(op.value, Value::Undef(_)) {
+                        continue;
+                    }
+                    let mut op = *op;
+                    op.flags = kiln_ir::OperandFlags::empty();
+                    if let Some(o) = op.temp_id() {
+                        op.reg = self.home[o.index()];
+                    }
+                    if preds.len() == 1 {
+                        at_start[s.index()][linear as usize].push((t, op));
+                    } else if succs[p.index()].len() == 1 || (linear && loop_back_edge(cfg, p)) {
+                        at_end[p.index()][linear as usize].push((t, op));
+                    } else {
+                        return Err(RaError::Internal {
+                            block: p,
+                            inst: 0,
+                            message: format!("critical edge {p} → {s} carries a phi copy"),
+                        });
+                    }
+                }
+            }
+        }
+        for b in func.block_ids() {
+            for (linear, copies) in std::mem::take(&mut at_start[b.index()]).into_iter().enumerate() {
+                if !copies.is_empty() {
+                    let pc = self.phi_copy(copies, linear == 1);
+                    out.blocks[b.index()].insts.insert(0, pc);
+                }
+            }
+            let mut end = Vec::new();
+            for (linear, copies) in std::mem::take(&mut at_end[b.index()]).into_iter().enumerate() {
+                if !copies.is_empty() {
+                    end.push(self.phi_copy(copies, linear == 1));
+                }
+            }
+            if end.len() == 2 {
+                // Two parallel copies must not feed each other.
+                let writes = |i: &Inst| -> Vec<Span> {
+                    i.defs.iter().map(|d| self.span(d.temp, d.reg.unwrap())).collect()
+                };
+                let reads = |i: &Inst| -> Vec<Span> {
+                    i.operands
+                        .iter()
+                        .filter_map(|o| Some(self.span(o.temp_id()?, o.reg?)))
+                        .collect()
+                };
+                let (w0, r1) = (writes(&end[0]), reads(&end[1]));
+                if w0.iter().any(|w| r1.iter().any(|r| r.overlaps(*w))) {
+                    let (w1, r0) = (writes(&end[1]), reads(&end[0]));
+                    if w1.iter().any(|w| r0.iter().any(|r| r.overlaps(*w))) {
+                        return Err(RaError::Internal {
+                            block: b,
+                            inst: 0,
+                            message: "the copies of logical and linear phis feed each other".into(),
+                        });
+                    }
+                    end.swap(0, 1);
+                }
+            }
+            let insts = &mut out.blocks[b.index()].insts;
+            let at = insts.len() - insts.last().is_some_and(|i| i.op.is_terminator()) as usize;
+            if let Some(term) = insts.get(at)
+                && term.operands.iter().any(|o| o.temp_id().is_some())
+                && !end.is_empty()
+            {
+                return Err(RaError::Internal {
+                    block: b,
+                    inst: at,
+                    message: "phi copies before a terminator that reads a register".into(),
+                });
+            }
+            for (i, pc) in end.into_iter().enumerate() {
+                insts.insert(at + i, pc);
+            }
+        }
+        Ok(())
+    }
+
+    fn phi_copy(&mut self, copies: Vec<(Temp, Operand)>, all_lanes: bool) -> Inst {
+        let mut pc = Inst::new(Opcode::ParallelCopy);
+        pc.flags.all_lanes = all_lanes;
+        for (t, op) in copies {
+            let mut d = Def::new(t);
+            d.reg = self.home[t.index()];
+            pc.defs.push(d);
+            pc.operands.push(op);
+            self.stats.copied_units += self.size(t) as u32;
+        }
+        self.stats.parallel_copies += 1;
+        pc
+    }
+}
+
+/// Whether the operand's temp dies at it (a `copy_kill` operand kills only its own copy).
+fn kills(op: &Operand) -> bool {
+    op.is_kill() && !op.is_copy_kill()
+}
+
+/// Whether `p` is a back edge of a loop that also flows to the loop's exit on the linear CFG
+/// (the one critical edge the structured form keeps).
+fn loop_back_edge(cfg: &Cfg, p: Block) -> bool {
+    let succs = &cfg.linear.succs[p.index()];
+    succs.len() == 2
+        && cfg
+            .enclosing_loops(p)
+            .any(|l| succs.contains(&cfg.loops[l].header) && succs.contains(&cfg.loops[l].exit))
+}

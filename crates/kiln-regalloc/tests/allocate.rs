@@ -1,0 +1,73 @@
+//! The SSA allocator on generated programs: every allocation passes the checker, and the
+//! allocated program run in SIMT mode gives the SSA program's outputs bit for bit.
+
+use kiln_interp::{Env, compare};
+use kiln_ir::generate::{GenConfig, generate};
+use kiln_ir::{Function, print_function, verify};
+use kiln_regalloc::{RaOptions, allocate};
+
+fn allocate_and_run(seed: u64, func: &Function, options: &RaOptions) -> Result<(), String> {
+    let mut alloc = func.clone();
+    let stats = allocate(&mut alloc, options).map_err(|e| {
+        // The unchecked allocation, to see what the checker rejected.
+        let mut unchecked = func.clone();
+        let shown = match allocate(&mut unchecked, &RaOptions { check: false, ..options.clone() }) {
+            Ok(_) => print_function(&unchecked),
+            Err(_) => String::new(),
+        };
+        format!("seed {seed}: {e}\n{}\n--- allocated\n{shown}", print_function(func))
+    })?;
+    if let Err(errs) = verify(&alloc) {
+        return Err(format!(
+            "seed {seed}: allocated form does not verify: {}\n{}",
+            errs[0],
+            print_function(&alloc)
+        ));
+    }
+    let env = Env::for_function(func, 16, seed ^ 0x5eed);
+    compare(func, &alloc, &env).map_err(|m| {
+        format!(
+            "seed {seed}: {m}\n{}\n--- allocated\n{}",
+            print_function(func),
+            print_function(&alloc)
+        )
+    })?;
+    let _ = stats;
+    Ok(())
+}
+
+#[test]
+fn generated_programs_allocate_and_agree() {
+    let options = RaOptions {
+        check: true,
+        ..RaOptions::default()
+    };
+    let mut failures = Vec::new();
+    let only: Option<u64> = std::env::var("KILN_SEED").ok().and_then(|s| s.parse().ok());
+    for seed in (0..300u64).filter(|s| only.is_none_or(|o| o == *s)) {
+        let cfg = if seed % 4 == 0 {
+            GenConfig::high_pressure(seed)
+        } else {
+            GenConfig {
+                size: 20 + (seed % 150) as usize,
+                ..GenConfig::new(seed)
+            }
+        };
+        let func = generate(&cfg);
+        if let Err(e) = allocate_and_run(seed, &func, &options) {
+            failures.push(e);
+        }
+    }
+    if !failures.is_empty() {
+        let heads: Vec<String> = failures
+            .iter()
+            .map(|f| f.lines().take(3).collect::<Vec<_>>().join(" | "))
+            .collect();
+        panic!(
+            "{} of 300 failed:\n{}\nfirst:\n{}",
+            failures.len(),
+            heads.join("\n"),
+            if only.is_some() { &failures[0] } else { "" }
+        );
+    }
+}
