@@ -90,6 +90,9 @@ struct Assigner<'f> {
     homed: Vec<Vec<Temp>>,
     per_lane_file: Vec<bool>,
     def_block: Vec<u32>,
+    /// Logical phis and the blocks the wave runs between a copy for them and their block
+    /// ([`crate::skipped`]).
+    gaps: Vec<(std::ops::Range<usize>, Temp)>,
     stats: AssignStats,
 }
 
@@ -126,10 +129,19 @@ impl<'f> Assigner<'f> {
             })
             .collect();
         let mut def_block = vec![u32::MAX; n];
+        let mut gaps = Vec::new();
         for b in func.block_ids() {
             for inst in &func.block(b).insts {
                 for d in &inst.defs {
                     def_block[d.temp.index()] = b.0;
+                }
+                if inst.op == Opcode::Phi {
+                    for &p in &cfg.logical.preds[b.index()] {
+                        let gap = crate::skipped(cfg, p, b);
+                        if !gap.is_empty() {
+                            gaps.push((gap, inst.defs[0].temp));
+                        }
+                    }
                 }
             }
         }
@@ -153,6 +165,7 @@ impl<'f> Assigner<'f> {
             homed: vec![Vec::new(); files.len()],
             per_lane_file,
             def_block,
+            gaps,
             stats: AssignStats::default(),
         }
     }
@@ -239,7 +252,7 @@ impl<'f> Assigner<'f> {
     }
 
     /// Homes a new value of `t` may not take beyond what is occupied: the SIMT rules.
-    fn simt_blocked(&self, t: Temp, blocked: &mut Vec<Span>) {
+    fn simt_blocked(&self, b: Block, t: Temp, blocked: &mut Vec<Span>) {
         let class = self.temps[t.index()];
         let file = class.file.index();
         if !self.per_lane_file.get(file).copied().unwrap_or(false) {
@@ -258,6 +271,39 @@ impl<'f> Assigner<'f> {
                 && self.interference.interferes(self.func, t, u)
             {
                 blocked.push(self.span(u, h));
+            }
+        }
+        // Phi homes written at the end of a predecessor while the wave still runs this block.
+        if self.all_lanes[t.index()] {
+            for (gap, p) in &self.gaps {
+                if gap.contains(&b.index())
+                    && let Some(h) = self.home[p.index()]
+                {
+                    blocked.push(self.span(*p, h));
+                }
+            }
+        }
+    }
+
+    /// A value live out of a loop's back-edge block that also flows to the exit must miss the
+    /// homes of the header's linear phis: their copies at the end of that block write every lane
+    /// also when the wave leaves.
+    fn latch_blocked(&self, b: Block, t: Temp, blocked: &mut Vec<Span>) {
+        let cfg = self.cfg;
+        for l in cfg.enclosing_loops(b) {
+            let lp = &cfg.loops[l];
+            for &p in &lp.back_edges {
+                if !loop_back_edge(cfg, p) || !self.lv.live_out[p.index()].contains(t) {
+                    continue;
+                }
+                for phi in self.func.block(lp.header).insts.iter().take_while(|i| i.op.is_phi()) {
+                    let q = phi.defs[0].temp;
+                    if phi.op == Opcode::LinearPhi
+                        && let Some(h) = self.home[q.index()]
+                    {
+                        blocked.push(self.span(q, h));
+                    }
+                }
             }
         }
     }
@@ -304,7 +350,7 @@ impl<'f> Assigner<'f> {
             (&cfg.logical.preds[b.index()], &cfg.logical)
         };
         let mut blocked = Vec::new();
-        self.simt_blocked(t, &mut blocked);
+        self.simt_blocked(b, t, &mut blocked);
         for &p in preds {
             let several = edges.succs[p.index()].len() > 1
                 || cfg.linear.succs[p.index()].len() > 1
@@ -331,17 +377,15 @@ impl<'f> Assigner<'f> {
                     }
                 }
             }
-            if !linear && !cfg.linear.preds[b.index()].contains(&p) {
-                // The wave runs other blocks between the copy and this block.
-                let mut from = p.index() + 1;
-                for l in cfg.enclosing_loops(p) {
-                    if !cfg.loops[l].contains(b) {
-                        from = from.min(cfg.loops[l].header.index());
-                    }
-                }
+            // The wave runs other blocks between the copy and this block: all-lanes writes
+            // there must miss the phi's home.
+            let gap = crate::skipped(cfg, p, b);
+            if !linear && !gap.is_empty() {
+                // Values written in all lanes there, or live through there (a masked write
+                // would leave their lanes disagreeing).
+                let live = &self.lv.live_in[gap.start];
                 for &u in &self.all_lanes_temps {
-                    let db = self.def_block[u.index()] as usize;
-                    if (from..b.index()).contains(&db)
+                    if (gap.contains(&(self.def_block[u.index()] as usize)) || live.contains(u))
                         && let Some(h) = self.home[u.index()]
                     {
                         blocked.push(self.span(u, h));
@@ -532,7 +576,8 @@ impl<'f> Assigner<'f> {
             let class = self.temps[t.index()];
             let mut hb = home_blocked.clone();
             hb.extend(place_blocked.iter().copied());
-            self.simt_blocked(t, &mut hb);
+            self.simt_blocked(b, t, &mut hb);
+            self.latch_blocked(b, t, &mut hb);
             // The place the instruction writes, if constrained.
             let forced = if let Some(r) = d.fixed {
                 Some(r)

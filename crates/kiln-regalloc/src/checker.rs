@@ -382,23 +382,6 @@ impl<'f> Checker<'f> {
         }
     }
 
-    /// Blocks a lane waits through along the logical edge `p → s` that the wave does not take.
-    fn skipped(&self, p: Block, s: Block) -> std::ops::Range<usize> {
-        let cfg = self.cfg;
-        for l in cfg.enclosing_loops(p) {
-            let lp = &cfg.loops[l];
-            if s == lp.exit {
-                // A divergent break: every later iteration runs without the lane.
-                return lp.header.index()..lp.exit.index();
-            }
-            if s == lp.header {
-                // A divergent continue: the rest of the body.
-                return p.index() + 1..lp.exit.index();
-            }
-        }
-        p.index() + 1..s.index()
-    }
-
     fn dataflow(&self, view: View, errors: &mut Vec<CheckError>) {
         let func = self.func;
         let n = func.blocks.len();
@@ -433,7 +416,7 @@ impl<'f> Checker<'f> {
             let Some(s) = &out[p.index()] else { continue };
             let mut s = s.clone();
             if view == View::PerLane && !self.cfg.linear.succs[p.index()].contains(&b) {
-                for blk in self.skipped(p, b) {
+                for blk in crate::skipped(self.cfg, p, b) {
                     for l in &self.all_lanes_places[blk] {
                         s.places.remove(l);
                     }

@@ -191,7 +191,9 @@ pub fn allocate(func: &mut Function, options: &RaOptions) -> Result<RaStats, RaE
     stats.split_edges = split_critical_edges(func)?;
     let cfg = Cfg::compute(func)
         .map_err(|e| RaError::Structure(format!("{}: {}", e.block, e.message)))?;
+    isolate_exit_operands(func, &cfg);
     single_predecessor_phis(func, &cfg);
+    copy_linear_constrained_operands(func);
     let lv = compute_liveness(func, &cfg);
     stats.max_demand = per_file(lv.max, &limits);
     let t0 = Instant::now();
@@ -341,5 +343,111 @@ fn single_predecessor_phis(func: &mut Function, cfg: &Cfg) {
             mov
         });
         block.insts.splice(0..0, kept.into_iter().chain(copies));
+    }
+}
+
+/// Blocks a lane waits through along the logical edge `p → s` that the wave does not take
+/// (empty when it is also a linear edge): the other side of a divergent `if`, the rest of the
+/// body after a divergent `continue`, every later iteration after a divergent `break`.
+pub(crate) fn skipped(cfg: &Cfg, p: Block, s: Block) -> std::ops::Range<usize> {
+    if cfg.linear.succs[p.index()].contains(&s) {
+        return 0..0;
+    }
+    for l in cfg.enclosing_loops(p) {
+        let lp = &cfg.loops[l];
+        if s == lp.exit {
+            return lp.header.index()..lp.exit.index();
+        }
+        if s == lp.header {
+            return p.index() + 1..lp.exit.index();
+        }
+    }
+    p.index() + 1..s.index()
+}
+
+/// The lost-copy problem on the linear CFG's one critical edge (Briggs et al. 1998; Sreedhar
+/// et al. 1999): a loop with a divergent break is left from its back-edge blocks, after the
+/// copies for the header's linear phis have overwritten them. An exit phi that reads such a
+/// header phi from a back-edge block reads a copy made before, at the end of that block.
+fn isolate_exit_operands(func: &mut Function, cfg: &Cfg) {
+    for lp in cfg.loops.iter().filter(|l| l.divergent) {
+        let header_phis: Vec<kiln_ir::Temp> = func
+            .block(lp.header)
+            .insts
+            .iter()
+            .take_while(|i| i.op.is_phi())
+            .filter(|i| i.op == Opcode::LinearPhi)
+            .map(|i| i.defs[0].temp)
+            .collect();
+        if header_phis.is_empty() {
+            continue;
+        }
+        let preds = cfg.linear.preds[lp.exit.index()].clone();
+        let nphi = func.block(lp.exit).phi_count();
+        for k in 0..nphi {
+            for (j, &p) in preds.iter().enumerate() {
+                let inst = &func.block(lp.exit).insts[k];
+                if inst.op != Opcode::LinearPhi || !lp.back_edges.contains(&p) {
+                    continue;
+                }
+                let Some(t) = inst.operands[j].temp_id().filter(|t| header_phis.contains(t)) else {
+                    continue;
+                };
+                let copy = func.new_temp(func.class(t));
+                let mut mov = Inst::new(Opcode::Mov);
+                mov.flags.all_lanes = true;
+                mov.defs.push(Def::new(copy));
+                mov.operands.push(kiln_ir::Operand::temp(t));
+                let insts = &mut func.blocks[p.index()].insts;
+                let at = insts.len() - 1;
+                insts.insert(at, mov);
+                func.blocks[lp.exit.index()].insts[k].operands[j] = kiln_ir::Operand::temp(copy);
+            }
+        }
+    }
+}
+
+/// Operands that may be moved around their instruction (tied, fixed, vector operands) read a
+/// masked copy when their value is linear in a per-lane file: the moves around an instruction
+/// write only the active lanes, which a value of the whole wave cannot be left in.
+fn copy_linear_constrained_operands(func: &mut Function) {
+    let linear = func.linear_temps();
+    let files = func.target.files().to_vec();
+    let per_lane_linear = |t: kiln_ir::Temp, temps: &[kiln_ir::RegClass]| {
+        linear.get(t.index()).copied().unwrap_or(false)
+            && files
+                .get(temps[t.index()].file.index())
+                .is_some_and(|f| f.lanes == kiln_ir::Lanes::PerLane)
+    };
+    for b in 0..func.blocks.len() {
+        let mut k = 0;
+        while k < func.blocks[b].insts.len() {
+            let inst = &func.blocks[b].insts[k];
+            let tied: Vec<usize> = inst.defs.iter().filter_map(|d| d.tied.map(usize::from)).collect();
+            let constrained: Vec<usize> = (0..inst.operands.len())
+                .filter(|&j| {
+                    let op = &inst.operands[j];
+                    op.temp_id().is_some_and(|t| per_lane_linear(t, &func.temps))
+                        && (op.fixed.is_some()
+                            || tied.contains(&j)
+                            || op.is_vector_aligned()
+                            || (j > 0 && inst.operands[j - 1].is_vector_aligned()))
+                })
+                .collect();
+            let mut movs = Vec::new();
+            for j in constrained {
+                let t = func.blocks[b].insts[k].operands[j].temp_id().expect("filtered");
+                let copy = func.new_temp(func.class(t));
+                let mut mov = Inst::new(Opcode::Mov);
+                mov.defs.push(Def::new(copy));
+                mov.operands.push(kiln_ir::Operand::temp(t));
+                movs.push(mov);
+                let op = &mut func.blocks[b].insts[k].operands[j];
+                op.value = kiln_ir::Value::Temp(copy);
+            }
+            let n = movs.len();
+            func.blocks[b].insts.splice(k..k, movs);
+            k += n + 1;
+        }
     }
 }
