@@ -33,6 +33,9 @@ pub struct LowerArgs {
 pub enum CorpusCommand {
     /// Lower and verify every vertex and fragment entry point under a directory.
     Lower(CorpusLowerArgs),
+    /// Lower, optimise and allocate every entry point, checking every allocation; print
+    /// shader-db-style totals.
+    Regalloc(crate::cli::regalloc::CorpusRegallocArgs),
 }
 
 #[derive(Debug, Args)]
@@ -140,7 +143,10 @@ fn lower_on_this_thread(args: LowerArgs) -> miette::Result<()> {
 }
 
 pub fn corpus(cmd: CorpusCommand) -> miette::Result<()> {
-    let CorpusCommand::Lower(args) = cmd;
+    let args = match cmd {
+        CorpusCommand::Lower(args) => args,
+        CorpusCommand::Regalloc(args) => return crate::cli::regalloc::corpus_regalloc(args),
+    };
     if args.stats || args.opt {
         return crate::cli::opt::corpus_stats(&args);
     }

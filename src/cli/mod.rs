@@ -4,6 +4,7 @@ pub mod front;
 pub mod interp;
 pub mod ir;
 pub mod opt;
+pub mod regalloc;
 pub mod vc4;
 
 use clap::{Parser, Subcommand};
@@ -37,6 +38,8 @@ pub enum Command {
     Lower(front::LowerArgs),
     /// Run middle-end passes on a `.kir` file and print the result.
     Opt(opt::OptArgs),
+    /// Allocate registers for a `.kir` function and print the allocated form (checked).
+    Regalloc(regalloc::RegallocArgs),
     /// Work on a directory of shaders.
     #[command(subcommand)]
     Corpus(front::CorpusCommand),
@@ -54,6 +57,7 @@ impl Cli {
             Command::Sim(a) => vc4::run_sim(a),
             Command::Lower(a) => front::lower(a),
             Command::Opt(a) => opt::opt(a),
+            Command::Regalloc(a) => regalloc::regalloc(a),
             Command::Corpus(c) => front::corpus(c),
         }
     }

@@ -4,8 +4,7 @@
 //! interference graph is chordal, and colouring definitions greedily in dominance order — here
 //! the structured layout order, a reverse post-order of both CFGs — needs no more registers than
 //! the most values live at once. Every value gets one **home** register at its definition, the
-//! lowest free start of its class (vectors the highest, to keep scalars from fragmenting the
-//! aligned blocks they need); at every block boundary every live value is in its home.
+//! lowest free start of its class; at every block boundary every live value is in its home.
 //!
 //! Constraints that a home cannot meet — fixed operands, vector operands that must be
 //! consecutive, fixed definitions, tied definitions whose operand lives on — are met around the
@@ -93,6 +92,8 @@ struct Assigner<'f> {
     /// Logical phis and the blocks the wave runs between a copy for them and their block
     /// ([`crate::skipped`]).
     gaps: Vec<(std::ops::Range<usize>, Temp)>,
+    /// Temps made for constant vector operands, and the constants.
+    consts: Vec<(Temp, Operand)>,
     stats: AssignStats,
 }
 
@@ -166,6 +167,7 @@ impl<'f> Assigner<'f> {
             per_lane_file,
             def_block,
             gaps,
+            consts: Vec::new(),
             stats: AssignStats::default(),
         }
     }
@@ -242,11 +244,7 @@ impl<'f> Assigner<'f> {
         }
         let starts = std::mem::take(self.starts.get_mut(&class).expect("interned above"));
         let free = |u: &&u32| self.free(Span::of(PhysReg::new(class.file, **u), size), blocked);
-        let found = if size > 1 {
-            starts.iter().rev().find(free).copied()
-        } else {
-            starts.iter().find(free).copied()
-        };
+        let found = starts.iter().find(free).copied();
         self.starts.insert(class, starts);
         found.map(|u| PhysReg::new(class.file, u))
     }
@@ -285,15 +283,15 @@ impl<'f> Assigner<'f> {
         }
     }
 
-    /// A value live out of a loop's back-edge block that also flows to the exit must miss the
-    /// homes of the header's linear phis: their copies at the end of that block write every lane
-    /// also when the wave leaves.
+    /// A value live into the exit of a loop whose back-edge blocks also flow to the exit must
+    /// miss the homes of the header's linear phis: their copies at the end of those blocks
+    /// write every lane also when the wave leaves.
     fn latch_blocked(&self, b: Block, t: Temp, blocked: &mut Vec<Span>) {
         let cfg = self.cfg;
         for l in cfg.enclosing_loops(b) {
             let lp = &cfg.loops[l];
             for &p in &lp.back_edges {
-                if !loop_back_edge(cfg, p) || !self.lv.live_out[p.index()].contains(t) {
+                if !loop_back_edge(cfg, p) || !self.lv.live_in[lp.exit.index()].contains(t) {
                     continue;
                 }
                 for phi in self.func.block(lp.header).insts.iter().take_while(|i| i.op.is_phi()) {
@@ -356,18 +354,19 @@ impl<'f> Assigner<'f> {
                 || cfg.linear.succs[p.index()].len() > 1
                 || cfg.logical.succs[p.index()].len() > 1;
             if several && preds.len() > 1 {
-                // The copy runs on every way out of p.
-                for u in self.lv.live_out[p.index()].iter() {
-                    if let Some(h) = self.home[u.index()] {
-                        blocked.push(self.span(u, h));
-                    }
-                }
+                // The copy runs on every way out of p: it must miss what lives into the other
+                // successors and their phis.
                 for &s in cfg.linear.succs[p.index()]
                     .iter()
                     .chain(&cfg.logical.succs[p.index()])
                 {
                     if s == b {
                         continue;
+                    }
+                    for u in self.lv.live_in[s.index()].iter() {
+                        if let Some(h) = self.home[u.index()] {
+                            blocked.push(self.span(u, h));
+                        }
                     }
                     for other in self.func.block(s).insts.iter().take_while(|i| i.op.is_phi()) {
                         let o = other.defs[0].temp;
@@ -473,8 +472,10 @@ impl<'f> Assigner<'f> {
         }
         // Where every value that moves was before the copies.
         let mut origin: Vec<(Temp, PhysReg)> = Vec::new();
+        let consts = std::mem::take(&mut self.consts);
+        let constant = |t: Temp| consts.iter().find(|c| c.0 == t).map(|c| c.1);
         for &t in displaced.iter().chain(wants.iter().map(|w| &w.1)) {
-            if !origin.iter().any(|o| o.0 == t) {
+            if constant(t).is_none() && !origin.iter().any(|o| o.0 == t) {
                 let p = self.place[t.index()].ok_or_else(|| RaError::Internal {
                     block: b,
                     inst: k,
@@ -497,6 +498,11 @@ impl<'f> Assigner<'f> {
         let mut copies_in: Vec<(Temp, PhysReg)> = Vec::new();
         for &(_, t, r) in &wants {
             if done.contains(&(t, r)) {
+                continue;
+            }
+            if let Some(c) = constant(t) {
+                self.occupy(t, r);
+                before.push((t, c, r));
                 continue;
             }
             let from = origin_of(t).expect("recorded");
@@ -723,15 +729,31 @@ impl<'f> Assigner<'f> {
             let end = (j + 1).min(ops.len());
             j = end;
             let group = &ops[start..end];
-            let temps: Option<Vec<Temp>> = group.iter().map(Operand::temp_id).collect();
-            let Some(temps) = temps else {
+            let Some(file) = group
+                .iter()
+                .find_map(|o| o.temp_id().map(|t| self.temps[t.index()].file))
+            else {
                 return Err(RaError::Unsupported {
                     block: b,
                     inst: k,
-                    message: "a constant or undef in a vector operand".into(),
+                    message: "a vector operand of constants only".into(),
                 });
             };
-            let file = self.temps[temps[0].index()].file;
+            // Constants are copied into their units by a temp of their own.
+            let temps: Vec<Temp> = group
+                .iter()
+                .map(|o| match o.value {
+                    Value::Temp(t) => t,
+                    _ => {
+                        let t = Temp::new(self.temps.len());
+                        self.temps.push(self.func.target.class(file, 1));
+                        self.home.push(None);
+                        self.place.push(None);
+                        self.consts.push((t, *o));
+                        t
+                    }
+                })
+                .collect();
             let total: u32 = temps.iter().map(|&t| self.size(t) as u32).sum();
             let align = self.func.target.default_align(file, total as u8).max(1) as u32;
             // Already in place?

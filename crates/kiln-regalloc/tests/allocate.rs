@@ -71,3 +71,67 @@ fn generated_programs_allocate_and_agree() {
         );
     }
 }
+
+/// With the budget at exactly the maximum demand nothing needs spilling, and the allocation
+/// never fails; for scalar programs without constraints it uses exactly the maximum demand
+/// (Hack et al. 2006: dominance-order colouring of a chordal graph).
+#[test]
+fn budget_at_max_demand_suffices() {
+    let mut failures = Vec::new();
+    let mut exact = 0;
+    let only: Option<u64> = std::env::var("KILN_SEED").ok().and_then(|s| s.parse().ok());
+    for seed in (0..200u64).filter(|s| only.is_none_or(|o| o == *s)) {
+        let scalar = seed % 2 == 0;
+        let cfg = GenConfig {
+            size: 30 + (seed % 120) as usize,
+            pressure: 8 + (seed % 40) as usize,
+            vectors: !scalar,
+            constraints: !scalar,
+            all_lanes: !scalar,
+            ..GenConfig::new(seed)
+        };
+        let func = generate(&cfg);
+        let mut probe = func.clone();
+        let Ok(stats) = allocate(&mut probe, &RaOptions::default()) else {
+            failures.push(format!("seed {seed}: fails with the whole file"));
+            continue;
+        };
+        let options = RaOptions {
+            budget: stats.max_demand.iter().map(|&d| Some(d.max(1))).collect(),
+            check: true,
+            ..RaOptions::default()
+        };
+        match allocate_and_run(seed, &func, &options) {
+            Err(e) => failures.push(e),
+            Ok(()) if scalar => {
+                let mut f = func.clone();
+                let s = allocate(&mut f, &options).expect("allocated above");
+                let used: Vec<u32> = s.registers_used.clone();
+                if used != s.max_demand {
+                    failures.push(format!(
+                        "seed {seed}: scalar program uses {used:?} registers, its maximum demand is {:?}",
+                        s.max_demand
+                    ));
+                } else {
+                    exact += 1;
+                }
+            }
+            Ok(()) => {}
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} failed:\n{}",
+        failures.len(),
+        failures
+            .iter()
+            .map(|f| if only.is_some() {
+                f.clone()
+            } else {
+                f.lines().take(3).collect::<Vec<_>>().join(" | ")
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    assert!(only.is_some() || exact == 100, "{exact} exact");
+}
