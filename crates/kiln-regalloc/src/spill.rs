@@ -93,6 +93,18 @@ const ATTEMPTS: usize = 6;
 /// and verifies. Errors name the instruction (block and index) whose own operands and
 /// definitions exceed the budget.
 pub fn spill(func: &mut Function, budget: &[u32]) -> Result<SpillStats, SpillError> {
+    spill_with_versions(func, budget).map(|(stats, _)| stats)
+}
+
+/// [`spill`], also returning for every temp of the result the input temp it is a copy of
+/// (reloads, rematerialisations and the phis joining them name their input value; the input's
+/// own temps name themselves). The checker, given the input as the SSA function, proves an
+/// allocation of the result once its temps are renamed this way; an allocator can use it for
+/// affinities.
+pub fn spill_with_versions(
+    func: &mut Function,
+    budget: &[u32],
+) -> Result<(SpillStats, Vec<Temp>), SpillError> {
     let cfg = Cfg::compute(func).map_err(|e| err(e.block, 0, e.message))?;
     let files = func.target.files();
     if budget.len() < files.len() {
@@ -113,7 +125,7 @@ pub fn spill(func: &mut Function, budget: &[u32]) -> Result<SpillStats, SpillErr
     let mut orig = func.clone();
     let lv = compute_liveness(&mut orig, &cfg);
     if !lv.max.exceeds(limit) {
-        return Ok(SpillStats::default());
+        return Ok((SpillStats::default(), identity(func.temps.len())));
     }
     let next = NextUses::compute(&orig, &cfg, &lv);
     let mut reserve = Demand::ZERO;
@@ -126,11 +138,11 @@ pub fn spill(func: &mut Function, budget: &[u32]) -> Result<SpillStats, SpillErr
             s.block(b)?;
         }
         let mut out = orig.clone();
-        let stats = s.materialize(&mut out)?;
+        let (stats, versions) = s.materialize(&mut out)?;
         let lv2 = compute_liveness(&mut out, &cfg);
         if !lv2.max.exceeds(limit) {
             *func = out;
-            return Ok(stats);
+            return Ok((stats, versions));
         }
         if attempt == ATTEMPTS {
             let (b, k) = first_over(&lv2, limit).unwrap_or((Block(0), 0));
@@ -149,6 +161,10 @@ pub fn spill(func: &mut Function, budget: &[u32]) -> Result<SpillStats, SpillErr
         }
     }
     unreachable!("the last attempt returns")
+}
+
+fn identity(n: usize) -> Vec<Temp> {
+    (0..n).map(Temp::new).collect()
 }
 
 fn first_over(lv: &Liveness, limit: Demand) -> Option<(Block, usize)> {
@@ -379,8 +395,10 @@ impl<'a> Spiller<'a> {
             let fits_whole = (lp.header.index()..lp.exit.index())
                 .all(|k| !self.lv.block_max[k].exceeds(self.budget));
             let pre = &self.w_exit[lp.preheader.index()];
-            let mut cands: Vec<(u32, bool, Temp)> =
-                live.iter().map(|&t| (dist(t), !pre.contains(&t), t)).collect();
+            let mut cands: Vec<(u32, bool, Temp)> = live
+                .iter()
+                .map(|&t| (dist(t), !pre.contains(&t), t))
+                .collect();
             cands.sort_unstable();
             for (d, _, t) in cands {
                 if d >= LOOP_EXIT && !fits_whole {
@@ -626,7 +644,7 @@ impl<'a> Spiller<'a> {
 
     /// Writes the decisions into `out` (a copy of the input): spills after definitions, reloads
     /// and rematerialisations, slots, then SSA reconstruction.
-    fn materialize(&self, out: &mut Function) -> Result<SpillStats, SpillError> {
+    fn materialize(&self, out: &mut Function) -> Result<(SpillStats, Vec<Temp>), SpillError> {
         let func = self.func;
         let mut stats = SpillStats::default();
         // Values reloaded somewhere (not recomputed) need a slot and a spill.
@@ -655,29 +673,30 @@ impl<'a> Spiller<'a> {
         // New temp → the input temp it is a copy of.
         let mut version_of: Vec<Option<Temp>> = vec![None; func.temps.len()];
         let mut versioned = vec![false; func.temps.len()];
-        let mut make = |out: &mut Function, t: Temp, stats: &mut SpillStats| -> Result<Inst, SpillError> {
-            let new = out.new_temp(func.class(t));
-            version_of.push(Some(t));
-            versioned[t.index()] = true;
-            if self.remat[t.index()] {
-                let (b, k) = def_inst[t.index()]
-                    .ok_or_else(|| err(Block(0), 0, format!("{t} has no definition")))?;
-                let mut inst = func.block(b).insts[k].clone();
-                inst.defs[0] = Def::new(new);
-                for op in inst.operands.iter_mut() {
-                    op.flags = kiln_ir::OperandFlags::empty();
+        let mut make =
+            |out: &mut Function, t: Temp, stats: &mut SpillStats| -> Result<Inst, SpillError> {
+                let new = out.new_temp(func.class(t));
+                version_of.push(Some(t));
+                versioned[t.index()] = true;
+                if self.remat[t.index()] {
+                    let (b, k) = def_inst[t.index()]
+                        .ok_or_else(|| err(Block(0), 0, format!("{t} has no definition")))?;
+                    let mut inst = func.block(b).insts[k].clone();
+                    inst.defs[0] = Def::new(new);
+                    for op in inst.operands.iter_mut() {
+                        op.flags = kiln_ir::OperandFlags::empty();
+                    }
+                    stats.remats += 1;
+                    Ok(inst)
+                } else {
+                    let mut inst = Inst::new(Opcode::Reload);
+                    inst.imms.push(slot[t.index()]);
+                    inst.defs.push(Def::new(new));
+                    inst.flags.all_lanes = self.lv.linear[t.index()];
+                    stats.reloads += 1;
+                    Ok(inst)
                 }
-                stats.remats += 1;
-                Ok(inst)
-            } else {
-                let mut inst = Inst::new(Opcode::Reload);
-                inst.imms.push(slot[t.index()]);
-                inst.defs.push(Def::new(new));
-                inst.flags.all_lanes = self.lv.linear[t.index()];
-                stats.reloads += 1;
-                Ok(inst)
-            }
-        };
+            };
         let spill_of = |t: Temp| {
             let mut inst = Inst::new(Opcode::Spill);
             inst.imms.push(slot[t.index()]);
@@ -730,8 +749,13 @@ impl<'a> Spiller<'a> {
             }
             v
         };
-        Reconstruct::new(out, self.cfg, &self.lv.linear, version_of).run(out)?;
-        Ok(stats)
+        let version_of = Reconstruct::new(out, self.cfg, &self.lv.linear, version_of).run(out)?;
+        let versions = version_of
+            .iter()
+            .enumerate()
+            .map(|(t, v)| v.unwrap_or(Temp::new(t)))
+            .collect();
+        Ok((stats, versions))
     }
 
     /// Slots for the reloaded values: a value joins the first slot of its file whose values it
@@ -743,7 +767,10 @@ impl<'a> Spiller<'a> {
         let interference = Interference::new(func, self.cfg, self.lv);
         let mut slot = vec![u32::MAX; func.temps.len()];
         let mut slots: Vec<(FileId, Vec<Temp>)> = Vec::new();
-        for t in (0..func.temps.len()).filter(|&t| reloaded[t]).map(Temp::new) {
+        for t in (0..func.temps.len())
+            .filter(|&t| reloaded[t])
+            .map(Temp::new)
+        {
             let file = func.class(t).file;
             let k = slots
                 .iter()
@@ -850,7 +877,11 @@ impl<'c> Reconstruct<'c> {
             }
             let preds = preds_of(self.cfg, lin, cur);
             if preds.is_empty() || chain.len() > out.blocks.len() {
-                return Err(err(b, 0, format!("{v} is used where no definition reaches")));
+                return Err(err(
+                    b,
+                    0,
+                    format!("{v} is used where no definition reaches"),
+                ));
             }
             chain.push(cur);
             if preds.len() == 1 && !self.forced(cur, v) {
@@ -878,7 +909,8 @@ impl<'c> Reconstruct<'c> {
         Ok(found)
     }
 
-    fn run(mut self, out: &mut Function) -> Result<(), SpillError> {
+    /// Renames every use, inserts the phis; returns the version map with the phis' temps.
+    fn run(mut self, out: &mut Function) -> Result<Vec<Option<Temp>>, SpillError> {
         let cfg = self.cfg;
         // Uses in instruction order, with the current definition per value.
         for b in (0..out.blocks.len()).map(Block::new) {
@@ -992,6 +1024,6 @@ impl<'c> Reconstruct<'c> {
         for (b, phis) in by_block {
             out.block_mut(b).insts.splice(0..0, phis);
         }
-        Ok(())
+        Ok(self.version_of)
     }
 }
