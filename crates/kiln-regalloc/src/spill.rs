@@ -176,7 +176,7 @@ fn first_over(lv: &Liveness, limit: Demand) -> Option<(Block, usize)> {
 }
 
 /// The CFG a temp lives along: linear for linear temps, else logical.
-fn preds_of<'c>(cfg: &'c Cfg, linear: bool, b: Block) -> &'c [Block] {
+fn preds_of(cfg: &Cfg, linear: bool, b: Block) -> &[Block] {
     if linear {
         &cfg.linear.preds[b.index()]
     } else {
@@ -184,7 +184,7 @@ fn preds_of<'c>(cfg: &'c Cfg, linear: bool, b: Block) -> &'c [Block] {
     }
 }
 
-fn succs_of<'c>(cfg: &'c Cfg, linear: bool, b: Block) -> &'c [Block] {
+fn succs_of(cfg: &Cfg, linear: bool, b: Block) -> &[Block] {
     if linear {
         &cfg.linear.succs[b.index()]
     } else {
