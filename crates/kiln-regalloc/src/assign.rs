@@ -47,23 +47,24 @@ pub struct AssignStats {
 
 /// Assigns registers to the SSA function `func` (liveness `lv` computed on it, kill flags set),
 /// using at most `limit[f]` units of file `f`, and returns the allocated function.
+/// On failure, the error and the register file that ran out, if one did.
 pub fn assign(
     func: &Function,
     cfg: &Cfg,
     lv: &Liveness,
     limit: &[u32],
-) -> Result<(Function, AssignStats), RaError> {
+) -> Result<(Function, AssignStats), (RaError, Option<FileId>)> {
     let mut a = Assigner::new(func, cfg, lv, limit);
     let mut blocks = Vec::with_capacity(func.blocks.len());
     for b in func.block_ids() {
-        blocks.push(a.block(b)?);
+        blocks.push(a.block(b).map_err(|e| (e, a.full))?);
     }
     let mut out = func.clone();
     out.temps = a.temps.clone();
     for (b, insts) in blocks.into_iter().enumerate() {
         out.blocks[b].insts = insts;
     }
-    a.phi_copies(&mut out)?;
+    a.phi_copies(&mut out).map_err(|e| (e, None))?;
     out.allocated = true;
     Ok((out, a.stats))
 }
@@ -94,6 +95,8 @@ struct Assigner<'f> {
     gaps: Vec<(std::ops::Range<usize>, Temp)>,
     /// Temps made for constant vector operands, and the constants.
     consts: Vec<(Temp, Operand)>,
+    /// The file in which the last search for a free register failed.
+    full: Option<FileId>,
     stats: AssignStats,
 }
 
@@ -168,6 +171,7 @@ impl<'f> Assigner<'f> {
             def_block,
             gaps,
             consts: Vec::new(),
+            full: None,
             stats: AssignStats::default(),
         }
     }
@@ -246,6 +250,9 @@ impl<'f> Assigner<'f> {
         let free = |u: &&u32| self.free(Span::of(PhysReg::new(class.file, **u), size), blocked);
         let found = starts.iter().find(free).copied();
         self.starts.insert(class, starts);
+        if found.is_none() {
+            self.full = Some(class.file);
+        }
         found.map(|u| PhysReg::new(class.file, u))
     }
 

@@ -1,14 +1,15 @@
 //! kiln register allocation (DESIGN.md §5): one interface for every allocator ([`allocate`]),
-//! the SSA-based allocator (spilling to the budget first, then [`assign`] in dominance order and
-//! out of SSA), the allocation checker that every allocator's output goes through
-//! ([`checker`]), the register model of seed 002 that the class-based graph-colouring allocator
-//! works from ([`regset`]), and the lowering of parallel copies to moves and swaps
+//! the SSA-based allocator (spilling to the budget first ([`spill`]), then [`assign`] in
+//! dominance order and out of SSA), the allocation checker that every allocator's output goes
+//! through ([`checker`]), the register model of seed 002 that the class-based graph-colouring
+//! allocator works from ([`regset`]), and the lowering of parallel copies to moves and swaps
 //! ([`parallel_copy`]).
 
 pub mod assign;
 pub mod checker;
 pub mod parallel_copy;
 pub mod regset;
+pub mod spill;
 
 pub use regset::RegModel;
 
@@ -98,6 +99,8 @@ pub struct RaStats {
     pub spill_slots: u32,
     /// Blocks inserted to split critical edges.
     pub split_edges: u32,
+    /// Times the assignment found no register and the spiller ran again with less.
+    pub retries: u32,
     /// Per file: highest unit used + 1.
     pub registers_used: Vec<u32>,
     /// Per file: the maximum register demand before allocation (seed 000).
@@ -188,53 +191,117 @@ pub fn allocate(func: &mut Function, options: &RaOptions) -> Result<RaStats, RaE
         insts_before: count_insts(func),
         ..RaStats::default()
     };
-    stats.split_edges = split_critical_edges(func)?;
-    let cfg = Cfg::compute(func)
-        .map_err(|e| RaError::Structure(format!("{}: {}", e.block, e.message)))?;
-    isolate_exit_operands(func, &cfg);
-    single_predecessor_phis(func, &cfg);
-    copy_linear_constrained_operands(func);
-    let lv = compute_liveness(func, &cfg);
-    stats.max_demand = per_file(lv.max, &limits);
-    let t0 = Instant::now();
-    over_budget(func, &lv, &limits)?;
-    stats.time_spill = t0.elapsed();
-    let t1 = Instant::now();
-    let (out, a) = assign::assign(func, &cfg, &lv, &limits)?;
-    stats.time_assign = t1.elapsed();
-    stats.parallel_copies = a.parallel_copies;
-    stats.copied_units = a.copied_units;
-    if options.check {
-        let t2 = Instant::now();
-        checker::check(func, &out).map_err(RaError::Check)?;
-        stats.time_check = t2.elapsed();
+    stats.split_edges = split_critical_edges(func)?.len() as u32;
+    prepare(func)?;
+    let original = func.clone();
+    let mut budget = limits.clone();
+    // Assignment can need more than the demand the spiller meets (a vector finding no aligned
+    // block, SIMT interference the demand does not count): then spill to a lower budget and
+    // assign again.
+    for attempt in 0.. {
+        let mut work = original.clone();
+        let mut checked = original.clone();
+        let cfg = Cfg::compute(&work).map_err(structure)?;
+        let mut lv = compute_liveness(&mut work, &cfg);
+        if attempt == 0 {
+            stats.max_demand = per_file(lv.max, &limits);
+        }
+        let t0 = Instant::now();
+        let mut versions = None;
+        let mut cfg = cfg;
+        if (0..limits.len()).any(|f| lv.max.0[f] > budget[f] as i32) {
+            let (s, v) = spill::spill_with_versions(&mut work, &budget).map_err(|e| {
+                RaError::Budget {
+                    block: e.block,
+                    inst: e.inst,
+                    message: e.message.clone(),
+                }
+            })?;
+            stats.spills = s.spills;
+            stats.reloads = s.reloads;
+            stats.remats = s.remats;
+            stats.spill_slots = s.slots;
+            versions = Some(v);
+            // Phis the spiller made may sit on edges that need splitting; the checker's copy of
+            // the input gets the same blocks.
+            let splits = split_critical_edges(&mut work)?;
+            for &(p, s) in &splits {
+                let c = Cfg::compute(&checked).map_err(structure)?;
+                kiln_ir::layout::split_edge(&mut checked, &c, p, s).map_err(|m| {
+                    RaError::Internal {
+                        block: p,
+                        inst: 0,
+                        message: format!("cannot split {p} → {s} again: {m}"),
+                    }
+                })?;
+            }
+            stats.split_edges += splits.len() as u32;
+            prepare(&mut work)?;
+            cfg = Cfg::compute(&work).map_err(structure)?;
+            lv = compute_liveness(&mut work, &cfg);
+        }
+        stats.time_spill += t0.elapsed();
+        let t1 = Instant::now();
+        let assigned = assign::assign(&work, &cfg, &lv, &limits);
+        stats.time_assign += t1.elapsed();
+        let (mut out, a) = match assigned {
+            Ok(r) => r,
+            Err((RaError::NoRegister { .. }, Some(file)))
+                if attempt < 16 && budget[file.index()] > 1 =>
+            {
+                let b = &mut budget[file.index()];
+                *b -= (*b / 8).max(1);
+                stats.retries += 1;
+                continue;
+            }
+            Err((e, _)) => return Err(e),
+        };
+        stats.parallel_copies = a.parallel_copies;
+        stats.copied_units = a.copied_units;
+        // Copies made by the spiller carry the name of the value they copy.
+        if let Some(v) = &versions {
+            rename_versions(&mut out, v);
+        }
+        if options.check {
+            let t2 = Instant::now();
+            let ssa = if versions.is_some() { &checked } else { &work };
+            checker::check(ssa, &out).map_err(RaError::Check)?;
+            stats.time_check = t2.elapsed();
+        }
+        *func = out;
+        break;
     }
-    *func = out;
     stats.insts_after = count_insts(func);
     stats.registers_used = registers_used(func);
     Ok(stats)
 }
 
-/// Errors when the demand of some instruction exceeds the budget (no spiller yet).
-fn over_budget(func: &Function, lv: &kiln_analysis::Liveness, limits: &[u32]) -> Result<(), RaError> {
-    for b in func.block_ids() {
-        for (k, d) in lv.register_demand[b.index()].iter().enumerate() {
-            for (f, &limit) in limits.iter().enumerate() {
-                if d.0[f] > limit as i32 {
-                    return Err(RaError::Budget {
-                        block: b,
-                        inst: k,
-                        message: format!(
-                            "{} units of file {} are live, the budget is {limit}",
-                            d.0[f],
-                            func.target.files()[f].name
-                        ),
-                    });
-                }
+fn structure(e: kiln_ir::cfg::StructureError) -> RaError {
+    RaError::Structure(format!("{}: {}", e.block, e.message))
+}
+
+/// Puts the SSA function in the form the assignment expects (see each step).
+fn prepare(func: &mut Function) -> Result<(), RaError> {
+    let cfg = Cfg::compute(func).map_err(structure)?;
+    isolate_exit_operands(func, &cfg);
+    single_predecessor_phis(func, &cfg);
+    copy_linear_constrained_operands(func);
+    Ok(())
+}
+
+/// Names every temp of an allocated function after the value it copies.
+fn rename_versions(func: &mut Function, versions: &[kiln_ir::Temp]) {
+    let rename = |t: kiln_ir::Temp| versions.get(t.index()).copied().unwrap_or(t);
+    for inst in func.blocks.iter_mut().flat_map(|b| &mut b.insts) {
+        for d in inst.defs.iter_mut() {
+            d.temp = rename(d.temp);
+        }
+        for op in inst.operands.iter_mut() {
+            if let Some(t) = op.temp_id() {
+                op.value = kiln_ir::Value::Temp(rename(t));
             }
         }
     }
-    Ok(())
 }
 
 fn per_file(d: Demand, limits: &[u32]) -> Vec<u32> {
@@ -269,8 +336,8 @@ pub fn registers_used(func: &Function) -> Vec<u32> {
 /// Splits the edges that would carry phi copies but have no place for them: from a block with
 /// several successors into a block with several predecessors and phis of that CFG (an `if`
 /// with no else into its endif). A divergent loop's back edge is left (see [`assign`]).
-fn split_critical_edges(func: &mut Function) -> Result<u32, RaError> {
-    let mut splits = 0;
+fn split_critical_edges(func: &mut Function) -> Result<Vec<(Block, Block)>, RaError> {
+    let mut splits = Vec::new();
     loop {
         let cfg = Cfg::compute(func)
             .map_err(|e| RaError::Structure(format!("{}: {}", e.block, e.message)))?;
@@ -308,7 +375,7 @@ fn split_critical_edges(func: &mut Function) -> Result<u32, RaError> {
             inst: 0,
             message: format!("cannot split the critical edge {p} → {s}: {m}"),
         })?;
-        splits += 1;
+        splits.push((p, s));
     }
 }
 

@@ -1,0 +1,1029 @@
+//! The spiller of the SSA register allocator (DESIGN.md §5): after it, seed 000's register
+//! demand is at most the budget in every register file at every instruction.
+//!
+//! The algorithm is Braun & Hack 2009 ("Register Spilling and Live-Range Splitting for SSA-Form
+//! Programs"), as ACO's `aco_spill.cpp` applies it to a GPU IR:
+//!
+//! - **Next-use distances** per block entry and exit, by backward dataflow to a fixpoint; an
+//!   edge that leaves a loop adds [`LOOP_EXIT`] per loop left, so a use after a loop is farther
+//!   than any use inside it.
+//! - **Blocks in layout order** (a reverse post-order of both CFGs). The set of values held in
+//!   registers at a block's entry is chosen from its predecessors (values in registers at the
+//!   end of every predecessor first, then of some, by next use); a loop header takes the values
+//!   used in the loop by next use, and values only live through the loop when the whole loop
+//!   fits the budget — otherwise they are spilled before it and not reloaded inside it.
+//! - **MIN** inside a block: operands not in registers are reloaded before their instruction;
+//!   while the instruction's demand (computed by [`InstDemand::compute`], the one demand
+//!   function) exceeds the budget, the value in the over-full file whose next use is farthest
+//!   leaves the registers.
+//! - **SIMT placement.** A spilled value is stored right after its definition (after the phis
+//!   for a phi): spill slots are per-lane memory, and every lane that later reads the value ran
+//!   its definition. Linear temps are spilled and reloaded with `.all_lanes` (their value is
+//!   the wave's). Reloads for an edge go at the start of a successor with one predecessor or at
+//!   the end of a predecessor with one successor, in the value's CFG; a value that would need a
+//!   reload on another (critical) edge is not kept in registers at the join. Two exceptions read
+//!   the slot in more lanes than take the edge, which only defines the fresh temp in lanes that
+//!   do not use it: operands of phis (read at the end of the predecessor anyway) and linear
+//!   values on a divergent loop's back edge (written in every lane anyway).
+//! - **Rematerialisation**: a value whose definition reads no temp and has no side effects
+//!   (`mov` of a constant, arithmetic on constants, `uniform`) is recomputed by a copy of its
+//!   definition instead of being spilled and reloaded.
+//! - **Slots**: spilled values of one file share a slot when they do not interfere
+//!   ([`Interference`], with the SIMT rules of seed 003), greedily in temp order.
+//! - **SSA reconstruction** (Braun et al. 2013, "Simple and Efficient Construction of SSA
+//!   Form"): uses are renamed to the reaching definition; `phi`s (per-lane temps, logical CFG)
+//!   or `linear_phi`s (linear temps, linear CFG) are created on demand where definitions meet,
+//!   and trivial ones are removed. A linear value reaching the exit of a divergent loop from
+//!   inside always goes through a phi of the exit (verifier rule `divergence`).
+//!
+//! The edge reloads can make a predecessor's end hold more than the entry choice allowed for;
+//! the result is measured with liveness, and when it exceeds the budget the spiller runs again
+//! keeping fewer values in registers at block entries (at worst none but the phis' own).
+
+use kiln_analysis::{InstDemand, Interference, Liveness, compute_liveness};
+use kiln_ir::{Block, Cfg, Def, Demand, FileId, Function, Inst, Opcode, Operand, Temp};
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+
+/// What the spiller did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SpillStats {
+    pub spills: u32,
+    pub reloads: u32,
+    pub remats: u32,
+    pub slots: u32,
+}
+
+/// Why the function cannot be brought within the budget: the instruction (block, index in the
+/// input function) whose own operands and definitions need more than the budget.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SpillError {
+    pub block: Block,
+    pub inst: usize,
+    pub message: String,
+}
+
+impl fmt::Display for SpillError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}: {}", self.block, self.inst, self.message)
+    }
+}
+
+impl std::error::Error for SpillError {}
+
+fn err(block: Block, inst: usize, message: impl Into<String>) -> SpillError {
+    SpillError {
+        block,
+        inst,
+        message: message.into(),
+    }
+}
+
+/// Distance added per loop left on an edge: uses after a loop count as farther than any use
+/// inside it (Braun & Hack 2009, §4.2).
+const LOOP_EXIT: u32 = 1 << 24;
+/// No next use.
+const INF: u32 = u32::MAX;
+/// Runs with a larger entry reserve before keeping nothing in registers at block entries.
+const ATTEMPTS: usize = 6;
+
+/// Inserts spills, reloads and rematerialisations into the SSA function `func` so that seed
+/// 000's register demand (kiln_analysis liveness: `Liveness::register_demand`, `max`) is at most
+/// `budget[f]` units in every register file `f` at every instruction. The result is still SSA
+/// and verifies. Errors name the instruction (block and index) whose own operands and
+/// definitions exceed the budget.
+pub fn spill(func: &mut Function, budget: &[u32]) -> Result<SpillStats, SpillError> {
+    spill_with_versions(func, budget).map(|(stats, _)| stats)
+}
+
+/// [`spill`], also returning for every temp of the result the input temp it is a copy of
+/// (reloads, rematerialisations and the phis joining them name their input value; the input's
+/// own temps name themselves). The checker, given the input as the SSA function, proves an
+/// allocation of the result once its temps are renamed this way; an allocator can use it for
+/// affinities.
+pub fn spill_with_versions(
+    func: &mut Function,
+    budget: &[u32],
+) -> Result<(SpillStats, Vec<Temp>), SpillError> {
+    let cfg = Cfg::compute(func).map_err(|e| err(e.block, 0, e.message))?;
+    let files = func.target.files();
+    if budget.len() < files.len() {
+        return Err(err(
+            Block(0),
+            0,
+            format!(
+                "the budget names {} register files, the target has {}",
+                budget.len(),
+                files.len()
+            ),
+        ));
+    }
+    let mut limit = Demand::ZERO;
+    for (f, l) in limit.0.iter_mut().enumerate().take(files.len()) {
+        *l = budget[f].min(i32::MAX as u32) as i32;
+    }
+    let mut orig = func.clone();
+    let lv = compute_liveness(&mut orig, &cfg);
+    if !lv.max.exceeds(limit) {
+        return Ok((SpillStats::default(), identity(func.temps.len())));
+    }
+    let next = NextUses::compute(&orig, &cfg, &lv);
+    let mut reserve = Demand::ZERO;
+    for attempt in 0..=ATTEMPTS {
+        if attempt == ATTEMPTS {
+            reserve = limit;
+        }
+        let mut s = Spiller::new(&orig, &cfg, &lv, &next, limit, reserve);
+        for b in orig.block_ids() {
+            s.block(b)?;
+        }
+        let mut out = orig.clone();
+        let (stats, versions) = s.materialize(&mut out)?;
+        let lv2 = compute_liveness(&mut out, &cfg);
+        if !lv2.max.exceeds(limit) {
+            *func = out;
+            return Ok((stats, versions));
+        }
+        if attempt == ATTEMPTS {
+            let (b, k) = first_over(&lv2, limit).unwrap_or((Block(0), 0));
+            return Err(err(
+                b,
+                k,
+                "the demand stays above the budget at this instruction of the spilled program \
+                 even with no value kept in registers across block boundaries",
+            ));
+        }
+        for f in 0..files.len() {
+            let over = lv2.max.0[f] - limit.0[f];
+            if over > 0 {
+                reserve.0[f] = (reserve.0[f] + over).min(limit.0[f]);
+            }
+        }
+    }
+    unreachable!("the last attempt returns")
+}
+
+fn identity(n: usize) -> Vec<Temp> {
+    (0..n).map(Temp::new).collect()
+}
+
+fn first_over(lv: &Liveness, limit: Demand) -> Option<(Block, usize)> {
+    lv.register_demand.iter().enumerate().find_map(|(b, d)| {
+        d.iter()
+            .position(|d| d.exceeds(limit))
+            .map(|k| (Block::new(b), k))
+    })
+}
+
+/// The CFG a temp lives along: linear for linear temps, else logical.
+fn preds_of(cfg: &Cfg, linear: bool, b: Block) -> &[Block] {
+    if linear {
+        &cfg.linear.preds[b.index()]
+    } else {
+        &cfg.logical.preds[b.index()]
+    }
+}
+
+fn succs_of(cfg: &Cfg, linear: bool, b: Block) -> &[Block] {
+    if linear {
+        &cfg.linear.succs[b.index()]
+    } else {
+        &cfg.logical.succs[b.index()]
+    }
+}
+
+/// Next-use distances (in instructions) at the start and end of every block, for the temps live
+/// there (ACO's `next_use_distances_start/end`).
+struct NextUses {
+    start: Vec<BTreeMap<Temp, u32>>,
+    end: Vec<BTreeMap<Temp, u32>>,
+}
+
+impl NextUses {
+    /// Backward dataflow of minimum distances; each pass visits blocks from the last, and the
+    /// distances only decrease, so a few passes (about the loop nesting depth) reach the
+    /// fixpoint.
+    fn compute(func: &Function, cfg: &Cfg, lv: &Liveness) -> NextUses {
+        let n = func.blocks.len();
+        let mut first_use: Vec<BTreeMap<Temp, u32>> = vec![BTreeMap::new(); n];
+        let mut phi_ops: Vec<BTreeSet<Temp>> = vec![BTreeSet::new(); n];
+        for b in func.block_ids() {
+            for (k, inst) in func.block(b).insts.iter().enumerate() {
+                if inst.op.is_phi() {
+                    let preds = preds_of(cfg, inst.op == Opcode::LinearPhi, b);
+                    for (op, p) in inst.operands.iter().zip(preds) {
+                        if let Some(t) = op.temp_id() {
+                            phi_ops[p.index()].insert(t);
+                        }
+                    }
+                } else {
+                    for t in inst.used_temps() {
+                        first_use[b.index()].entry(t).or_insert(k as u32);
+                    }
+                }
+            }
+        }
+        let exits = |b: Block, s: Block| {
+            cfg.enclosing_loops(b)
+                .filter(|&l| !cfg.loops[l].contains(s))
+                .count() as u32
+        };
+        let mut start: Vec<BTreeMap<Temp, u32>> = vec![BTreeMap::new(); n];
+        let mut end: Vec<BTreeMap<Temp, u32>> = vec![BTreeMap::new(); n];
+        let mut changed = true;
+        while changed {
+            changed = false;
+            for b in func.block_ids().rev() {
+                let bi = b.index();
+                let mut e = BTreeMap::new();
+                for t in lv.live_out[bi].iter() {
+                    let lin = lv.linear[t.index()];
+                    let mut d = if phi_ops[bi].contains(&t) { 0 } else { INF };
+                    for &s in succs_of(cfg, lin, b) {
+                        if let Some(&x) = start[s.index()].get(&t) {
+                            d = d.min(x.saturating_add(LOOP_EXIT.saturating_mul(exits(b, s))));
+                        }
+                    }
+                    e.insert(t, d);
+                }
+                let len = func.block(b).insts.len() as u32;
+                let st: BTreeMap<Temp, u32> = lv.live_in[bi]
+                    .iter()
+                    .map(|t| {
+                        let d = match first_use[bi].get(&t) {
+                            Some(&k) => k,
+                            None => e.get(&t).map_or(INF, |&x| x.saturating_add(len)),
+                        };
+                        (t, d)
+                    })
+                    .collect();
+                if st != start[bi] || e != end[bi] {
+                    changed = true;
+                    start[bi] = st;
+                    end[bi] = e;
+                }
+            }
+        }
+        NextUses { start, end }
+    }
+}
+
+/// The values held in registers, with their demand.
+#[derive(Clone, Default)]
+struct Resident {
+    set: BTreeSet<Temp>,
+    demand: Demand,
+}
+
+impl Resident {
+    fn insert(&mut self, func: &Function, t: Temp) {
+        if self.set.insert(t) {
+            self.demand += Demand::of(func.class(t));
+        }
+    }
+    fn remove(&mut self, func: &Function, t: Temp) {
+        if self.set.remove(&t) {
+            self.demand -= Demand::of(func.class(t));
+        }
+    }
+}
+
+/// The decisions of one run: which values are in registers where, and where reloads go.
+struct Spiller<'a> {
+    func: &'a Function,
+    cfg: &'a Cfg,
+    lv: &'a Liveness,
+    next: &'a NextUses,
+    budget: Demand,
+    /// Budget for the values kept in registers at block entries.
+    entry_limit: Demand,
+    remat: Vec<bool>,
+    /// Left the registers somewhere while live: stored after its definition if reloaded.
+    spilled: Vec<bool>,
+    w_entry: Vec<BTreeSet<Temp>>,
+    w_exit: Vec<BTreeSet<Temp>>,
+    processed: Vec<bool>,
+    /// Reloads before instruction `k` of block `b`: `before[b][k]`.
+    before: Vec<Vec<Vec<Temp>>>,
+    /// Reloads after the phis of a block, and before the terminator of a block.
+    start_reloads: Vec<Vec<Temp>>,
+    end_reloads: Vec<Vec<Temp>>,
+}
+
+/// Whether `inst` can be recomputed anywhere its value is live: no temp operands, no side
+/// effects, one unconstrained definition, an operation that reads nothing but its immediates
+/// and constants (ACO rematerialises constants the same way).
+fn rematerializable(inst: &Inst) -> bool {
+    let info = inst.op.info();
+    inst.defs.len() == 1
+        && inst.defs[0].fixed.is_none()
+        && inst.defs[0].tied.is_none()
+        && inst.used_temps().next().is_none()
+        && !info.side_effects
+        && !info.terminator
+        && !inst.op.is_phi()
+        && !matches!(
+            inst.op,
+            Opcode::Reload
+                | Opcode::Input
+                | Opcode::TextureSample
+                | Opcode::TextureFetch
+                | Opcode::ParallelCopy
+                | Opcode::Target(_)
+        )
+}
+
+impl<'a> Spiller<'a> {
+    fn new(
+        func: &'a Function,
+        cfg: &'a Cfg,
+        lv: &'a Liveness,
+        next: &'a NextUses,
+        budget: Demand,
+        reserve: Demand,
+    ) -> Spiller<'a> {
+        let n = func.blocks.len();
+        let mut remat = vec![false; func.temps.len()];
+        for inst in func.blocks.iter().flat_map(|b| &b.insts) {
+            if rematerializable(inst) {
+                remat[inst.defs[0].temp.index()] = true;
+            }
+        }
+        Spiller {
+            func,
+            cfg,
+            lv,
+            next,
+            budget,
+            entry_limit: budget - reserve,
+            remat,
+            spilled: vec![false; func.temps.len()],
+            w_entry: vec![BTreeSet::new(); n],
+            w_exit: vec![BTreeSet::new(); n],
+            processed: vec![false; n],
+            before: func
+                .blocks
+                .iter()
+                .map(|b| vec![Vec::new(); b.insts.len()])
+                .collect(),
+            start_reloads: vec![Vec::new(); n],
+            end_reloads: vec![Vec::new(); n],
+        }
+    }
+
+    fn linear(&self, t: Temp) -> bool {
+        self.lv.linear[t.index()]
+    }
+
+    fn fits(&self, dem: Demand, limit: Demand) -> bool {
+        !dem.exceeds(limit)
+    }
+
+    /// Chooses the values in registers at the entry of `b` (Braun & Hack's `initUsual` and
+    /// `initLoopHeader`); the others live into `b` count as spilled.
+    fn choose_entry(&mut self, b: Block, phi_demand: Demand) -> BTreeSet<Temp> {
+        let func = self.func;
+        let cfg = self.cfg;
+        let limit = self.entry_limit - phi_demand;
+        let dist = |t: Temp| self.next.start[b.index()].get(&t).copied().unwrap_or(INF);
+        let live: Vec<Temp> = self.lv.live_in[b.index()].iter().collect();
+        let mut chosen = Resident::default();
+        let header = cfg.loops.iter().find(|l| l.header == b);
+        if let Some(lp) = header {
+            // Values used in the loop first, by next use; values only live through it when
+            // the whole loop fits the budget (otherwise they would be reloaded inside it).
+            let fits_whole = (lp.header.index()..lp.exit.index())
+                .all(|k| !self.lv.block_max[k].exceeds(self.budget));
+            let pre = &self.w_exit[lp.preheader.index()];
+            let mut cands: Vec<(u32, bool, Temp)> = live
+                .iter()
+                .map(|&t| (dist(t), !pre.contains(&t), t))
+                .collect();
+            cands.sort_unstable();
+            for (d, _, t) in cands {
+                if d >= LOOP_EXIT && !fits_whole {
+                    continue;
+                }
+                let size = Demand::of(func.class(t));
+                if self.fits(chosen.demand + size, limit) {
+                    chosen.insert(func, t);
+                }
+            }
+        } else {
+            // In registers at the end of every predecessor first, then of some when the
+            // missing edges can take a reload.
+            let mut all = Vec::new();
+            let mut some = Vec::new();
+            for &t in &live {
+                let lin = self.linear(t);
+                let preds = preds_of(cfg, lin, b);
+                let has: Vec<bool> = preds
+                    .iter()
+                    .map(|p| self.w_exit[p.index()].contains(&t))
+                    .collect();
+                if !preds.is_empty() && has.iter().all(|&h| h) {
+                    all.push((dist(t), t));
+                } else if has.iter().any(|&h| h) {
+                    let placeable = preds.len() == 1
+                        || preds
+                            .iter()
+                            .zip(&has)
+                            .all(|(p, &h)| h || succs_of(cfg, lin, *p).len() == 1);
+                    if placeable {
+                        some.push((dist(t), t));
+                    }
+                }
+            }
+            all.sort_unstable();
+            some.sort_unstable();
+            for (_, t) in all.into_iter().chain(some) {
+                let size = Demand::of(func.class(t));
+                if self.fits(chosen.demand + size, limit) {
+                    chosen.insert(func, t);
+                }
+            }
+        }
+        for &t in &live {
+            if !chosen.set.contains(&t) {
+                self.spilled[t.index()] = true;
+            }
+        }
+        chosen.set
+    }
+
+    /// Reloads on the edge `p → b` for the values `b` keeps in registers and the operands of its
+    /// phis that `p` does not hold.
+    fn reconcile(&mut self, p: Block, b: Block) {
+        let cfg = self.cfg;
+        let entry: Vec<Temp> = self.w_entry[b.index()].iter().copied().collect();
+        for t in entry {
+            let lin = self.linear(t);
+            let preds = preds_of(cfg, lin, b);
+            if !preds.contains(&p) || self.w_exit[p.index()].contains(&t) {
+                continue;
+            }
+            self.spilled[t.index()] = true;
+            if preds.len() == 1 {
+                if !self.start_reloads[b.index()].contains(&t) {
+                    self.start_reloads[b.index()].push(t);
+                }
+            } else {
+                self.end_reloads[p.index()].push(t);
+                self.w_exit[p.index()].insert(t);
+            }
+        }
+        for inst in self.func.block(b).insts.iter().filter(|i| i.op.is_phi()) {
+            let preds = preds_of(cfg, inst.op == Opcode::LinearPhi, b);
+            for (op, &q) in inst.operands.iter().zip(preds) {
+                if q != p {
+                    continue;
+                }
+                if let Some(t) = op.temp_id()
+                    && !self.w_exit[p.index()].contains(&t)
+                {
+                    self.spilled[t.index()] = true;
+                    self.end_reloads[p.index()].push(t);
+                    self.w_exit[p.index()].insert(t);
+                }
+            }
+        }
+    }
+
+    /// Demand of `inst` with `w` in registers before it (reloads done): seed 000's stages with
+    /// the values of `w` that outlive it as its live-out.
+    fn demand(&self, inst: &Inst, w: &Resident) -> Demand {
+        let func = self.func;
+        let mut live_out = w.demand;
+        let mut seen = BTreeSet::new();
+        for op in &inst.operands {
+            if let Some(t) = op.temp_id()
+                && op.is_first_kill()
+                && w.set.contains(&t)
+                && seen.insert(t)
+            {
+                live_out -= Demand::of(func.class(t));
+            }
+        }
+        for d in inst.defs.iter().filter(|d| !d.dead) {
+            live_out += Demand::of(func.class(d.temp));
+        }
+        InstDemand::compute(&func.temps, inst, live_out).register_demand()
+    }
+
+    /// Distance from instruction `k` of `b` to the next use of `t` after it.
+    fn distance(&self, uses: &BTreeMap<Temp, Vec<u32>>, b: Block, k: usize, t: Temp) -> u32 {
+        if let Some(u) = uses.get(&t)
+            && let Some(&j) = u.iter().find(|&&j| j as usize > k)
+        {
+            return j - k as u32;
+        }
+        let len = self.func.block(b).insts.len() as u32;
+        self.next.end[b.index()]
+            .get(&t)
+            .map_or(INF, |&d| d.saturating_add(len - k as u32))
+    }
+
+    /// Walks one block (Braun & Hack's MIN algorithm).
+    fn block(&mut self, b: Block) -> Result<(), SpillError> {
+        let func = self.func;
+        let insts = &func.block(b).insts;
+        let nphi = func.block(b).phi_count();
+        let mut phi_demand = Demand::ZERO;
+        for inst in &insts[..nphi] {
+            for d in &inst.defs {
+                phi_demand += Demand::of(func.class(d.temp));
+            }
+        }
+        if phi_demand.exceeds(self.budget) {
+            return Err(err(
+                b,
+                0,
+                format!(
+                    "the phis of {b} define {:?} units at once, more than the budget {:?}",
+                    &phi_demand.0[..func.target.files().len()],
+                    &self.budget.0[..func.target.files().len()]
+                ),
+            ));
+        }
+        let entry = self.choose_entry(b, phi_demand);
+        self.w_entry[b.index()] = entry.clone();
+        let preds: BTreeSet<Block> = self.cfg.logical.preds[b.index()]
+            .iter()
+            .chain(&self.cfg.linear.preds[b.index()])
+            .copied()
+            .filter(|p| self.processed[p.index()])
+            .collect();
+        for p in preds {
+            self.reconcile(p, b);
+        }
+        let mut w = Resident::default();
+        for t in entry {
+            w.insert(func, t);
+        }
+        for inst in &insts[..nphi] {
+            for d in inst.defs.iter().filter(|d| !d.dead) {
+                w.insert(func, d.temp);
+            }
+        }
+        let mut uses: BTreeMap<Temp, Vec<u32>> = BTreeMap::new();
+        for (k, inst) in insts.iter().enumerate().skip(nphi) {
+            for t in inst.used_temps() {
+                uses.entry(t).or_default().push(k as u32);
+            }
+        }
+        for (k, inst) in insts.iter().enumerate().skip(nphi) {
+            let ops: BTreeSet<Temp> = inst.used_temps().collect();
+            for &t in &ops {
+                if !w.set.contains(&t) {
+                    self.spilled[t.index()] = true;
+                    self.before[b.index()][k].push(t);
+                    w.insert(func, t);
+                }
+            }
+            loop {
+                let dem = self.demand(inst, &w);
+                let Some(f) = (0..func.target.files().len())
+                    .find(|&f| dem.0[f] > self.budget.0[f])
+                    .map(|f| FileId(f as u8))
+                else {
+                    break;
+                };
+                let victim = w
+                    .set
+                    .iter()
+                    .copied()
+                    .filter(|t| func.class(*t).file == f && !ops.contains(t))
+                    .max_by_key(|&t| (self.distance(&uses, b, k, t), t));
+                let Some(victim) = victim else {
+                    let mut own = Resident::default();
+                    for &t in &ops {
+                        own.insert(func, t);
+                    }
+                    let need = self.demand(inst, &own);
+                    return Err(err(
+                        b,
+                        k,
+                        format!(
+                            "`{}` needs {} units of file {} for its own operands and \
+                             definitions; the budget is {}",
+                            inst.op,
+                            need.0[f.index()],
+                            func.target.files()[f.index()].name,
+                            self.budget.0[f.index()]
+                        ),
+                    ));
+                };
+                self.spilled[victim.index()] = true;
+                w.remove(func, victim);
+            }
+            for op in &inst.operands {
+                if let Some(t) = op.temp_id()
+                    && op.is_first_kill()
+                {
+                    w.remove(func, t);
+                }
+            }
+            for d in inst.defs.iter().filter(|d| !d.dead) {
+                w.insert(func, d.temp);
+            }
+        }
+        self.w_exit[b.index()] = w.set;
+        self.processed[b.index()] = true;
+        // Back edges: the loop header already chose its registers.
+        let succs: BTreeSet<Block> = self.cfg.logical.succs[b.index()]
+            .iter()
+            .chain(&self.cfg.linear.succs[b.index()])
+            .copied()
+            .filter(|s| *s <= b)
+            .collect();
+        for s in succs {
+            self.reconcile(b, s);
+        }
+        Ok(())
+    }
+
+    /// Writes the decisions into `out` (a copy of the input): spills after definitions, reloads
+    /// and rematerialisations, slots, then SSA reconstruction.
+    fn materialize(&self, out: &mut Function) -> Result<(SpillStats, Vec<Temp>), SpillError> {
+        let func = self.func;
+        let mut stats = SpillStats::default();
+        // Values reloaded somewhere (not recomputed) need a slot and a spill.
+        let mut reloaded = vec![false; func.temps.len()];
+        let all_reloads = self
+            .before
+            .iter()
+            .flatten()
+            .flatten()
+            .chain(self.start_reloads.iter().flatten())
+            .chain(self.end_reloads.iter().flatten());
+        for &t in all_reloads {
+            if !self.remat[t.index()] {
+                reloaded[t.index()] = true;
+            }
+        }
+        let slot = self.assign_slots(&reloaded, &mut stats);
+        let mut def_inst: Vec<Option<(Block, usize)>> = vec![None; func.temps.len()];
+        for b in func.block_ids() {
+            for (k, inst) in func.block(b).insts.iter().enumerate() {
+                for d in &inst.defs {
+                    def_inst[d.temp.index()] = Some((b, k));
+                }
+            }
+        }
+        // New temp → the input temp it is a copy of.
+        let mut version_of: Vec<Option<Temp>> = vec![None; func.temps.len()];
+        let mut versioned = vec![false; func.temps.len()];
+        let mut make =
+            |out: &mut Function, t: Temp, stats: &mut SpillStats| -> Result<Inst, SpillError> {
+                let new = out.new_temp(func.class(t));
+                version_of.push(Some(t));
+                versioned[t.index()] = true;
+                if self.remat[t.index()] {
+                    let (b, k) = def_inst[t.index()]
+                        .ok_or_else(|| err(Block(0), 0, format!("{t} has no definition")))?;
+                    let mut inst = func.block(b).insts[k].clone();
+                    inst.defs[0] = Def::new(new);
+                    for op in inst.operands.iter_mut() {
+                        op.flags = kiln_ir::OperandFlags::empty();
+                    }
+                    stats.remats += 1;
+                    Ok(inst)
+                } else {
+                    let mut inst = Inst::new(Opcode::Reload);
+                    inst.imms.push(slot[t.index()]);
+                    inst.defs.push(Def::new(new));
+                    inst.flags.all_lanes = self.lv.linear[t.index()];
+                    stats.reloads += 1;
+                    Ok(inst)
+                }
+            };
+        let spill_of = |t: Temp| {
+            let mut inst = Inst::new(Opcode::Spill);
+            inst.imms.push(slot[t.index()]);
+            inst.operands.push(Operand::temp(t));
+            inst.flags.all_lanes = self.lv.linear[t.index()];
+            inst
+        };
+        for b in func.block_ids() {
+            let insts = &func.block(b).insts;
+            let nphi = func.block(b).phi_count();
+            let mut new: Vec<Inst> = Vec::with_capacity(insts.len() + 4);
+            new.extend(insts[..nphi].iter().cloned());
+            for inst in &insts[..nphi] {
+                for d in inst.defs.iter().filter(|d| reloaded[d.temp.index()]) {
+                    new.push(spill_of(d.temp));
+                    stats.spills += 1;
+                }
+            }
+            for &t in &self.start_reloads[b.index()] {
+                new.push(make(out, t, &mut stats)?);
+            }
+            for (k, inst) in insts.iter().enumerate().skip(nphi) {
+                if inst.op.is_terminator() {
+                    for &t in &self.end_reloads[b.index()] {
+                        new.push(make(out, t, &mut stats)?);
+                    }
+                }
+                for &t in &self.before[b.index()][k] {
+                    new.push(make(out, t, &mut stats)?);
+                }
+                new.push(inst.clone());
+                for d in inst.defs.iter().filter(|d| reloaded[d.temp.index()]) {
+                    new.push(spill_of(d.temp));
+                    stats.spills += 1;
+                }
+            }
+            if insts.last().is_none_or(|i| !i.op.is_terminator()) {
+                for &t in &self.end_reloads[b.index()] {
+                    new.push(make(out, t, &mut stats)?);
+                }
+            }
+            out.block_mut(b).insts = new;
+        }
+        let version_of = {
+            let mut v = version_of;
+            for (t, &x) in versioned.iter().enumerate() {
+                if x {
+                    v[t] = Some(Temp::new(t));
+                }
+            }
+            v
+        };
+        let version_of = Reconstruct::new(out, self.cfg, &self.lv.linear, version_of).run(out)?;
+        let versions = version_of
+            .iter()
+            .enumerate()
+            .map(|(t, v)| v.unwrap_or(Temp::new(t)))
+            .collect();
+        Ok((stats, versions))
+    }
+
+    /// Slots for the reloaded values: a value joins the first slot of its file whose values it
+    /// does not interfere with. Quadratic in the number of spilled values in the worst case (each
+    /// is checked against the members of the slots before it); spilled values are few next to
+    /// the program.
+    fn assign_slots(&self, reloaded: &[bool], stats: &mut SpillStats) -> Vec<u32> {
+        let func = self.func;
+        let interference = Interference::new(func, self.cfg, self.lv);
+        let mut slot = vec![u32::MAX; func.temps.len()];
+        let mut slots: Vec<(FileId, Vec<Temp>)> = Vec::new();
+        for t in (0..func.temps.len())
+            .filter(|&t| reloaded[t])
+            .map(Temp::new)
+        {
+            let file = func.class(t).file;
+            let k = slots
+                .iter()
+                .position(|(f, members)| {
+                    *f == file
+                        && members
+                            .iter()
+                            .all(|&m| !interference.interferes(func, t, m))
+                })
+                .unwrap_or_else(|| {
+                    slots.push((file, Vec::new()));
+                    slots.len() - 1
+                });
+            slots[k].1.push(t);
+            slot[t.index()] = k as u32;
+        }
+        stats.slots = slots.len() as u32;
+        slot
+    }
+}
+
+/// SSA reconstruction after Braun et al. 2013: the reaching definition of a value at a use is
+/// the last copy in the block, else the value at the block's entry — the value at the end of
+/// its single predecessor, or a phi over its predecessors (created on demand, trivial ones
+/// removed afterwards).
+struct Reconstruct<'c> {
+    cfg: &'c Cfg,
+    linear: Vec<bool>,
+    /// For every temp of the output: the input temp it is a version of, for the input temps
+    /// that have copies (and those temps themselves).
+    version_of: Vec<Option<Temp>>,
+    /// Per block: the last definition of each versioned value in it.
+    last_def: Vec<BTreeMap<Temp, Temp>>,
+    entry: BTreeMap<(Block, Temp), Temp>,
+    phis: Vec<NewPhi>,
+    /// Exits of divergent loops: a linear value entering one always passes a phi.
+    divergent_exit: Vec<bool>,
+}
+
+struct NewPhi {
+    block: Block,
+    value: Temp,
+    temp: Temp,
+    operands: Vec<Temp>,
+    removed: bool,
+}
+
+impl<'c> Reconstruct<'c> {
+    fn new(
+        out: &Function,
+        cfg: &'c Cfg,
+        linear: &[bool],
+        version_of: Vec<Option<Temp>>,
+    ) -> Reconstruct<'c> {
+        let mut last_def = vec![BTreeMap::new(); out.blocks.len()];
+        for b in out.block_ids() {
+            for d in out.block(b).insts.iter().flat_map(|i| &i.defs) {
+                if let Some(Some(v)) = version_of.get(d.temp.index()) {
+                    last_def[b.index()].insert(*v, d.temp);
+                }
+            }
+        }
+        let mut divergent_exit = vec![false; out.blocks.len()];
+        for lp in cfg.loops.iter().filter(|l| l.divergent) {
+            if let Some(x) = divergent_exit.get_mut(lp.exit.index()) {
+                *x = true;
+            }
+        }
+        Reconstruct {
+            cfg,
+            linear: linear.to_vec(),
+            version_of,
+            last_def,
+            entry: BTreeMap::new(),
+            phis: Vec::new(),
+            divergent_exit,
+        }
+    }
+
+    fn is_linear(&self, v: Temp) -> bool {
+        self.linear[v.index()]
+    }
+
+    fn forced(&self, b: Block, v: Temp) -> bool {
+        self.is_linear(v) && self.divergent_exit[b.index()]
+    }
+
+    fn at_exit(&mut self, out: &mut Function, b: Block, v: Temp) -> Result<Temp, SpillError> {
+        match self.last_def[b.index()].get(&v) {
+            Some(&d) => Ok(d),
+            None => self.at_entry(out, b, v),
+        }
+    }
+
+    /// The definition of `v` reaching the entry of `b`; walks single-predecessor chains without
+    /// recursion.
+    fn at_entry(&mut self, out: &mut Function, b: Block, v: Temp) -> Result<Temp, SpillError> {
+        let lin = self.is_linear(v);
+        let mut chain = Vec::new();
+        let mut cur = b;
+        let found = loop {
+            if let Some(&d) = self.entry.get(&(cur, v)) {
+                break d;
+            }
+            let preds = preds_of(self.cfg, lin, cur);
+            if preds.is_empty() || chain.len() > out.blocks.len() {
+                return Err(err(
+                    b,
+                    0,
+                    format!("{v} is used where no definition reaches"),
+                ));
+            }
+            chain.push(cur);
+            if preds.len() == 1 && !self.forced(cur, v) {
+                let p = preds[0];
+                if let Some(&d) = self.last_def[p.index()].get(&v) {
+                    break d;
+                }
+                cur = p;
+            } else {
+                let temp = out.new_temp(out.class(v));
+                self.version_of.push(Some(v));
+                self.phis.push(NewPhi {
+                    block: cur,
+                    value: v,
+                    temp,
+                    operands: Vec::new(),
+                    removed: false,
+                });
+                break temp;
+            }
+        };
+        for c in chain {
+            self.entry.insert((c, v), found);
+        }
+        Ok(found)
+    }
+
+    /// Renames every use, inserts the phis; returns the version map with the phis' temps.
+    fn run(mut self, out: &mut Function) -> Result<Vec<Option<Temp>>, SpillError> {
+        let cfg = self.cfg;
+        // Uses in instruction order, with the current definition per value.
+        for b in (0..out.blocks.len()).map(Block::new) {
+            let mut current: BTreeMap<Temp, Temp> = BTreeMap::new();
+            for k in 0..out.block(b).insts.len() {
+                let op = out.block(b).insts[k].op;
+                let nops = out.block(b).insts[k].operands.len();
+                for j in 0..nops {
+                    let Some(t) = out.block(b).insts[k].operands[j].temp_id() else {
+                        continue;
+                    };
+                    let Some(Some(v)) = self.version_of.get(t.index()).copied() else {
+                        continue;
+                    };
+                    let d = if op.is_phi() {
+                        let preds = preds_of(cfg, op == Opcode::LinearPhi, b);
+                        let p = *preds
+                            .get(j)
+                            .ok_or_else(|| err(b, k, "phi operand without predecessor"))?;
+                        self.at_exit(out, p, v)?
+                    } else {
+                        match current.get(&v) {
+                            Some(&d) => d,
+                            None => self.at_entry(out, b, v)?,
+                        }
+                    };
+                    out.block_mut(b).insts[k].operands[j].value = kiln_ir::Value::Temp(d);
+                }
+                for d in &out.block(b).insts[k].defs {
+                    if let Some(Some(v)) = self.version_of.get(d.temp.index()) {
+                        current.insert(*v, d.temp);
+                    }
+                }
+            }
+        }
+        // Operands of the new phis; this may create more.
+        let mut i = 0;
+        while i < self.phis.len() {
+            let (b, v) = (self.phis[i].block, self.phis[i].value);
+            let preds = preds_of(cfg, self.is_linear(v), b).to_vec();
+            let mut ops = Vec::with_capacity(preds.len());
+            for p in preds {
+                ops.push(self.at_exit(out, p, v)?);
+            }
+            self.phis[i].operands = ops;
+            i += 1;
+        }
+        // Trivial phis (one value besides themselves) are replaced by that value, to a
+        // fixpoint: each round is linear in the phis, and a round removes at least one.
+        let mut replace: BTreeMap<Temp, Temp> = BTreeMap::new();
+        let resolve = |replace: &BTreeMap<Temp, Temp>, mut t: Temp| {
+            while let Some(&r) = replace.get(&t) {
+                t = r;
+            }
+            t
+        };
+        let mut changed = true;
+        while changed {
+            changed = false;
+            for k in 0..self.phis.len() {
+                if self.phis[k].removed || self.forced(self.phis[k].block, self.phis[k].value) {
+                    continue;
+                }
+                let me = self.phis[k].temp;
+                let mut same = None;
+                let mut trivial = true;
+                for &o in &self.phis[k].operands {
+                    let o = resolve(&replace, o);
+                    if o == me || Some(o) == same {
+                        continue;
+                    }
+                    if same.is_some() {
+                        trivial = false;
+                        break;
+                    }
+                    same = Some(o);
+                }
+                if trivial && let Some(s) = same {
+                    replace.insert(me, s);
+                    self.phis[k].removed = true;
+                    changed = true;
+                }
+            }
+        }
+        // Apply: resolve every operand, insert the remaining phis.
+        for block in out.blocks.iter_mut() {
+            for inst in block.insts.iter_mut() {
+                for op in inst.operands.iter_mut() {
+                    if let Some(t) = op.temp_id() {
+                        op.value = kiln_ir::Value::Temp(resolve(&replace, t));
+                    }
+                }
+            }
+        }
+        let mut by_block: BTreeMap<Block, Vec<Inst>> = BTreeMap::new();
+        for p in self.phis.iter().filter(|p| !p.removed) {
+            let op = if self.is_linear(p.value) {
+                Opcode::LinearPhi
+            } else {
+                Opcode::Phi
+            };
+            let mut inst = Inst::new(op);
+            inst.defs.push(Def::new(p.temp));
+            inst.operands = p
+                .operands
+                .iter()
+                .map(|&o| Operand::temp(resolve(&replace, o)))
+                .collect();
+            by_block.entry(p.block).or_default().push(inst);
+        }
+        for (b, phis) in by_block {
+            out.block_mut(b).insts.splice(0..0, phis);
+        }
+        Ok(self.version_of)
+    }
+}
