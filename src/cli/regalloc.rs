@@ -102,7 +102,11 @@ fn stats_json(s: &RaStats, files: &[String]) -> serde_json::Value {
 
 fn stats_text(s: &RaStats, files: &[String]) -> String {
     let mut out = String::new();
-    let _ = writeln!(out, "instructions   {} -> {}", s.insts_before, s.insts_after);
+    let _ = writeln!(
+        out,
+        "instructions   {} -> {}",
+        s.insts_before, s.insts_after
+    );
     let _ = writeln!(
         out,
         "copies         {} parallel copies moving {} units",
@@ -193,7 +197,7 @@ fn allocate_file(path: &Path, args: &CorpusRegallocArgs) -> Vec<Result<Allocated
                     Ok(want) => {
                         let got = kiln_interp::run_simt(&func, &env)
                             .map_err(|e| format!("{name}: allocated: {e}"))?;
-                        kiln_interp::compare_outputs(&want, &got)
+                        kiln_interp::diff::compare_outputs(&want, &got)
                             .map_err(|m| format!("{name}: {m}"))?;
                     }
                     Err(kiln_interp::InterpError::StepLimit { .. }) => {}
@@ -239,7 +243,12 @@ pub fn corpus_regalloc(args: CorpusRegallocArgs) -> miette::Result<()> {
         .iter()
         .map(|a| a.stats.time_spill + a.stats.time_assign)
         .sum();
-    println!("entry points     {} allocated, {} failed, {} not lowered", ok.len(), failed.len(), unsupported);
+    println!(
+        "entry points     {} allocated, {} failed, {} not lowered",
+        ok.len(),
+        failed.len(),
+        unsupported
+    );
     println!("instructions     {before} -> {after}");
     println!(
         "copies           {} parallel copies, {copied} units ({:.2} moves per 100 instructions)",
@@ -251,7 +260,9 @@ pub fn corpus_regalloc(args: CorpusRegallocArgs) -> miette::Result<()> {
         sum(&|s| s.spills as u64),
         sum(&|s| s.reloads as u64),
         sum(&|s| s.remats as u64),
-        ok.iter().filter(|a| a.stats.spills + a.stats.remats > 0).count()
+        ok.iter()
+            .filter(|a| a.stats.spills + a.stats.remats > 0)
+            .count()
     );
     let nfiles = ok.first().map_or(0, |a| a.stats.registers_used.len());
     for f in 0..nfiles {
@@ -275,8 +286,14 @@ pub fn corpus_regalloc(args: CorpusRegallocArgs) -> miette::Result<()> {
             let _ = writeln!(
                 tsv,
                 "{}\t{}\t{}\t{}\t{}\t{}\t{:?}\t{:?}",
-                a.name, s.insts_before, s.insts_after, s.copied_units, s.spills, s.reloads,
-                s.registers_used, s.max_demand
+                a.name,
+                s.insts_before,
+                s.insts_after,
+                s.copied_units,
+                s.spills,
+                s.reloads,
+                s.registers_used,
+                s.max_demand
             );
         }
         std::fs::write(path, tsv).map_err(|e| miette::miette!("{}: {e}", path.display()))?;

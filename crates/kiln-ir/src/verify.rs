@@ -449,13 +449,17 @@ impl Verifier<'_> {
                     ),
                     Some(op)
                         if op.temp_id().is_some_and(|o| {
-                            func.temps.get(o.index()).is_some_and(|c| c.file != class.file)
+                            func.temps
+                                .get(o.index())
+                                .is_some_and(|c| c.file != class.file)
                         }) =>
                     {
                         e(
                             self,
                             "tie",
-                            format!("definition {k} is tied to operand {t} of another register file"),
+                            format!(
+                                "definition {k} is tied to operand {t} of another register file"
+                            ),
                         )
                     }
                     Some(_) if inst.defs.iter().filter(|o| o.tied == Some(t)).count() > 1 => e(

@@ -31,8 +31,7 @@
 use crate::RaError;
 use kiln_analysis::{Interference, Liveness};
 use kiln_ir::{
-    Block, Cfg, Def, FileId, Function, Inst, Lanes, Opcode, Operand, PhysReg, RegClass, Temp,
-    Value,
+    Block, Cfg, Def, FileId, Function, Inst, Lanes, Opcode, Operand, PhysReg, RegClass, Temp, Value,
 };
 use std::collections::HashMap;
 
@@ -93,6 +92,8 @@ struct Assigner<'f> {
     /// Logical phis and the blocks the wave runs between a copy for them and their block
     /// ([`crate::skipped`]).
     gaps: Vec<(std::ops::Range<usize>, Temp)>,
+    /// Blocks whose phis read each temp, and whether those are linear phis.
+    phi_uses: HashMap<Temp, Vec<(Block, bool)>>,
     /// Temps made for constant vector operands, and the constants.
     consts: Vec<(Temp, Operand)>,
     /// The file in which the last search for a free register failed.
@@ -134,10 +135,17 @@ impl<'f> Assigner<'f> {
             .collect();
         let mut def_block = vec![u32::MAX; n];
         let mut gaps = Vec::new();
+        let mut phi_uses = HashMap::new();
         for b in func.block_ids() {
             for inst in &func.block(b).insts {
                 for d in &inst.defs {
                     def_block[d.temp.index()] = b.0;
+                }
+                if inst.op.is_phi() {
+                    let linear = inst.op == Opcode::LinearPhi;
+                    for t in inst.operands.iter().filter_map(Operand::temp_id) {
+                        phi_uses.entry(t).or_insert_with(Vec::new).push((b, linear));
+                    }
                 }
                 if inst.op == Opcode::Phi {
                     for &p in &cfg.logical.preds[b.index()] {
@@ -170,6 +178,7 @@ impl<'f> Assigner<'f> {
             per_lane_file,
             def_block,
             gaps,
+            phi_uses,
             consts: Vec::new(),
             full: None,
             stats: AssignStats::default(),
@@ -236,7 +245,12 @@ impl<'f> Assigner<'f> {
     }
 
     /// A free start for `class`: `hint` first, then the lowest (scalars) or highest (vectors).
-    fn pick(&mut self, class: RegClass, hint: Option<PhysReg>, blocked: &[Span]) -> Option<PhysReg> {
+    fn pick(
+        &mut self,
+        class: RegClass,
+        hint: Option<PhysReg>,
+        blocked: &[Span],
+    ) -> Option<PhysReg> {
         let size = class.size;
         self.starts(class);
         if let Some(h) = hint
@@ -301,13 +315,43 @@ impl<'f> Assigner<'f> {
                 if !loop_back_edge(cfg, p) || !self.lv.live_in[lp.exit.index()].contains(t) {
                     continue;
                 }
-                for phi in self.func.block(lp.header).insts.iter().take_while(|i| i.op.is_phi()) {
+                for phi in self
+                    .func
+                    .block(lp.header)
+                    .insts
+                    .iter()
+                    .take_while(|i| i.op.is_phi())
+                {
                     let q = phi.defs[0].temp;
                     if phi.op == Opcode::LinearPhi
                         && let Some(h) = self.home[q.index()]
                     {
                         blocked.push(self.span(q, h));
                     }
+                }
+            }
+        }
+    }
+
+    /// A phi operand must miss the homes of the other kind of phi of the same block: the
+    /// masked and the all-lanes copies at the end of a predecessor run one after the other.
+    fn phi_kind_blocked(&self, t: Temp, blocked: &mut Vec<Span>) {
+        let Some(uses) = self.phi_uses.get(&t) else {
+            return;
+        };
+        for &(s, linear) in uses {
+            for phi in self
+                .func
+                .block(s)
+                .insts
+                .iter()
+                .take_while(|i| i.op.is_phi())
+            {
+                let q = phi.defs[0].temp;
+                if (phi.op == Opcode::LinearPhi) != linear
+                    && let Some(h) = self.home[q.index()]
+                {
+                    blocked.push(self.span(q, h));
                 }
             }
         }
@@ -375,7 +419,13 @@ impl<'f> Assigner<'f> {
                             blocked.push(self.span(u, h));
                         }
                     }
-                    for other in self.func.block(s).insts.iter().take_while(|i| i.op.is_phi()) {
+                    for other in self
+                        .func
+                        .block(s)
+                        .insts
+                        .iter()
+                        .take_while(|i| i.op.is_phi())
+                    {
                         let o = other.defs[0].temp;
                         if let Some(h) = self.home[o.index()] {
                             blocked.push(self.span(o, h));
@@ -399,23 +449,48 @@ impl<'f> Assigner<'f> {
                 }
             }
         }
+        // The copies of the other kind of phi run apart from this one's (one parallel copy is
+        // masked, the other writes every lane): this home must not be one they read.
+        for other in self
+            .func
+            .block(b)
+            .insts
+            .iter()
+            .take_while(|i| i.op.is_phi())
+        {
+            if (other.op == Opcode::LinearPhi) != linear {
+                for o in other.operands.iter().filter_map(Operand::temp_id) {
+                    if let Some(h) = self.home[o.index()] {
+                        blocked.push(self.span(o, h));
+                    }
+                }
+            }
+        }
         let hint = phi
             .operands
             .iter()
             .filter_map(|o| o.temp_id())
             .find_map(|o| self.home[o.index()]);
-        let reg = self.pick(class, hint, &blocked).ok_or_else(|| RaError::NoRegister {
-            block: b,
-            inst: k,
-            message: format!("no register of its class is free for the phi {t}"),
-        })?;
+        let reg = self
+            .pick(class, hint, &blocked)
+            .ok_or_else(|| RaError::NoRegister {
+                block: b,
+                inst: k,
+                message: format!("no register of its class is free for the phi {t}"),
+            })?;
         self.set_home(t, reg);
         self.occupy(t, reg);
         Ok(())
     }
 
     /// Assigns one instruction: the copies before it, its registers, the copies after it.
-    fn inst(&mut self, b: Block, k: usize, inst: &Inst, out: &mut Vec<Inst>) -> Result<(), RaError> {
+    fn inst(
+        &mut self,
+        b: Block,
+        k: usize,
+        inst: &Inst,
+        out: &mut Vec<Inst>,
+    ) -> Result<(), RaError> {
         let err = |message: String| RaError::NoRegister {
             block: b,
             inst: k,
@@ -591,16 +666,23 @@ impl<'f> Assigner<'f> {
             hb.extend(place_blocked.iter().copied());
             self.simt_blocked(b, t, &mut hb);
             self.latch_blocked(b, t, &mut hb);
+            self.phi_kind_blocked(t, &mut hb);
             // The place the instruction writes, if constrained.
             let forced = if let Some(r) = d.fixed {
                 Some(r)
             } else if let Some(o) = d.tied {
-                let op = inst.operands.get(o as usize).ok_or_else(|| {
-                    err(format!("definition {j} is tied to a missing operand"))
-                })?;
+                let op = inst
+                    .operands
+                    .get(o as usize)
+                    .ok_or_else(|| err(format!("definition {j} is tied to a missing operand")))?;
                 let sole_kill = op.temp_id().is_some_and(|x| {
                     kills(op)
-                        && inst.operands.iter().filter(|p| p.temp_id() == Some(x)).count() == 1
+                        && inst
+                            .operands
+                            .iter()
+                            .filter(|p| p.temp_id() == Some(x))
+                            .count()
+                            == 1
                 });
                 if sole_kill {
                     new.operands[o as usize].reg
@@ -618,7 +700,9 @@ impl<'f> Assigner<'f> {
                         .pick(class, None, &cb)
                         .ok_or_else(|| err(format!("no register for definition {j} ({t})")))?;
                     let src = match op.temp_id() {
-                        Some(x) => self.operand_at(x, new.operands[o as usize].reg.expect("placed")),
+                        Some(x) => {
+                            self.operand_at(x, new.operands[o as usize].reg.expect("placed"))
+                        }
                         None => *op,
                     };
                     before.push((t, src, r));
@@ -766,15 +850,20 @@ impl<'f> Assigner<'f> {
             // Already in place?
             let first = self.place[temps[0].index()];
             let in_place = first.is_some_and(|r| {
-                r.unit() % align == 0 && {
-                    let mut u = r.unit();
-                    temps.iter().all(|&t| {
-                        let ok = self.place[t.index()] == Some(PhysReg::new(file, u))
-                            && !wants.iter().any(|w| w.1 == t);
-                        u += self.size(t) as u32;
-                        ok
-                    })
-                } && temps.iter().enumerate().all(|(i, t)| !temps[..i].contains(t))
+                r.unit() % align == 0
+                    && {
+                        let mut u = r.unit();
+                        temps.iter().all(|&t| {
+                            let ok = self.place[t.index()] == Some(PhysReg::new(file, u))
+                                && !wants.iter().any(|w| w.1 == t);
+                            u += self.size(t) as u32;
+                            ok
+                        })
+                    }
+                    && temps
+                        .iter()
+                        .enumerate()
+                        .all(|(i, t)| !temps[..i].contains(t))
             });
             if in_place {
                 continue;
@@ -876,14 +965,20 @@ impl<'f> Assigner<'f> {
             }
         }
         for b in func.block_ids() {
-            for (linear, copies) in std::mem::take(&mut at_start[b.index()]).into_iter().enumerate() {
+            for (linear, copies) in std::mem::take(&mut at_start[b.index()])
+                .into_iter()
+                .enumerate()
+            {
                 if !copies.is_empty() {
                     let pc = self.phi_copy(copies, linear == 1);
                     out.blocks[b.index()].insts.insert(0, pc);
                 }
             }
             let mut end = Vec::new();
-            for (linear, copies) in std::mem::take(&mut at_end[b.index()]).into_iter().enumerate() {
+            for (linear, copies) in std::mem::take(&mut at_end[b.index()])
+                .into_iter()
+                .enumerate()
+            {
                 if !copies.is_empty() {
                     end.push(self.phi_copy(copies, linear == 1));
                 }
@@ -891,7 +986,10 @@ impl<'f> Assigner<'f> {
             if end.len() == 2 {
                 // Two parallel copies must not feed each other.
                 let writes = |i: &Inst| -> Vec<Span> {
-                    i.defs.iter().map(|d| self.span(d.temp, d.reg.unwrap())).collect()
+                    i.defs
+                        .iter()
+                        .map(|d| self.span(d.temp, d.reg.unwrap()))
+                        .collect()
                 };
                 let reads = |i: &Inst| -> Vec<Span> {
                     i.operands
@@ -906,7 +1004,19 @@ impl<'f> Assigner<'f> {
                         return Err(RaError::Internal {
                             block: b,
                             inst: 0,
-                            message: "the copies of logical and linear phis feed each other".into(),
+                            message: format!(
+                                "the copies of logical and linear phis feed each other: {:?} / {:?}",
+                                end[0]
+                                    .defs
+                                    .iter()
+                                    .map(|d| (d.temp, d.reg))
+                                    .collect::<Vec<_>>(),
+                                end[1]
+                                    .operands
+                                    .iter()
+                                    .map(|o| (o.value, o.reg))
+                                    .collect::<Vec<_>>()
+                            ),
                         });
                     }
                     end.swap(0, 1);

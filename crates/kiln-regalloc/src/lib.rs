@@ -192,7 +192,7 @@ pub fn allocate(func: &mut Function, options: &RaOptions) -> Result<RaStats, RaE
         ..RaStats::default()
     };
     stats.split_edges = split_critical_edges(func)?.len() as u32;
-    prepare(func)?;
+    prepare(func, Opcode::Mov)?;
     let original = func.clone();
     let mut budget = limits.clone();
     // Assignment can need more than the demand the spiller meets (a vector finding no aligned
@@ -210,13 +210,12 @@ pub fn allocate(func: &mut Function, options: &RaOptions) -> Result<RaStats, RaE
         let mut versions = None;
         let mut cfg = cfg;
         if (0..limits.len()).any(|f| lv.max.0[f] > budget[f] as i32) {
-            let (s, v) = spill::spill_with_versions(&mut work, &budget).map_err(|e| {
-                RaError::Budget {
+            let (s, v) =
+                spill::spill_with_versions(&mut work, &budget).map_err(|e| RaError::Budget {
                     block: e.block,
                     inst: e.inst,
                     message: e.message.clone(),
-                }
-            })?;
+                })?;
             stats.spills = s.spills;
             stats.reloads = s.reloads;
             stats.remats = s.remats;
@@ -236,7 +235,13 @@ pub fn allocate(func: &mut Function, options: &RaOptions) -> Result<RaStats, RaE
                 })?;
             }
             stats.split_edges += splits.len() as u32;
-            prepare(&mut work)?;
+            // Copies made now are moves of the values they copy (the checker sees the input).
+            let copies = prepare(&mut work, Opcode::ParallelCopy)?;
+            let v = versions.as_mut().expect("set above");
+            v.resize(work.temps.len(), kiln_ir::Temp(u32::MAX));
+            for (new, src) in copies {
+                v[new.index()] = v.get(src.index()).copied().unwrap_or(src);
+            }
             cfg = Cfg::compute(&work).map_err(structure)?;
             lv = compute_liveness(&mut work, &cfg);
         }
@@ -280,13 +285,18 @@ fn structure(e: kiln_ir::cfg::StructureError) -> RaError {
     RaError::Structure(format!("{}: {}", e.block, e.message))
 }
 
-/// Puts the SSA function in the form the assignment expects (see each step).
-fn prepare(func: &mut Function) -> Result<(), RaError> {
+/// Puts the SSA function in the form the assignment expects (see each step), with copies
+/// made by `copy` (`mov`, or `parallel_copy` after spilling, when the checker is given the
+/// program before spilling and copies must be moves). Returns the temps made and what they copy.
+fn prepare(
+    func: &mut Function,
+    copy: Opcode,
+) -> Result<Vec<(kiln_ir::Temp, kiln_ir::Temp)>, RaError> {
     let cfg = Cfg::compute(func).map_err(structure)?;
-    isolate_exit_operands(func, &cfg);
-    single_predecessor_phis(func, &cfg);
-    copy_linear_constrained_operands(func);
-    Ok(())
+    let mut made = isolate_exit_operands(func, &cfg, copy);
+    single_predecessor_phis(func, &cfg, copy);
+    made.extend(copy_linear_constrained_operands(func, copy));
+    Ok(made)
 }
 
 /// Names every temp of an allocated function after the value it copies.
@@ -358,7 +368,8 @@ fn split_critical_edges(func: &mut Function) -> Result<Vec<(Block, Block)>, RaEr
                         && !(phi.op == Opcode::LinearPhi && cfg.is_back_edge(p, s));
                     let exit_of_latch = phi.op == Opcode::LinearPhi
                         && cfg.enclosing_loops(p).any(|l| {
-                            cfg.loops[l].exit == s && cfg.linear.succs[p.index()].contains(&cfg.loops[l].header)
+                            cfg.loops[l].exit == s
+                                && cfg.linear.succs[p.index()].contains(&cfg.loops[l].header)
                         });
                     if critical && !exit_of_latch {
                         found = Some((p, s));
@@ -383,7 +394,7 @@ fn split_critical_edges(func: &mut Function) -> Result<Vec<(Block, Block)>, RaEr
 /// the block — masked for `phi`, in all lanes for `linear_phi` — so that every phi left has its
 /// copies at the ends of its predecessors. (Their operands come from dominating blocks, so the
 /// copies need not be parallel.)
-fn single_predecessor_phis(func: &mut Function, cfg: &Cfg) {
+fn single_predecessor_phis(func: &mut Function, cfg: &Cfg, copy: Opcode) {
     for b in (0..func.blocks.len()).map(Block::new) {
         let block = &mut func.blocks[b.index()];
         let nphi = block.phi_count();
@@ -401,7 +412,7 @@ fn single_predecessor_phis(func: &mut Function, cfg: &Cfg) {
         let phis: Vec<Inst> = block.insts.drain(..nphi).collect();
         let (moved, kept): (Vec<Inst>, Vec<Inst>) = phis.into_iter().partition(|i| single(i.op));
         let copies = moved.into_iter().map(|phi| {
-            let mut mov = Inst::new(Opcode::Mov);
+            let mut mov = Inst::new(copy);
             mov.flags.all_lanes = phi.op == Opcode::LinearPhi;
             mov.defs.push(Def::new(phi.defs[0].temp));
             let mut op = phi.operands[0];
@@ -436,7 +447,12 @@ pub(crate) fn skipped(cfg: &Cfg, p: Block, s: Block) -> std::ops::Range<usize> {
 /// et al. 1999): a loop with a divergent break is left from its back-edge blocks, after the
 /// copies for the header's linear phis have overwritten them. An exit phi that reads such a
 /// header phi from a back-edge block reads a copy made before, at the end of that block.
-fn isolate_exit_operands(func: &mut Function, cfg: &Cfg) {
+fn isolate_exit_operands(
+    func: &mut Function,
+    cfg: &Cfg,
+    copy: Opcode,
+) -> Vec<(kiln_ir::Temp, kiln_ir::Temp)> {
+    let mut made = Vec::new();
     for lp in cfg.loops.iter().filter(|l| l.divergent) {
         let header_phis: Vec<kiln_ir::Temp> = func
             .block(lp.header)
@@ -457,27 +473,36 @@ fn isolate_exit_operands(func: &mut Function, cfg: &Cfg) {
                 if inst.op != Opcode::LinearPhi || !lp.back_edges.contains(&p) {
                     continue;
                 }
-                let Some(t) = inst.operands[j].temp_id().filter(|t| header_phis.contains(t)) else {
+                let Some(t) = inst.operands[j]
+                    .temp_id()
+                    .filter(|t| header_phis.contains(t))
+                else {
                     continue;
                 };
-                let copy = func.new_temp(func.class(t));
-                let mut mov = Inst::new(Opcode::Mov);
+                let dup = func.new_temp(func.class(t));
+                made.push((dup, t));
+                let mut mov = Inst::new(copy);
                 mov.flags.all_lanes = true;
-                mov.defs.push(Def::new(copy));
+                mov.defs.push(Def::new(dup));
                 mov.operands.push(kiln_ir::Operand::temp(t));
                 let insts = &mut func.blocks[p.index()].insts;
                 let at = insts.len() - 1;
                 insts.insert(at, mov);
-                func.blocks[lp.exit.index()].insts[k].operands[j] = kiln_ir::Operand::temp(copy);
+                func.blocks[lp.exit.index()].insts[k].operands[j] = kiln_ir::Operand::temp(dup);
             }
         }
     }
+    made
 }
 
 /// Operands that may be moved around their instruction (tied, fixed, vector operands) read a
 /// masked copy when their value is linear in a per-lane file: the moves around an instruction
 /// write only the active lanes, which a value of the whole wave cannot be left in.
-fn copy_linear_constrained_operands(func: &mut Function) {
+fn copy_linear_constrained_operands(
+    func: &mut Function,
+    copy: Opcode,
+) -> Vec<(kiln_ir::Temp, kiln_ir::Temp)> {
+    let mut made = Vec::new();
     let linear = func.linear_temps();
     let files = func.target.files().to_vec();
     let per_lane_linear = |t: kiln_ir::Temp, temps: &[kiln_ir::RegClass]| {
@@ -490,11 +515,16 @@ fn copy_linear_constrained_operands(func: &mut Function) {
         let mut k = 0;
         while k < func.blocks[b].insts.len() {
             let inst = &func.blocks[b].insts[k];
-            let tied: Vec<usize> = inst.defs.iter().filter_map(|d| d.tied.map(usize::from)).collect();
+            let tied: Vec<usize> = inst
+                .defs
+                .iter()
+                .filter_map(|d| d.tied.map(usize::from))
+                .collect();
             let constrained: Vec<usize> = (0..inst.operands.len())
                 .filter(|&j| {
                     let op = &inst.operands[j];
-                    op.temp_id().is_some_and(|t| per_lane_linear(t, &func.temps))
+                    op.temp_id()
+                        .is_some_and(|t| per_lane_linear(t, &func.temps))
                         && (op.fixed.is_some()
                             || tied.contains(&j)
                             || op.is_vector_aligned()
@@ -503,18 +533,22 @@ fn copy_linear_constrained_operands(func: &mut Function) {
                 .collect();
             let mut movs = Vec::new();
             for j in constrained {
-                let t = func.blocks[b].insts[k].operands[j].temp_id().expect("filtered");
-                let copy = func.new_temp(func.class(t));
-                let mut mov = Inst::new(Opcode::Mov);
-                mov.defs.push(Def::new(copy));
+                let t = func.blocks[b].insts[k].operands[j]
+                    .temp_id()
+                    .expect("filtered");
+                let dup = func.new_temp(func.class(t));
+                made.push((dup, t));
+                let mut mov = Inst::new(copy);
+                mov.defs.push(Def::new(dup));
                 mov.operands.push(kiln_ir::Operand::temp(t));
                 movs.push(mov);
                 let op = &mut func.blocks[b].insts[k].operands[j];
-                op.value = kiln_ir::Value::Temp(copy);
+                op.value = kiln_ir::Value::Temp(dup);
             }
             let n = movs.len();
             func.blocks[b].insts.splice(k..k, movs);
             k += n + 1;
         }
     }
+    made
 }
