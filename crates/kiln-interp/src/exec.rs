@@ -400,6 +400,7 @@ impl<'a, S: Storage> Machine<'a, S> {
                 | Opcode::Reload
                 | Opcode::Output
         );
+        let mut pending: Vec<(usize, Units)> = Vec::new();
         for l in (0..self.lanes).filter(|&l| mask & bit(l) != 0) {
             let active = self.exec & bit(l) != 0;
             let vals = self.lane_operands(b, i, inst, l, active && !copy_like)?;
@@ -502,8 +503,11 @@ impl<'a, S: Storage> Machine<'a, S> {
                     }
                 }
             };
-            // Lanes are independent: this lane's operands are all read, so its definitions can
-            // be written now (a parallel copy stays atomic within the lane).
+            pending.push((l, results));
+        }
+        // Every lane reads before any lane writes: a derivative reads its neighbours' operand,
+        // which may share a register with the definition.
+        for (l, results) in pending {
             let mut it = results.into_iter();
             for d in &inst.defs {
                 for u in 0..self.func.class(d.temp).size as usize {

@@ -820,14 +820,20 @@ impl<'f> Assigner<'f> {
             let end = (j + 1).min(ops.len());
             j = end;
             let group = &ops[start..end];
+            // A vector of constants only goes to the first per-lane file.
             let Some(file) = group
                 .iter()
                 .find_map(|o| o.temp_id().map(|t| self.temps[t.index()].file))
+                .or_else(|| {
+                    let files = self.func.target.files();
+                    let f = files.iter().position(|f| f.lanes == Lanes::PerLane)?;
+                    Some(FileId(f as u8))
+                })
             else {
                 return Err(RaError::Unsupported {
                     block: b,
                     inst: k,
-                    message: "a vector operand of constants only".into(),
+                    message: "a vector operand of constants and no per-lane file".into(),
                 });
             };
             // Constants are copied into their units by a temp of their own.

@@ -235,13 +235,9 @@ pub fn allocate(func: &mut Function, options: &RaOptions) -> Result<RaStats, RaE
                 })?;
             }
             stats.split_edges += splits.len() as u32;
-            // Copies made now are moves of the values they copy (the checker sees the input).
-            let copies = prepare(&mut work, Opcode::ParallelCopy)?;
-            let v = versions.as_mut().expect("set above");
-            v.resize(work.temps.len(), kiln_ir::Temp(u32::MAX));
-            for (new, src) in copies {
-                v[new.index()] = v.get(src.index()).copied().unwrap_or(src);
-            }
+            // The spiller's phis in blocks of one predecessor become moves of the values
+            // they copy (the checker sees the program before spilling).
+            prepare(&mut work, Opcode::ParallelCopy)?;
             cfg = Cfg::compute(&work).map_err(structure)?;
             lv = compute_liveness(&mut work, &cfg);
         }
@@ -285,18 +281,15 @@ fn structure(e: kiln_ir::cfg::StructureError) -> RaError {
     RaError::Structure(format!("{}: {}", e.block, e.message))
 }
 
-/// Puts the SSA function in the form the assignment expects (see each step), with copies
-/// made by `copy` (`mov`, or `parallel_copy` after spilling, when the checker is given the
-/// program before spilling and copies must be moves). Returns the temps made and what they copy.
-fn prepare(
-    func: &mut Function,
-    copy: Opcode,
-) -> Result<Vec<(kiln_ir::Temp, kiln_ir::Temp)>, RaError> {
+/// Puts the SSA function in the form the assignment expects (see each step); phis of blocks
+/// with one predecessor become `copy` (`mov`, or `parallel_copy` after spilling, when the
+/// checker is given the program before spilling and their copies must be moves).
+fn prepare(func: &mut Function, copy: Opcode) -> Result<(), RaError> {
     let cfg = Cfg::compute(func).map_err(structure)?;
-    let mut made = isolate_exit_operands(func, &cfg, copy);
+    isolate_exit_operands(func, &cfg);
     single_predecessor_phis(func, &cfg, copy);
-    made.extend(copy_linear_constrained_operands(func, copy));
-    Ok(made)
+    copy_constrained_operands(func);
+    Ok(())
 }
 
 /// Names every temp of an allocated function after the value it copies.
@@ -447,12 +440,7 @@ pub(crate) fn skipped(cfg: &Cfg, p: Block, s: Block) -> std::ops::Range<usize> {
 /// et al. 1999): a loop with a divergent break is left from its back-edge blocks, after the
 /// copies for the header's linear phis have overwritten them. An exit phi that reads such a
 /// header phi from a back-edge block reads a copy made before, at the end of that block.
-fn isolate_exit_operands(
-    func: &mut Function,
-    cfg: &Cfg,
-    copy: Opcode,
-) -> Vec<(kiln_ir::Temp, kiln_ir::Temp)> {
-    let mut made = Vec::new();
+fn isolate_exit_operands(func: &mut Function, cfg: &Cfg) {
     for lp in cfg.loops.iter().filter(|l| l.divergent) {
         let header_phis: Vec<kiln_ir::Temp> = func
             .block(lp.header)
@@ -480,8 +468,7 @@ fn isolate_exit_operands(
                     continue;
                 };
                 let dup = func.new_temp(func.class(t));
-                made.push((dup, t));
-                let mut mov = Inst::new(copy);
+                let mut mov = Inst::new(Opcode::Mov);
                 mov.flags.all_lanes = true;
                 mov.defs.push(Def::new(dup));
                 mov.operands.push(kiln_ir::Operand::temp(t));
@@ -492,24 +479,23 @@ fn isolate_exit_operands(
             }
         }
     }
-    made
 }
 
 /// Operands that may be moved around their instruction (tied, fixed, vector operands) read a
 /// masked copy when their value is linear in a per-lane file: the moves around an instruction
-/// write only the active lanes, which a value of the whole wave cannot be left in.
-fn copy_linear_constrained_operands(
-    func: &mut Function,
-    copy: Opcode,
-) -> Vec<(kiln_ir::Temp, kiln_ir::Temp)> {
-    let mut made = Vec::new();
+/// write only the active lanes, which a value of the whole wave cannot be left in. A vector
+/// operand from another file than the vector's (a uniform coordinate of a per-lane vector)
+/// reads a copy in the vector's file. The copies are new values (`mov`).
+fn copy_constrained_operands(func: &mut Function) {
     let linear = func.linear_temps();
     let files = func.target.files().to_vec();
-    let per_lane_linear = |t: kiln_ir::Temp, temps: &[kiln_ir::RegClass]| {
-        linear.get(t.index()).copied().unwrap_or(false)
-            && files
-                .get(temps[t.index()].file.index())
-                .is_some_and(|f| f.lanes == kiln_ir::Lanes::PerLane)
+    let per_lane = |class: kiln_ir::RegClass| {
+        files
+            .get(class.file.index())
+            .is_some_and(|f| f.lanes == kiln_ir::Lanes::PerLane)
+    };
+    let in_vector = |ops: &[kiln_ir::Operand], j: usize| {
+        ops[j].is_vector_aligned() || (j > 0 && ops[j - 1].is_vector_aligned())
     };
     for b in 0..func.blocks.len() {
         let mut k = 0;
@@ -520,35 +506,55 @@ fn copy_linear_constrained_operands(
                 .iter()
                 .filter_map(|d| d.tied.map(usize::from))
                 .collect();
-            let constrained: Vec<usize> = (0..inst.operands.len())
-                .filter(|&j| {
-                    let op = &inst.operands[j];
-                    op.temp_id()
-                        .is_some_and(|t| per_lane_linear(t, &func.temps))
-                        && (op.fixed.is_some()
-                            || tied.contains(&j)
-                            || op.is_vector_aligned()
-                            || (j > 0 && inst.operands[j - 1].is_vector_aligned()))
-                })
-                .collect();
+            // The file of each vector: its first per-lane member's.
+            let vector_file = |j: usize| {
+                let mut s = j;
+                while s > 0 && inst.operands[s - 1].is_vector_aligned() {
+                    s -= 1;
+                }
+                let mut e = j;
+                while e + 1 < inst.operands.len() && inst.operands[e].is_vector_aligned() {
+                    e += 1;
+                }
+                inst.operands[s..=e]
+                    .iter()
+                    .filter_map(|o| o.temp_id())
+                    .map(|t| func.temps[t.index()])
+                    .find(|&c| per_lane(c))
+                    .map(|c| c.file)
+            };
+            let mut copies: Vec<(usize, kiln_ir::RegClass)> = Vec::new();
+            for (j, op) in inst.operands.iter().enumerate() {
+                let Some(t) = op.temp_id() else { continue };
+                let class = func.temps[t.index()];
+                let vector = in_vector(&inst.operands, j);
+                if vector
+                    && let Some(file) = vector_file(j)
+                    && file != class.file
+                {
+                    copies.push((j, func.target.class(file, class.size)));
+                } else if linear[t.index()]
+                    && per_lane(class)
+                    && (op.fixed.is_some() || tied.contains(&j) || vector)
+                {
+                    copies.push((j, class));
+                }
+            }
             let mut movs = Vec::new();
-            for j in constrained {
+            for (j, class) in copies {
                 let t = func.blocks[b].insts[k].operands[j]
                     .temp_id()
-                    .expect("filtered");
-                let dup = func.new_temp(func.class(t));
-                made.push((dup, t));
-                let mut mov = Inst::new(copy);
+                    .expect("a temp");
+                let dup = func.new_temp(class);
+                let mut mov = Inst::new(Opcode::Mov);
                 mov.defs.push(Def::new(dup));
                 mov.operands.push(kiln_ir::Operand::temp(t));
                 movs.push(mov);
-                let op = &mut func.blocks[b].insts[k].operands[j];
-                op.value = kiln_ir::Value::Temp(dup);
+                func.blocks[b].insts[k].operands[j].value = kiln_ir::Value::Temp(dup);
             }
             let n = movs.len();
             func.blocks[b].insts.splice(k..k, movs);
             k += n + 1;
         }
     }
-    made
 }
