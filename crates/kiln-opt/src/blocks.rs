@@ -1,6 +1,6 @@
 //! Structural edits: removing blocks from the structured layout and renumbering the rest.
 
-use kiln_ir::{Block, Function};
+use kiln_ir::{Block, Function, Inst};
 
 /// Removes the blocks in `gone`; a branch to one of them goes to `into` instead. Every other
 /// block keeps its order, so the layout stays structured when the caller has merged the removed
@@ -36,4 +36,11 @@ pub fn remove_blocks(func: &mut Function, gone: &[Block], into: Block) {
             }
         }
     }
+}
+
+/// Moves the copies made of phis behind any remaining phis (they are at the block's start).
+pub fn copies_after_phis(insts: &mut Vec<Inst>) {
+    let (phis, rest): (Vec<Inst>, Vec<Inst>) = insts.drain(..).partition(|i| i.op.is_phi());
+    insts.extend(phis);
+    insts.extend(rest);
 }

@@ -21,7 +21,7 @@
 //! Each change recomputes the CFG before the next (structural edits renumber blocks); every
 //! step removes a block or a flag, so the loop ends after at most blocks + ifs steps.
 
-use crate::blocks::remove_blocks;
+use crate::blocks::{copies_after_phis, remove_blocks};
 use crate::util::is_uniform_file;
 use kiln_analysis::{Changed, Context, PassError};
 use kiln_ir::{Block, Cfg, Function, Inst, Opcode, Operand, Value};
@@ -99,13 +99,6 @@ fn phis_to_copies(insts: &mut [Inst], k: usize) {
         inst.operands.clear();
         inst.operands.push(op);
     }
-}
-
-/// Moves the copies made of phis behind any remaining phis (they are at the block's start).
-fn copies_after_phis(insts: &mut Vec<Inst>) {
-    let (phis, rest): (Vec<Inst>, Vec<Inst>) = insts.drain(..).partition(|i| i.op.is_phi());
-    insts.extend(phis);
-    insts.extend(rest);
 }
 
 /// Folds one uniform if on a constant; returns whether it did.

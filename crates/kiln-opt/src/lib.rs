@@ -9,6 +9,7 @@ pub mod dce;
 pub mod fold;
 pub mod gvn;
 pub mod if_convert;
+pub mod single_pass;
 pub mod stats;
 pub mod uniformize;
 pub mod unroll;
@@ -28,6 +29,7 @@ pub const PASSES: &[(&str, Pass)] = &[
     ("gvn_keep_uniform_loads", gvn::gvn_keep_uniform_loads),
     ("uniformize", uniformize::uniformize),
     ("cfg_clean", cfg_clean::cfg_clean),
+    ("single_pass", single_pass::single_pass),
     ("unroll", unroll::unroll),
     ("if_convert", if_convert::if_convert),
     ("dce", dce::dce),
@@ -41,9 +43,12 @@ pub const DEFAULT_PIPELINE: &[&str] = &[
     "gvn",
     "fold",
     "cfg_clean",
+    "single_pass",
     "unroll",
     "if_convert",
     "fold",
+    "cfg_clean",
+    "single_pass",
     "cfg_clean",
     "copy_prop",
     "gvn",
@@ -76,9 +81,12 @@ pub const NO_UNIFORM_CSE_PIPELINE: &[&str] = &[
     "gvn_keep_uniform_loads",
     "fold",
     "cfg_clean",
+    "single_pass",
     "unroll",
     "if_convert",
     "fold",
+    "cfg_clean",
+    "single_pass",
     "cfg_clean",
     "copy_prop",
     "gvn_keep_uniform_loads",
