@@ -92,6 +92,9 @@ struct Assigner<'f> {
     /// Logical phis and the blocks the wave runs between a copy for them and their block
     /// ([`crate::skipped`]).
     gaps: Vec<(std::ops::Range<usize>, Temp)>,
+    /// Per file: the size of the widest vector the function holds there (1 when none), whose
+    /// aligned blocks scalars keep free when they can.
+    quad: Vec<u32>,
     /// Blocks whose phis read each temp, and whether those are linear phis.
     phi_uses: HashMap<Temp, Vec<(Block, bool)>>,
     /// Temps made for constant vector operands, and the constants.
@@ -178,6 +181,16 @@ impl<'f> Assigner<'f> {
             per_lane_file,
             def_block,
             gaps,
+            quad: {
+                let mut q = vec![1u32; files.len()];
+                for c in func.temps.iter().filter(|c| !c.is_none()) {
+                    let w = c.size.max(c.align) as u32;
+                    if let Some(x) = q.get_mut(c.file.index()) {
+                        *x = (*x).max(w.next_power_of_two());
+                    }
+                }
+                q
+            },
             phi_uses,
             consts: Vec::new(),
             full: None,
@@ -262,7 +275,25 @@ impl<'f> Assigner<'f> {
         }
         let starts = std::mem::take(self.starts.get_mut(&class).expect("interned above"));
         let free = |u: &&u32| self.free(Span::of(PhysReg::new(class.file, **u), size), blocked);
-        let found = starts.iter().find(free).copied();
+        let quad = self.quad[class.file.index()];
+        let found = if (size as u32) < quad {
+            // Best fit: a start in the aligned block of the widest vector that is already
+            // most occupied, so that whole blocks stay free for vectors; then the lowest.
+            let occ = &self.occ[class.file.index()];
+            let used = |u: u32| {
+                let base = u - u % quad;
+                (base..(base + quad).min(occ.len() as u32))
+                    .filter(|&x| occ[x as usize].is_some())
+                    .count()
+            };
+            starts
+                .iter()
+                .filter(free)
+                .max_by_key(|&&u| (used(u), std::cmp::Reverse(u)))
+                .copied()
+        } else {
+            starts.iter().find(free).copied()
+        };
         self.starts.insert(class, starts);
         if found.is_none() {
             self.full = Some(class.file);
@@ -732,9 +763,21 @@ impl<'f> Assigner<'f> {
                 }
                 None => {
                     let hint = self.copy_hint(inst, j, &new);
-                    let r = self
-                        .pick(class, hint, &hb)
-                        .ok_or_else(|| err(format!("no register for definition {j} ({t})")))?;
+                    let r = match self.pick(class, hint, &hb) {
+                        Some(r) => r,
+                        None => {
+                            let keep: Vec<Temp> = inst
+                                .operands
+                                .iter()
+                                .filter_map(Operand::temp_id)
+                                .chain(origin.iter().map(|o| o.0))
+                                .collect();
+                            self.make_room(b, class, &hb, &keep, &mut before)
+                                .ok_or_else(|| {
+                                    err(format!("no register for definition {j} ({t})"))
+                                })?
+                        }
+                    };
                     (r, r)
                 }
             };
@@ -749,6 +792,11 @@ impl<'f> Assigner<'f> {
                 after.push((t, self.operand_at(t, place), home));
             }
             self.occupy(t, home);
+        }
+        // Constants copied in for this instruction die after it (vector operands are read
+        // late, so the definitions avoided them).
+        for &(t, _) in &consts {
+            self.vacate(t);
         }
         // Values away from home go back.
         for &(t, _) in &origin {
@@ -784,6 +832,84 @@ impl<'f> Assigner<'f> {
         let mut op = Operand::temp(t);
         op.reg = Some(reg);
         op
+    }
+
+    /// Live-range splitting for a definition that finds no free place (a vector whose aligned
+    /// blocks are all broken up): values defined in this block that do not leave it move for
+    /// good to free units, by the copy before the instruction, emptying the block of the class
+    /// with the fewest such units. Values that live across blocks keep their homes.
+    fn make_room(
+        &mut self,
+        b: Block,
+        class: RegClass,
+        blocked: &[Span],
+        keep: &[Temp],
+        before: &mut Vec<(Temp, Operand, PhysReg)>,
+    ) -> Option<PhysReg> {
+        let file = class.file.index();
+        let starts = self.starts(class).to_vec();
+        let movable = |t: Temp| {
+            self.def_block.get(t.index()) == Some(&b.0)
+                && !self.lv.live_out[b.index()].contains(t)
+                && !self.lv.linear.get(t.index()).copied().unwrap_or(true)
+                && self.per_lane_file[file]
+                && !keep.contains(&t)
+        };
+        let mut best: Option<(usize, u32)> = None;
+        for &u in &starts {
+            let span = Span::of(PhysReg::new(class.file, u), class.size);
+            if blocked.iter().any(|x| x.overlaps(span)) {
+                continue;
+            }
+            let mut cost = 0;
+            let mut ok = true;
+            for x in span.start..span.start + span.size {
+                if let Some(w) = self.occ[file][x as usize] {
+                    if movable(w) {
+                        cost += 1;
+                    } else {
+                        ok = false;
+                        break;
+                    }
+                }
+            }
+            if ok && best.is_none_or(|(c, _)| cost < c) {
+                best = Some((cost, u));
+            }
+        }
+        if best.is_none() && std::env::var_os("KILN_RA_TRACE").is_some() {
+            let occ: Vec<String> = (0..self.limit[file])
+                .map(|x| match self.occ[file][x as usize] {
+                    Some(w) if movable(w) => format!("{x}:{w}*"),
+                    Some(w) => format!("{x}:{w}"),
+                    None => format!("{x}:-"),
+                })
+                .collect();
+            eprintln!(
+                "no room for {class:?} in {b}: {}\n blocked {blocked:?}",
+                occ.join(" ")
+            );
+        }
+        let (_, u) = best?;
+        let target = PhysReg::new(class.file, u);
+        let span = Span::of(target, class.size);
+        let mut moving: Vec<Temp> = (span.start..span.start + span.size)
+            .filter_map(|x| self.occ[file][x as usize])
+            .collect();
+        moving.dedup();
+        let mut avoid: Vec<Span> = blocked.to_vec();
+        avoid.push(span);
+        for w in moving {
+            let from = self.place[w.index()]?;
+            let wclass = self.temps[w.index()];
+            self.vacate(w);
+            let to = self.pick(wclass, None, &avoid)?;
+            self.occupy(w, to);
+            self.home[w.index()] = Some(to);
+            avoid.push(self.span(w, to));
+            before.push((w, self.operand_at(w, from), to));
+        }
+        Some(target)
     }
 
     /// The register of the operand a copy-like definition reads, when it dies here.

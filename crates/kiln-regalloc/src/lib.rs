@@ -247,12 +247,15 @@ pub fn allocate(func: &mut Function, options: &RaOptions) -> Result<RaStats, RaE
         stats.time_assign += t1.elapsed();
         let (mut out, a) = match assigned {
             Ok(r) => r,
-            Err((RaError::NoRegister { .. }, Some(file)))
+            Err((e @ RaError::NoRegister { .. }, Some(file)))
                 if attempt < 16 && budget[file.index()] > 1 =>
             {
                 let b = &mut budget[file.index()];
                 *b -= (*b / 8).max(1);
                 stats.retries += 1;
+                if std::env::var_os("KILN_RA_TRACE").is_some() {
+                    eprintln!("retry {attempt}: {e}; budget {budget:?}");
+                }
                 continue;
             }
             Err((e, _)) => return Err(e),
