@@ -95,6 +95,9 @@ struct Assigner<'f> {
     /// Per file: the size of the widest vector the function holds there (1 when none), whose
     /// aligned blocks scalars keep free when they can.
     quad: Vec<u32>,
+    /// Per temp: the first vector operand it is part of, as its members with their offsets,
+    /// its size and its alignment.
+    vectors: HashMap<Temp, (Vec<(Temp, u32)>, u32, u32)>,
     /// Blocks whose phis read each temp, and whether those are linear phis.
     phi_uses: HashMap<Temp, Vec<(Block, bool)>>,
     /// Temps made for constant vector operands, and the constants.
@@ -139,8 +142,10 @@ impl<'f> Assigner<'f> {
         let mut def_block = vec![u32::MAX; n];
         let mut gaps = Vec::new();
         let mut phi_uses = HashMap::new();
+        let mut vectors = HashMap::new();
         for b in func.block_ids() {
             for inst in &func.block(b).insts {
+                vector_members(func, inst, &mut vectors);
                 for d in &inst.defs {
                     def_block[d.temp.index()] = b.0;
                 }
@@ -181,6 +186,7 @@ impl<'f> Assigner<'f> {
             per_lane_file,
             def_block,
             gaps,
+            vectors,
             quad: {
                 let mut q = vec![1u32; files.len()];
                 for c in func.temps.iter().filter(|c| !c.is_none()) {
@@ -762,7 +768,10 @@ impl<'f> Assigner<'f> {
                     }
                 }
                 None => {
-                    let hint = self.copy_hint(inst, j, &new);
+                    let hint = self
+                        .copy_hint(inst, j, &new)
+                        .or_else(|| self.phi_hint(t))
+                        .or_else(|| self.vector_hint(t, &hb));
                     let r = match self.pick(class, hint, &hb) {
                         Some(r) => r,
                         None => {
@@ -817,12 +826,14 @@ impl<'f> Assigner<'f> {
                 self.occupy(t, h);
             }
         }
-        if !before.is_empty() {
-            out.push(self.copy(&before));
+        let before = self.copy(&before);
+        if !before.defs.is_empty() {
+            out.push(before);
         }
         out.push(new);
-        if !after.is_empty() {
-            out.push(self.copy(&after));
+        let after = self.copy(&after);
+        if !after.defs.is_empty() {
+            out.push(after);
         }
         Ok(())
     }
@@ -910,6 +921,47 @@ impl<'f> Assigner<'f> {
             before.push((w, self.operand_at(w, from), to));
         }
         Some(target)
+    }
+
+    /// Where `t` should go to sit at its offset of the first vector operand it is part of:
+    /// next to a member already placed, or at its offset of a free aligned block (the affinity
+    /// of ir3's merge sets, taken greedily).
+    fn vector_hint(&mut self, t: Temp, blocked: &[Span]) -> Option<PhysReg> {
+        let (members, total, align) = self.vectors.get(&t)?.clone();
+        let file = self.temps[t.index()].file;
+        let off = members.iter().find(|m| m.0 == t)?.1;
+        for &(m, o) in &members {
+            if m != t
+                && let Some(h) = self.place[m.index()]
+                && h.unit() >= o
+                && (h.unit() - o) % align == 0
+            {
+                return PhysReg::try_new(file, h.unit() - o + off);
+            }
+        }
+        let class = RegClass {
+            file,
+            size: total as u8,
+            align: align as u8,
+            subset: None,
+        };
+        let base = self.pick(class, None, blocked)?;
+        PhysReg::try_new(file, base.unit() + off)
+    }
+
+    /// The home of a phi that reads `t`, if one is assigned (a loop-header phi reading a value
+    /// of the loop body): taking it saves the copy on the back edge.
+    fn phi_hint(&self, t: Temp) -> Option<PhysReg> {
+        let uses = self.phi_uses.get(&t)?;
+        uses.iter().find_map(|&(s, _)| {
+            self.func
+                .block(s)
+                .insts
+                .iter()
+                .take_while(|i| i.op.is_phi())
+                .filter(|i| i.operands.iter().any(|o| o.temp_id() == Some(t)))
+                .find_map(|i| self.home[i.defs[0].temp.index()])
+        })
     }
 
     /// The register of the operand a copy-like definition reads, when it dies here.
@@ -1013,11 +1065,24 @@ impl<'f> Assigner<'f> {
                     .iter()
                     .any(|&(_, t, r)| self.span(t, r).overlaps(span));
                 if !clash {
-                    let cost = (s..s + total)
+                    // Moving a value out of the way and back costs two moves, moving a
+                    // member in one.
+                    let others = (s..s + total)
                         .filter(|&u| {
                             self.occ[file.index()][u as usize].is_some_and(|w| !temps.contains(&w))
                         })
                         .count() as u32;
+                    let mut at = s;
+                    let mut misplaced = 0;
+                    for &t in &temps {
+                        if self.place.get(t.index()).copied().flatten()
+                            != Some(PhysReg::new(file, at))
+                        {
+                            misplaced += 1;
+                        }
+                        at += self.size(t) as u32;
+                    }
+                    let cost = 2 * others + misplaced;
                     if best.is_none_or(|(c, _)| cost < c) {
                         best = Some((cost, s));
                     }
@@ -1041,14 +1106,14 @@ impl<'f> Assigner<'f> {
     /// A masked parallel copy of `(temp named, source, destination)`.
     fn copy(&mut self, moves: &[(Temp, Operand, PhysReg)]) -> Inst {
         let mut pc = Inst::new(Opcode::ParallelCopy);
-        for &(t, src, to) in moves {
+        for &(t, src, to) in moves.iter().filter(|m| m.1.reg != Some(m.2)) {
             let mut d = Def::new(t);
             d.reg = Some(to);
             pc.defs.push(d);
             pc.operands.push(src);
             self.stats.copied_units += self.size(t) as u32;
         }
-        self.stats.parallel_copies += 1;
+        self.stats.parallel_copies += !pc.defs.is_empty() as u32;
         pc
     }
 
@@ -1081,6 +1146,10 @@ impl<'f> Assigner<'f> {
                     op.flags = kiln_ir::OperandFlags::empty();
                     if let Some(o) = op.temp_id() {
                         op.reg = self.home[o.index()];
+                        if op.reg == self.home[t.index()] {
+                            // Coalesced: the value is where the phi wants it.
+                            continue;
+                        }
                     }
                     if preds.len() == 1 {
                         at_start[s.index()][linear as usize].push((t, op));
@@ -1201,4 +1270,50 @@ fn loop_back_edge(cfg: &Cfg, p: Block) -> bool {
         && cfg
             .enclosing_loops(p)
             .any(|l| succs.contains(&cfg.loops[l].header) && succs.contains(&cfg.loops[l].exit))
+}
+
+/// Records the vector operands of `inst` for each member temp not yet recorded.
+fn vector_members(
+    func: &Function,
+    inst: &Inst,
+    vectors: &mut HashMap<Temp, (Vec<(Temp, u32)>, u32, u32)>,
+) {
+    let ops = &inst.operands;
+    let mut j = 0;
+    while j < ops.len() {
+        if !ops[j].is_vector_aligned() {
+            j += 1;
+            continue;
+        }
+        let start = j;
+        while j < ops.len() && ops[j].is_vector_aligned() {
+            j += 1;
+        }
+        let end = (j + 1).min(ops.len());
+        j = end;
+        let mut off = 0;
+        let mut members = Vec::new();
+        let mut file = None;
+        for op in &ops[start..end] {
+            let size = match op.value {
+                Value::Temp(t) => {
+                    let c = func.class(t);
+                    file.get_or_insert(c.file);
+                    if file == Some(c.file) {
+                        members.push((t, off));
+                    }
+                    c.size as u32
+                }
+                _ => 1,
+            };
+            off += size;
+        }
+        let Some(file) = file else { continue };
+        let align = func.target.default_align(file, off as u8).max(1) as u32;
+        for &(t, _) in &members {
+            vectors
+                .entry(t)
+                .or_insert_with(|| (members.clone(), off, align));
+        }
+    }
 }
