@@ -781,7 +781,15 @@ impl<'f> Assigner<'f> {
                                 .filter_map(Operand::temp_id)
                                 .chain(origin.iter().map(|o| o.0))
                                 .collect();
-                            self.make_room(b, class, &hb, &keep, &mut before)
+                            // The moves run before the instruction: away from its operands.
+                            let mut avoid = hb.clone();
+                            avoid.extend(
+                                inst.operands
+                                    .iter()
+                                    .zip(&new.operands)
+                                    .filter_map(|(o, n)| Some(self.span(o.temp_id()?, n.reg?))),
+                            );
+                            self.make_room(b, class, &avoid, &keep, &mut before)
                                 .ok_or_else(|| {
                                     err(format!("no register for definition {j} ({t})"))
                                 })?
