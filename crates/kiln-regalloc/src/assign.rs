@@ -973,14 +973,32 @@ impl<'f> Assigner<'f> {
     }
 
     /// The register of the operand a copy-like definition reads, when it dies here.
+    /// For `create_vector`, the register of its first part when the parts die there (they
+    /// were placed side by side by their affinity); for `split_vector`, the unit of the vector
+    /// the part comes from, when the vector dies there. Either way the copy becomes an
+    /// identity (seed 001's MERGE/SPLIT coalescing, without partial writes to one value).
     fn copy_hint(&self, inst: &Inst, j: usize, new: &Inst) -> Option<PhysReg> {
-        let k = match inst.op {
-            Opcode::Mov => 0,
-            Opcode::ParallelCopy => j,
-            _ => return None,
-        };
-        let op = inst.operands.get(k)?;
-        kills(op).then(|| new.operands[k].reg).flatten()
+        match inst.op {
+            Opcode::Mov | Opcode::ParallelCopy => {
+                let k = if inst.op == Opcode::Mov { 0 } else { j };
+                let op = inst.operands.get(k)?;
+                kills(op).then(|| new.operands[k].reg).flatten()
+            }
+            Opcode::CreateVector => {
+                let op = inst.operands.first()?;
+                kills(op).then(|| new.operands[0].reg).flatten()
+            }
+            Opcode::SplitVector => {
+                let op = inst.operands.first()?;
+                let r = new.operands[0].reg.filter(|_| kills(op))?;
+                let off: u32 = inst.defs[..j]
+                    .iter()
+                    .map(|d| self.size(d.temp) as u32)
+                    .sum();
+                PhysReg::try_new(r.file(), r.unit() + off)
+            }
+            _ => None,
+        }
     }
 
     /// Vector operands (`vector_aligned` runs) not already consecutive and aligned get a
@@ -1287,14 +1305,16 @@ fn vector_members(
     vectors: &mut HashMap<Temp, (Vec<(Temp, u32)>, u32, u32)>,
 ) {
     let ops = &inst.operands;
+    // The parts of a `create_vector` are one vector too.
+    let whole = inst.op == Opcode::CreateVector;
     let mut j = 0;
     while j < ops.len() {
-        if !ops[j].is_vector_aligned() {
+        if !whole && !ops[j].is_vector_aligned() {
             j += 1;
             continue;
         }
         let start = j;
-        while j < ops.len() && ops[j].is_vector_aligned() {
+        while j < ops.len() && (whole || ops[j].is_vector_aligned()) {
             j += 1;
         }
         let end = (j + 1).min(ops.len());
