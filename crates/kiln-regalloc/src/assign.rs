@@ -102,6 +102,8 @@ struct Assigner<'f> {
     phi_uses: HashMap<Temp, Vec<(Block, bool)>>,
     /// Temps made for constant vector operands, and the constants.
     consts: Vec<(Temp, Operand)>,
+    /// Values moved away from their homes until a vector in the way dies, with their homes.
+    away: Vec<(Temp, PhysReg)>,
     /// The file in which the last search for a free register failed.
     full: Option<FileId>,
     stats: AssignStats,
@@ -200,6 +202,7 @@ impl<'f> Assigner<'f> {
             phi_uses,
             consts: Vec::new(),
             full: None,
+            away: Vec::new(),
             stats: AssignStats::default(),
         }
     }
@@ -261,6 +264,7 @@ impl<'f> Assigner<'f> {
         let occ = &self.occ[s.file.index()];
         (s.start..s.start + s.size).all(|u| occ.get(u as usize).is_some_and(Option::is_none))
             && !blocked.iter().any(|b| b.overlaps(s))
+            && !self.away.iter().any(|&(w, h)| self.span(w, h).overlaps(s))
     }
 
     /// A free start for `class`: `hint` first, then the lowest (scalars) or highest (vectors).
@@ -528,6 +532,17 @@ impl<'f> Assigner<'f> {
         inst: &Inst,
         out: &mut Vec<Inst>,
     ) -> Result<(), RaError> {
+        if inst.op.is_terminator() {
+            if let Some(&(w, _)) = self.away.iter().find(|a| self.place[a.0.index()].is_some()) {
+                self.full = Some(self.temps[w.index()].file);
+                return Err(RaError::NoRegister {
+                    block: b,
+                    inst: k,
+                    message: format!("{w} cannot go back home before the end of the block"),
+                });
+            }
+            self.away.clear();
+        }
         let err = |message: String| RaError::NoRegister {
             block: b,
             inst: k,
@@ -643,7 +658,7 @@ impl<'f> Assigner<'f> {
         let home_res: Vec<Span> = origin
             .iter()
             .filter(|&&(t, _)| !killed_here(t))
-            .map(|&(t, p)| self.span(t, self.home[t.index()].unwrap_or(p)))
+            .map(|&(t, p)| self.span(t, self.rest(t, p)))
             .collect();
         let mut reserved: Vec<Span> = fixed_defs.clone();
         reserved.extend(wanted.iter().copied());
@@ -789,7 +804,8 @@ impl<'f> Assigner<'f> {
                                     .zip(&new.operands)
                                     .filter_map(|(o, n)| Some(self.span(o.temp_id()?, n.reg?))),
                             );
-                            self.make_room(b, class, &avoid, &keep, &mut before)
+                            let all_lanes = inst.writes_all_lanes() || self.all_lanes[t.index()];
+                            self.make_room(b, class, &avoid, &keep, all_lanes, &mut before)
                                 .ok_or_else(|| {
                                     err(format!("no register for definition {j} ({t})"))
                                 })?
@@ -816,11 +832,11 @@ impl<'f> Assigner<'f> {
             self.vacate(t);
         }
         // Values away from home go back.
-        for &(t, _) in &origin {
+        for &(t, o) in &origin {
             if killed_here(t) {
                 continue;
             }
-            let (Some(p), Some(h)) = (self.place[t.index()], self.home[t.index()]) else {
+            let (Some(p), h) = (self.place[t.index()], self.rest(t, o)) else {
                 continue;
             };
             if p != h {
@@ -834,6 +850,32 @@ impl<'f> Assigner<'f> {
                 self.occupy(t, h);
             }
         }
+        // Values away from home go back as soon as their home is free.
+        let mut k = 0;
+        while k < self.away.len() {
+            let (w, h) = self.away[k];
+            if self.place[w.index()].is_none() {
+                // It died away from home.
+                self.away.swap_remove(k);
+                continue;
+            }
+            let s = self.span(w, h);
+            let occ = &self.occ[s.file.index()];
+            let home_free = (s.start..s.start + s.size).all(|u| occ[u as usize].is_none());
+            if home_free && !after.iter().any(|a| self.span(a.0, a.2).overlaps(s)) {
+                self.away.swap_remove(k);
+                if let Some(p) = self.place[w.index()] {
+                    if kills_any(inst, w) {
+                        continue;
+                    }
+                    after.push((w, self.operand_at(w, p), h));
+                    self.vacate(w);
+                    self.occupy(w, h);
+                }
+            } else {
+                k += 1;
+            }
+        }
         let before = self.copy(&before);
         if !before.defs.is_empty() {
             out.push(before);
@@ -844,6 +886,16 @@ impl<'f> Assigner<'f> {
             out.push(after);
         }
         Ok(())
+    }
+
+    /// Where `t`, at `was` before the copies around an instruction, returns after it: its
+    /// home, or where it was when it is away from home (it goes home later).
+    fn rest(&self, t: Temp, was: PhysReg) -> PhysReg {
+        if self.away.iter().any(|a| a.0 == t) {
+            was
+        } else {
+            self.home[t.index()].unwrap_or(was)
+        }
     }
 
     /// An operand reading `t` at `reg`.
@@ -863,6 +915,7 @@ impl<'f> Assigner<'f> {
         class: RegClass,
         blocked: &[Span],
         keep: &[Temp],
+        masked_only: bool,
         before: &mut Vec<(Temp, Operand, PhysReg)>,
     ) -> Option<PhysReg> {
         let file = class.file.index();
@@ -874,10 +927,23 @@ impl<'f> Assigner<'f> {
                 && self.per_lane_file[file]
                 && !keep.contains(&t)
         };
+        // Values living across blocks may leave their homes until the new value dies, when the
+        // instruction writes only the active lanes (their other lanes stay home meanwhile).
+        let visiting = |t: Temp| {
+            !keep.contains(&t)
+                && !masked_only
+                && !self.lv.linear.get(t.index()).copied().unwrap_or(true)
+                && !self.away.iter().any(|a| a.0 == t)
+        };
         let mut best: Option<(usize, u32)> = None;
         for &u in &starts {
             let span = Span::of(PhysReg::new(class.file, u), class.size);
-            if blocked.iter().any(|x| x.overlaps(span)) {
+            if blocked.iter().any(|x| x.overlaps(span))
+                || self
+                    .away
+                    .iter()
+                    .any(|&(w, h)| self.span(w, h).overlaps(span))
+            {
                 continue;
             }
             let mut cost = 0;
@@ -886,6 +952,8 @@ impl<'f> Assigner<'f> {
                 if let Some(w) = self.occ[file][x as usize] {
                     if movable(w) {
                         cost += 1;
+                    } else if visiting(w) {
+                        cost += 2;
                     } else {
                         ok = false;
                         break;
@@ -918,13 +986,18 @@ impl<'f> Assigner<'f> {
         moving.dedup();
         let mut avoid: Vec<Span> = blocked.to_vec();
         avoid.push(span);
-        for w in moving {
+        let locals: Vec<bool> = moving.iter().map(|&w| movable(w)).collect();
+        for (w, local) in moving.into_iter().zip(locals) {
             let from = self.place[w.index()]?;
             let wclass = self.temps[w.index()];
             self.vacate(w);
             let to = self.pick(wclass, None, &avoid)?;
             self.occupy(w, to);
-            self.home[w.index()] = Some(to);
+            if local {
+                self.home[w.index()] = Some(to);
+            } else {
+                self.away.push((w, from));
+            }
             avoid.push(self.span(w, to));
             before.push((w, self.operand_at(w, from), to));
         }
@@ -1344,4 +1417,11 @@ fn vector_members(
                 .or_insert_with(|| (members.clone(), off, align));
         }
     }
+}
+
+/// Whether `inst` kills `t`.
+fn kills_any(inst: &Inst, t: Temp) -> bool {
+    inst.operands
+        .iter()
+        .any(|o| o.temp_id() == Some(t) && kills(o))
 }
