@@ -5,7 +5,9 @@
 //! Commands: `print` (parse, verify, print), `verify` (verifier verdict: `ok` or every error),
 //! `liveness` (annotated with live-in/out), `liveness --demand` (and demand stages),
 //! `cfg` (both CFGs, loops, dominators), `opt PASS[,PASS…]` (middle-end passes through a pass
-//! context, then the printed function).
+//! context, then the printed function), `regalloc [--budget FILE=N,…]` (the SSA allocator,
+//! checked; the allocated function, its statistics, and whether its SIMT run agrees with the
+//! SSA run on 16 lanes).
 
 use kiln::cli::ir::liveness_text;
 use kiln_analysis::{Cfg, DomTree, compute_liveness};
@@ -54,6 +56,7 @@ fn run(command: &str, source: &str) -> String {
                 Err(e) => format!("error: {e}\n"),
             }
         }
+        cmd if cmd == "regalloc" || cmd.starts_with("regalloc ") => regalloc(func, cmd),
         other => format!("unknown filetest command `{other}`\n"),
     }
 }
@@ -170,4 +173,49 @@ fn filetests() {
         failures.len(),
         failures.join("\n")
     );
+}
+
+/// The SSA allocator on `func`: the allocated function, then statistics and the verdict of a
+/// SIMT run against the SSA run.
+fn regalloc(func: kiln_ir::Function, cmd: &str) -> String {
+    let budget = match cmd.strip_prefix("regalloc").map(str::trim) {
+        Some(rest) if !rest.is_empty() => {
+            let Some(text) = rest.strip_prefix("--budget") else {
+                return format!("unknown regalloc option `{rest}`\n");
+            };
+            match kiln_regalloc::RaOptions::parse_budget(&*func.target, text.trim()) {
+                Ok(b) => b,
+                Err(e) => return format!("error: {e}\n"),
+            }
+        }
+        _ => Vec::new(),
+    };
+    let options = kiln_regalloc::RaOptions {
+        budget,
+        check: true,
+        ..Default::default()
+    };
+    let mut allocated = func.clone();
+    let stats = match kiln_regalloc::allocate(&mut allocated, &options) {
+        Ok(s) => s,
+        Err(e) => return format!("error: {e}\n"),
+    };
+    let mut out = print_function(&allocated);
+    let env = kiln_interp::Env::for_function(&func, 16, 1);
+    let verdict = match kiln_interp::compare(&func, &allocated, &env) {
+        Ok(()) => "agrees".to_string(),
+        Err(m) => format!("DISAGREES: {m}"),
+    };
+    let _ = writeln!(
+        out,
+        "; copies {} ({} units), spills {}, reloads {}, rematerialised {}, registers {:?} for a demand of {:?}; SIMT run {verdict}",
+        stats.parallel_copies,
+        stats.copied_units,
+        stats.spills,
+        stats.reloads,
+        stats.remats,
+        stats.registers_used,
+        stats.max_demand
+    );
+    out
 }

@@ -1,5 +1,6 @@
 //! Random programs from fuzzer-chosen generator settings: SIMT mode on the reference assignment
-//! must agree with SSA mode.
+//! and on the SSA allocator's allocation (checked, at a fuzzer-chosen budget that may force
+//! spilling) must agree with SSA mode.
 #![no_main]
 
 use kiln_interp::out_of_ssa::reference_assignment;
@@ -28,5 +29,22 @@ fuzz_target!(|data: &[u8]| {
     let alloc = reference_assignment(&func).expect("reference assignment");
     if let Err(m) = compare(&func, &alloc, &env) {
         panic!("{m}\n{}", kiln_ir::print_function(&func));
+    }
+    let budget = 8 + (knobs >> 20) as u32 % 64;
+    let options = kiln_regalloc::RaOptions {
+        budget: vec![Some(budget), Some(budget / 2 + 4)],
+        check: true,
+        ..Default::default()
+    };
+    let mut allocated = func.clone();
+    match kiln_regalloc::allocate(&mut allocated, &options) {
+        Ok(_) => {
+            if let Err(m) = compare(&func, &allocated, &env) {
+                panic!("{m}\n{}", kiln_ir::print_function(&func));
+            }
+        }
+        // An instruction needing more than the budget is a clear error, not a bug.
+        Err(kiln_regalloc::RaError::Budget { .. }) => {}
+        Err(e) => panic!("{e}\n{}", kiln_ir::print_function(&func)),
     }
 });
