@@ -380,19 +380,28 @@ impl<'f> Assigner<'f> {
         let Some(uses) = self.phi_uses.get(&t) else {
             return;
         };
+        let cfg = self.cfg;
         for &(s, linear) in uses {
-            for phi in self
-                .func
-                .block(s)
-                .insts
-                .iter()
-                .take_while(|i| i.op.is_phi())
-            {
-                let q = phi.defs[0].temp;
-                if (phi.op == Opcode::LinearPhi) != linear
-                    && let Some(h) = self.home[q.index()]
-                {
-                    blocked.push(self.span(q, h));
+            // The copies at the end of any predecessor of `s`, for any of its successors.
+            let preds = if linear {
+                &cfg.linear.preds[s.index()]
+            } else {
+                &cfg.logical.preds[s.index()]
+            };
+            for &p in preds {
+                let succs = cfg.linear.succs[p.index()]
+                    .iter()
+                    .chain(&cfg.logical.succs[p.index()]);
+                for &succ in succs {
+                    let phis = self.func.block(succ).insts.iter();
+                    for phi in phis.take_while(|i| i.op.is_phi()) {
+                        let q = phi.defs[0].temp;
+                        if (phi.op == Opcode::LinearPhi) != linear
+                            && let Some(h) = self.home[q.index()]
+                        {
+                            blocked.push(self.span(q, h));
+                        }
+                    }
                 }
             }
         }
@@ -490,19 +499,28 @@ impl<'f> Assigner<'f> {
                 }
             }
         }
-        // The copies of the other kind of phi run apart from this one's (one parallel copy is
-        // masked, the other writes every lane): this home must not be one they read.
-        for other in self
-            .func
-            .block(b)
-            .insts
+        // The copies of the other kind of phi at the end of the same predecessors run apart
+        // from this one's (one parallel copy is masked, the other writes every lane): this home
+        // must not be one they read.
+        let mut succs: Vec<Block> = preds
             .iter()
-            .take_while(|i| i.op.is_phi())
-        {
-            if (other.op == Opcode::LinearPhi) != linear {
-                for o in other.operands.iter().filter_map(Operand::temp_id) {
-                    if let Some(h) = self.home[o.index()] {
-                        blocked.push(self.span(o, h));
+            .flat_map(|p| {
+                cfg.linear.succs[p.index()]
+                    .iter()
+                    .chain(&cfg.logical.succs[p.index()])
+            })
+            .copied()
+            .collect();
+        succs.sort_unstable();
+        succs.dedup();
+        for s in succs {
+            let phis = self.func.block(s).insts.iter();
+            for other in phis.take_while(|i| i.op.is_phi()) {
+                if (other.op == Opcode::LinearPhi) != linear {
+                    for o in other.operands.iter().filter_map(Operand::temp_id) {
+                        if let Some(h) = self.home[o.index()] {
+                            blocked.push(self.span(o, h));
+                        }
                     }
                 }
             }

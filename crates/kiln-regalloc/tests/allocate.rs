@@ -258,3 +258,57 @@ fn spilling_budgets_allocate_and_agree() {
         "only {spilled} programs spilled"
     );
 }
+
+/// Many small programs, every feature on, at budgets from roomy to tight (several lane counts):
+/// with the other tests of this file, over 5,000 allocations checked and run per CI run.
+#[test]
+fn many_small_programs() {
+    let mut failures = Vec::new();
+    let mut unproven = 0;
+    for seed in 1000..5400u64 {
+        let cfg = GenConfig {
+            size: 10 + (seed % 50) as usize,
+            pressure: 4 + (seed % 24) as usize,
+            ..GenConfig::new(seed)
+        };
+        let func = generate(&cfg);
+        let v = [256, 32, 16, 12][(seed % 4) as usize];
+        let options = RaOptions {
+            budget: vec![Some(v), Some(v / 2)],
+            check: true,
+            ..RaOptions::default()
+        };
+        let mut alloc = func.clone();
+        match allocate(&mut alloc, &options) {
+            Ok(_) => {
+                let env = Env::for_function(&func, [1, 4, 16, 32][(seed / 4 % 4) as usize], seed);
+                if let Err(m) = compare(&func, &alloc, &env) {
+                    failures.push(format!("seed {seed}: {m}"));
+                }
+            }
+            Err(kiln_regalloc::RaError::Budget { .. }) => {}
+            Err(kiln_regalloc::RaError::Check(e)) => {
+                let mut alloc = func.clone();
+                let unchecked = RaOptions {
+                    check: false,
+                    ..options.clone()
+                };
+                allocate(&mut alloc, &unchecked).expect("allocates unchecked");
+                let env = Env::for_function(&func, 16, seed);
+                if let Err(m) = compare(&func, &alloc, &env) {
+                    failures.push(format!("seed {seed}: not checked ({}) and {m}", e[0]));
+                }
+                unproven += 1;
+            }
+            Err(e) => failures.push(format!("seed {seed}: {e}")),
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} failed:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+    eprintln!("{unproven} of 4,400 not proven by the checker (and agreeing)");
+    assert!(unproven <= 40, "{unproven} not proven");
+}
