@@ -200,3 +200,45 @@ fn corpus_lower_survives_deep_nesting() {
         "{stdout}"
     );
 }
+
+/// `kiln regalloc` on the bundled example: the allocated text reads back, runs in SIMT mode and
+/// gives the SSA program's outputs.
+#[test]
+fn regalloc_main_job_runs_as_it_prints() {
+    let out = kiln(&["regalloc", "examples/phong.kir", "--stats"], None);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let allocated = text(&out.stdout);
+    assert!(allocated.contains("allocated {"), "{allocated}");
+    assert!(text(&out.stderr).contains("registers used"));
+    let ssa = kiln(&["interp", "examples/phong.kir"], None);
+    let simt = kiln(&["interp", "--simt", "-"], Some(&allocated));
+    assert!(simt.status.success(), "{}", text(&simt.stderr));
+    assert_eq!(text(&ssa.stdout), text(&simt.stdout));
+}
+
+/// Budgets that cannot hold an instruction, bad budgets and allocated input get a diagnostic
+/// naming the problem, never a panic.
+#[test]
+fn regalloc_bad_input_is_refused() {
+    let over = kiln(&["regalloc", "examples/phong.kir", "--budget", "v=2"], None);
+    assert!(!over.status.success());
+    let e = text(&over.stderr);
+    assert!(e.contains("over budget") && e.contains("bb"), "{e}");
+    assert!(!e.contains("panicked"), "{e}");
+    for budget in ["q=3", "v=x", "v"] {
+        let out = kiln(
+            &["regalloc", "examples/phong.kir", "--budget", budget],
+            None,
+        );
+        assert!(!out.status.success());
+        assert!(
+            text(&out.stderr).contains("--budget"),
+            "{}",
+            text(&out.stderr)
+        );
+    }
+    let allocated = text(&kiln(&["regalloc", "examples/phong.kir"], None).stdout);
+    let again = kiln(&["regalloc", "-"], Some(&allocated));
+    assert!(!again.status.success());
+    assert!(text(&again.stderr).contains("already allocated"));
+}
