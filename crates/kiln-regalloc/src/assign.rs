@@ -97,7 +97,7 @@ struct Assigner<'f> {
     quad: Vec<u32>,
     /// Per temp: the first vector operand it is part of, as its members with their offsets,
     /// its size and its alignment.
-    vectors: HashMap<Temp, (Vec<(Temp, u32)>, u32, u32)>,
+    vectors: HashMap<Temp, VectorUse>,
     /// Blocks whose phis read each temp, and whether those are linear phis.
     phi_uses: HashMap<Temp, Vec<(Block, bool)>>,
     /// Temps made for constant vector operands, and the constants.
@@ -1026,7 +1026,11 @@ impl<'f> Assigner<'f> {
     /// next to a member already placed, or at its offset of a free aligned block (the affinity
     /// of ir3's merge sets, taken greedily).
     fn vector_hint(&mut self, t: Temp, blocked: &[Span]) -> Option<PhysReg> {
-        let (members, total, align) = self.vectors.get(&t)?.clone();
+        let VectorUse {
+            members,
+            size: total,
+            align,
+        } = self.vectors.get(&t)?.clone();
         let file = self.temps[t.index()].file;
         let off = members.iter().find(|m| m.0 == t)?.1;
         for &(m, o) in &members {
@@ -1389,12 +1393,18 @@ fn loop_back_edge(cfg: &Cfg, p: Block) -> bool {
             .any(|l| succs.contains(&cfg.loops[l].header) && succs.contains(&cfg.loops[l].exit))
 }
 
+/// A vector operand a temp is part of.
+#[derive(Clone, Debug)]
+struct VectorUse {
+    /// Its temps with their unit offsets.
+    members: Vec<(Temp, u32)>,
+    /// Units, and the alignment of the first.
+    size: u32,
+    align: u32,
+}
+
 /// Records the vector operands of `inst` for each member temp not yet recorded.
-fn vector_members(
-    func: &Function,
-    inst: &Inst,
-    vectors: &mut HashMap<Temp, (Vec<(Temp, u32)>, u32, u32)>,
-) {
+fn vector_members(func: &Function, inst: &Inst, vectors: &mut HashMap<Temp, VectorUse>) {
     let ops = &inst.operands;
     // The parts of a `create_vector` are one vector too.
     let whole = inst.op == Opcode::CreateVector;
@@ -1430,9 +1440,11 @@ fn vector_members(
         let Some(file) = file else { continue };
         let align = func.target.default_align(file, off as u8).max(1) as u32;
         for &(t, _) in &members {
-            vectors
-                .entry(t)
-                .or_insert_with(|| (members.clone(), off, align));
+            vectors.entry(t).or_insert_with(|| VectorUse {
+                members: members.clone(),
+                size: off,
+                align,
+            });
         }
     }
 }
