@@ -77,15 +77,17 @@ struct Entry {
     files: Vec<String>,
 }
 
+/// A corpus file read and parsed, or why not (`cannot read`, `unknown kind`, `does not parse`).
+pub(crate) fn parse_shader_file(path: &Path) -> Result<kiln_front::Parsed, String> {
+    let bytes = std::fs::read(path).map_err(|_| "cannot read".to_string())?;
+    let source = Source::from_path(path, bytes).map_err(|_| "unknown kind".to_string())?;
+    parse(&source).map_err(|_| "does not parse".to_string())
+}
+
 fn entry_stats(path: &Path, optimize: bool) -> Vec<Result<Entry, String>> {
-    let Ok(bytes) = std::fs::read(path) else {
-        return vec![Err("cannot read".into())];
-    };
-    let Ok(source) = Source::from_path(path, bytes) else {
-        return vec![Err("unknown kind".into())];
-    };
-    let Ok(parsed) = parse(&source) else {
-        return vec![Err("does not parse".into())];
+    let parsed = match parse_shader_file(path) {
+        Ok(p) => p,
+        Err(e) => return vec![Err(e)],
     };
     entry_points(&parsed.module)
         .into_iter()

@@ -5,7 +5,7 @@ use crate::cli::ir::{parse_source, read_input};
 use clap::Args;
 use kiln_analysis::{Context, DebugFlags};
 use kiln_front::corpus::shader_files;
-use kiln_front::{Source, entry_points, lower_entry_point, parse};
+use kiln_front::{entry_points, lower_entry_point};
 use kiln_ir::Function;
 use kiln_regalloc::{Allocator, RaOptions, RaStats, allocate};
 use rayon::prelude::*;
@@ -167,14 +167,9 @@ struct Allocated {
 }
 
 fn allocate_file(path: &Path, args: &CorpusRegallocArgs) -> Vec<Result<Allocated, String>> {
-    let Ok(bytes) = std::fs::read(path) else {
-        return vec![Err("cannot read".into())];
-    };
-    let Ok(source) = Source::from_path(path, bytes) else {
-        return vec![Err("unknown kind".into())];
-    };
-    let Ok(parsed) = parse(&source) else {
-        return vec![Err("does not parse".into())];
+    let parsed = match crate::cli::opt::parse_shader_file(path) {
+        Ok(p) => p,
+        Err(e) => return vec![Err(e)],
     };
     entry_points(&parsed.module)
         .into_iter()

@@ -45,6 +45,45 @@ fn allocate_and_run(seed: u64, func: &Function, options: &RaOptions) -> Result<(
     Ok(())
 }
 
+/// An allocation the checker did not prove (its wave view is conservative about linear values
+/// reloaded in divergent loops, docs/regalloc.md): the SIMT runs on 1, 4, 16 and 32 lanes must
+/// still agree with the SSA runs.
+fn unproven_must_agree(
+    seed: u64,
+    func: &Function,
+    options: &RaOptions,
+    why: &kiln_regalloc::checker::CheckError,
+    failures: &mut Vec<String>,
+) {
+    let mut alloc = func.clone();
+    let unchecked = RaOptions {
+        check: false,
+        ..options.clone()
+    };
+    allocate(&mut alloc, &unchecked).expect("allocates unchecked");
+    for lanes in [1, 4, 16, 32] {
+        let env = Env::for_function(func, lanes, seed ^ lanes as u64);
+        if let Err(m) = compare(func, &alloc, &env) {
+            failures.push(format!("seed {seed}: not checked ({why}) and {m}"));
+        }
+    }
+}
+
+/// The failures, each in full when one seed is examined (`KILN_SEED`), else its first lines.
+fn report(failures: &[String], only: Option<u64>) -> String {
+    let lines: Vec<String> = failures
+        .iter()
+        .map(|f| {
+            if only.is_some() {
+                f.clone()
+            } else {
+                f.lines().take(3).collect::<Vec<_>>().join(" | ")
+            }
+        })
+        .collect();
+    format!("{} failed:\n{}", failures.len(), lines.join("\n"))
+}
+
 #[test]
 fn generated_programs_allocate_and_agree() {
     let options = RaOptions {
@@ -133,20 +172,7 @@ fn budget_at_max_demand_suffices() {
             Ok(()) => {}
         }
     }
-    assert!(
-        failures.is_empty(),
-        "{} failed:\n{}",
-        failures.len(),
-        failures
-            .iter()
-            .map(|f| if only.is_some() {
-                f.clone()
-            } else {
-                f.lines().take(3).collect::<Vec<_>>().join(" | ")
-            })
-            .collect::<Vec<_>>()
-            .join("\n")
-    );
+    assert!(failures.is_empty(), "{}", report(&failures, only));
     assert!(only.is_some() || exact == 100, "{exact} exact");
     eprintln!(
         "{} of 100 vector programs unplaced at their demand",
@@ -215,39 +241,13 @@ fn spilling_budgets_allocate_and_agree() {
             }
             Err(kiln_regalloc::RaError::Budget { .. }) => {}
             Err(kiln_regalloc::RaError::Check(e)) => {
-                // Not proven by the checker (docs/regalloc.md: its wave view is conservative
-                // about linear values reloaded in divergent loops): the SIMT runs must agree.
-                let mut alloc = func.clone();
-                let unchecked = RaOptions {
-                    check: false,
-                    ..options.clone()
-                };
-                allocate(&mut alloc, &unchecked).expect("allocates unchecked");
-                for lanes in [1, 4, 16, 32] {
-                    let env = Env::for_function(&func, lanes, seed ^ lanes as u64);
-                    if let Err(m) = compare(&func, &alloc, &env) {
-                        failures.push(format!("seed {seed}: not checked ({}) and {m}", e[0]));
-                    }
-                }
+                unproven_must_agree(seed, &func, &options, &e[0], &mut failures);
                 unproven += 1;
             }
             Err(e) => failures.push(format!("seed {seed}: {e}")),
         }
     }
-    assert!(
-        failures.is_empty(),
-        "{} failed:\n{}",
-        failures.len(),
-        failures
-            .iter()
-            .map(|f| if only.is_some() {
-                f.clone()
-            } else {
-                f.lines().take(3).collect::<Vec<_>>().join(" | ")
-            })
-            .collect::<Vec<_>>()
-            .join("\n")
-    );
+    assert!(failures.is_empty(), "{}", report(&failures, only));
     eprintln!("{spilled} programs spilled, {spills} spills, {unproven} not proven by the checker");
     assert!(
         unproven <= 6,
@@ -288,16 +288,7 @@ fn many_small_programs() {
             }
             Err(kiln_regalloc::RaError::Budget { .. }) => {}
             Err(kiln_regalloc::RaError::Check(e)) => {
-                let mut alloc = func.clone();
-                let unchecked = RaOptions {
-                    check: false,
-                    ..options.clone()
-                };
-                allocate(&mut alloc, &unchecked).expect("allocates unchecked");
-                let env = Env::for_function(&func, 16, seed);
-                if let Err(m) = compare(&func, &alloc, &env) {
-                    failures.push(format!("seed {seed}: not checked ({}) and {m}", e[0]));
-                }
+                unproven_must_agree(seed, &func, &options, &e[0], &mut failures);
                 unproven += 1;
             }
             Err(e) => failures.push(format!("seed {seed}: {e}")),
