@@ -14,7 +14,7 @@ pub mod spill;
 pub use regset::RegModel;
 
 use kiln_analysis::compute_liveness;
-use kiln_ir::{Block, Cfg, Def, Demand, Function, Inst, Opcode, Target};
+use kiln_ir::{Block, Cfg, Def, Demand, Function, Inst, Opcode, Target, print_function};
 use std::fmt;
 use std::time::{Duration, Instant};
 
@@ -185,6 +185,18 @@ impl std::error::Error for RaError {}
 /// `options`: every operand and definition carries its register, phis become copies, spills
 /// and reloads are explicit. Blocks may be added first to split critical edges.
 pub fn allocate(func: &mut Function, options: &RaOptions) -> Result<RaStats, RaError> {
+    allocate_with_input(func, options).map(|(stats, _)| stats)
+}
+
+/// [`allocate`], also returning the SSA function the allocation is an allocation of — the
+/// input with its critical edges split and put in the assignment's form — which
+/// [`checker::check`] takes with the result.
+pub fn allocate_with_input(
+    func: &mut Function,
+    options: &RaOptions,
+) -> Result<(RaStats, Function), RaError> {
+    let debug = std::env::var("KILN_DEBUG").unwrap_or_default();
+    let (print, verify) = (debug.contains("print"), debug.contains("verify"));
     let target = func.target.clone();
     let limits = options.limits(&*target);
     let mut stats = RaStats {
@@ -238,6 +250,9 @@ pub fn allocate(func: &mut Function, options: &RaOptions) -> Result<RaStats, RaE
             // The spiller's phis in blocks of one predecessor become moves of the values
             // they copy (the checker sees the program before spilling).
             prepare(&mut work, Opcode::ParallelCopy)?;
+            if print {
+                eprintln!("; after spilling to {budget:?}\n{}", print_function(&work));
+            }
             cfg = Cfg::compute(&work).map_err(structure)?;
             lv = compute_liveness(&mut work, &cfg);
         }
@@ -266,18 +281,21 @@ pub fn allocate(func: &mut Function, options: &RaOptions) -> Result<RaStats, RaE
         if let Some(v) = &versions {
             rename_versions(&mut out, v);
         }
-        if options.check {
+        if print {
+            eprintln!("; after assignment and out of SSA\n{}", print_function(&out));
+        }
+        let ssa = if versions.is_some() { checked } else { work };
+        if options.check || verify {
             let t2 = Instant::now();
-            let ssa = if versions.is_some() { &checked } else { &work };
-            checker::check(ssa, &out).map_err(RaError::Check)?;
+            checker::check(&ssa, &out).map_err(RaError::Check)?;
             stats.time_check = t2.elapsed();
         }
         *func = out;
-        break;
+        stats.insts_after = count_insts(func);
+        stats.registers_used = registers_used(func);
+        return Ok((stats, ssa));
     }
-    stats.insts_after = count_insts(func);
-    stats.registers_used = registers_used(func);
-    Ok(stats)
+    unreachable!("the loop returns or fails")
 }
 
 fn structure(e: kiln_ir::cfg::StructureError) -> RaError {

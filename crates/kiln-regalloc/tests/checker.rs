@@ -8,6 +8,7 @@ use kiln_interp::{Env, compare, run_ssa};
 use kiln_ir::generate::{GenConfig, Rng, generate};
 use kiln_ir::{Function, Opcode, PhysReg, Temp, print_function};
 use kiln_regalloc::checker::check;
+use kiln_regalloc::{RaOptions, allocate_with_input};
 
 fn programs(n: u64) -> impl Iterator<Item = (u64, Function)> {
     (0..n).map(|seed| {
@@ -84,7 +85,19 @@ fn mutate(alloc: &Function, rng: &mut Rng) -> Option<(String, Function)> {
         .copied()
         .filter(|&(b, k)| f.blocks[b].insts[k].op == Opcode::ParallelCopy)
         .collect();
-    match rng.below(4) {
+    let reloads: Vec<(usize, usize)> = sites
+        .iter()
+        .copied()
+        .filter(|&(b, k)| f.blocks[b].insts[k].op == Opcode::Reload)
+        .collect();
+    match rng.below(5) {
+        4 => {
+            // A reload from another slot.
+            let &(b, k) = reloads.get(rng.below(reloads.len().max(1)))?;
+            let inst = &mut f.blocks[b].insts[k];
+            inst.imms[0] = inst.imms[0] ^ (1 + rng.below(3) as u32);
+            Some((format!("bb{b}:{k}: reload from slot {}", inst.imms[0]), f))
+        }
         0 => {
             // Merge one temp's register into another's.
             let (a, b) = (temps[rng.below(temps.len())], temps[rng.below(temps.len())]);
@@ -154,6 +167,53 @@ fn every_corruption_that_changes_the_output_is_caught() {
             };
             tried += 1;
             let verdict = check(&func, &bad);
+            rejected += verdict.is_err() as usize;
+            if let Err(m) = compare(&func, &bad, &env) {
+                meaningful += 1;
+                assert!(
+                    verdict.is_err(),
+                    "seed {seed}: {what} changes the output but passes the checker: {m}\n{}",
+                    print_function(&bad)
+                );
+            }
+        }
+    }
+    eprintln!(
+        "{tried} corruptions, {meaningful} change an output (all caught), {rejected} rejected in all"
+    );
+    assert!(meaningful > 60, "{meaningful}");
+}
+
+/// The same corruptions of the SSA allocator's allocations, at a full and a spilling budget
+/// (where reloads can also read the wrong slot): every one that changes an output is rejected.
+#[test]
+fn every_corruption_of_an_ssa_allocation_that_changes_the_output_is_caught() {
+    let mut rng = Rng::new(0x55a);
+    let (mut tried, mut meaningful, mut rejected) = (0, 0, 0);
+    for (seed, func) in programs(80) {
+        let env = Env {
+            step_limit: 20_000,
+            ..Env::for_function(&func, 16, seed)
+        };
+        if run_ssa(&func, &env).is_err() {
+            continue;
+        }
+        let budget = if seed % 2 == 0 { 256 } else { 16 };
+        let options = RaOptions {
+            budget: vec![Some(budget), Some(budget / 2)],
+            check: true,
+            ..RaOptions::default()
+        };
+        let mut alloc = func.clone();
+        let Ok((_, ssa)) = allocate_with_input(&mut alloc, &options) else {
+            continue;
+        };
+        for _ in 0..12 {
+            let Some((what, bad)) = mutate(&alloc, &mut rng) else {
+                continue;
+            };
+            tried += 1;
+            let verdict = check(&ssa, &bad);
             rejected += verdict.is_err() as usize;
             if let Err(m) = compare(&func, &bad, &env) {
                 meaningful += 1;
