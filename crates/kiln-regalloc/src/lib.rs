@@ -282,7 +282,10 @@ pub fn allocate_with_input(
             rename_versions(&mut out, v);
         }
         if print {
-            eprintln!("; after assignment and out of SSA\n{}", print_function(&out));
+            eprintln!(
+                "; after assignment and out of SSA\n{}",
+                print_function(&out)
+            );
         }
         let ssa = if versions.is_some() { checked } else { work };
         if options.check || verify {

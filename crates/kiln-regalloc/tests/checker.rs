@@ -95,7 +95,7 @@ fn mutate(alloc: &Function, rng: &mut Rng) -> Option<(String, Function)> {
             // A reload from another slot.
             let &(b, k) = reloads.get(rng.below(reloads.len().max(1)))?;
             let inst = &mut f.blocks[b].insts[k];
-            inst.imms[0] = inst.imms[0] ^ (1 + rng.below(3) as u32);
+            inst.imms[0] ^= 1 + rng.below(3) as u32;
             Some((format!("bb{b}:{k}: reload from slot {}", inst.imms[0]), f))
         }
         0 => {
