@@ -33,7 +33,7 @@ use kiln_analysis::{Interference, Liveness};
 use kiln_ir::{
     Block, Cfg, Def, FileId, Function, Inst, Lanes, Opcode, Operand, PhysReg, RegClass, Temp, Value,
 };
-use std::collections::HashMap;
+use std::rc::Rc;
 
 /// What the assignment inserted.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -82,7 +82,8 @@ struct Assigner<'f> {
     /// Occupant of every unit of every file.
     occ: Vec<Vec<Option<Temp>>>,
     /// Allowed start units of each class, below the file's limit, ascending.
-    starts: HashMap<RegClass, Vec<u32>>,
+    /// The classes met so far (few: a linear search beats hashing).
+    starts: Vec<(RegClass, Rc<[u32]>)>,
     /// Per-lane-file temps written in all lanes, and every temp of a per-lane file with a home.
     all_lanes: Vec<bool>,
     all_lanes_temps: Vec<Temp>,
@@ -97,9 +98,9 @@ struct Assigner<'f> {
     quad: Vec<u32>,
     /// Per temp: the first vector operand it is part of, as its members with their offsets,
     /// its size and its alignment.
-    vectors: HashMap<Temp, VectorUse>,
+    vectors: Vec<Option<Rc<VectorUse>>>,
     /// Blocks whose phis read each temp, and whether those are linear phis.
-    phi_uses: HashMap<Temp, Vec<(Block, bool)>>,
+    phi_uses: Vec<Vec<(Block, bool)>>,
     /// Temps made for constant vector operands, and the constants.
     consts: Vec<(Temp, Operand)>,
     /// Values moved away from their homes until a vector in the way dies, with their homes.
@@ -143,8 +144,8 @@ impl<'f> Assigner<'f> {
             .collect();
         let mut def_block = vec![u32::MAX; n];
         let mut gaps = Vec::new();
-        let mut phi_uses = HashMap::new();
-        let mut vectors = HashMap::new();
+        let mut phi_uses = vec![Vec::new(); n];
+        let mut vectors = vec![None; n];
         for b in func.block_ids() {
             for inst in &func.block(b).insts {
                 vector_members(func, inst, &mut vectors);
@@ -154,7 +155,7 @@ impl<'f> Assigner<'f> {
                 if inst.op.is_phi() {
                     let linear = inst.op == Opcode::LinearPhi;
                     for t in inst.operands.iter().filter_map(Operand::temp_id) {
-                        phi_uses.entry(t).or_insert_with(Vec::new).push((b, linear));
+                        phi_uses[t.index()].push((b, linear));
                     }
                 }
                 if inst.op == Opcode::Phi {
@@ -181,7 +182,7 @@ impl<'f> Assigner<'f> {
             home: vec![None; n],
             place: vec![None; n],
             occ: files.iter().map(|f| vec![None; f.units as usize]).collect(),
-            starts: HashMap::new(),
+            starts: Vec::new(),
             all_lanes,
             all_lanes_temps: Vec::new(),
             homed: vec![Vec::new(); files.len()],
@@ -215,17 +216,19 @@ impl<'f> Assigner<'f> {
         Span::of(reg, self.size(t))
     }
 
-    fn starts(&mut self, class: RegClass) -> &[u32] {
-        let (func, limit) = (self.func, &self.limit);
-        self.starts.entry(class).or_insert_with(|| {
-            let end = limit.get(class.file.index()).copied().unwrap_or(0);
-            (0..end.saturating_sub(class.size as u32 - 1))
-                .filter(|&u| {
-                    PhysReg::try_new(class.file, u)
-                        .is_some_and(|r| func.target.check_reg(r, class).is_ok())
-                })
-                .collect()
-        })
+    fn starts(&mut self, class: RegClass) -> Rc<[u32]> {
+        if let Some((_, s)) = self.starts.iter().find(|(c, _)| *c == class) {
+            return s.clone();
+        }
+        let end = self.limit.get(class.file.index()).copied().unwrap_or(0);
+        let starts: Rc<[u32]> = (0..end.saturating_sub(class.size as u32 - 1))
+            .filter(|&u| {
+                PhysReg::try_new(class.file, u)
+                    .is_some_and(|r| self.func.target.check_reg(r, class).is_ok())
+            })
+            .collect();
+        self.starts.push((class, starts.clone()));
+        starts
     }
 
     fn occupy(&mut self, t: Temp, reg: PhysReg) {
@@ -275,15 +278,14 @@ impl<'f> Assigner<'f> {
         blocked: &[Span],
     ) -> Option<PhysReg> {
         let size = class.size;
-        self.starts(class);
+        let starts = self.starts(class);
         if let Some(h) = hint
             && h.file() == class.file
-            && self.starts(class).binary_search(&h.unit()).is_ok()
+            && starts.binary_search(&h.unit()).is_ok()
             && self.free(Span::of(h, size), blocked)
         {
             return Some(h);
         }
-        let starts = std::mem::take(self.starts.get_mut(&class).expect("interned above"));
         let free = |u: &&u32| self.free(Span::of(PhysReg::new(class.file, **u), size), blocked);
         let quad = self.quad[class.file.index()];
         let found = if (size as u32) < quad {
@@ -304,7 +306,6 @@ impl<'f> Assigner<'f> {
         } else {
             starts.iter().find(free).copied()
         };
-        self.starts.insert(class, starts);
         if found.is_none() {
             self.full = Some(class.file);
         }
@@ -377,7 +378,7 @@ impl<'f> Assigner<'f> {
     /// A phi operand must miss the homes of the other kind of phi of the same block: the
     /// masked and the all-lanes copies at the end of a predecessor run one after the other.
     fn phi_kind_blocked(&self, t: Temp, blocked: &mut Vec<Span>) {
-        let Some(uses) = self.phi_uses.get(&t) else {
+        let Some(uses) = self.phi_uses.get(t.index()).filter(|u| !u.is_empty()) else {
             return;
         };
         let cfg = self.cfg;
@@ -937,7 +938,7 @@ impl<'f> Assigner<'f> {
         before: &mut Vec<(Temp, Operand, PhysReg)>,
     ) -> Option<PhysReg> {
         let file = class.file.index();
-        let starts = self.starts(class).to_vec();
+        let starts = self.starts(class);
         let movable = |t: Temp| {
             self.def_block.get(t.index()) == Some(&b.0)
                 && !self.lv.live_out[b.index()].contains(t)
@@ -954,7 +955,7 @@ impl<'f> Assigner<'f> {
                 && !self.away.iter().any(|a| a.0 == t)
         };
         let mut best: Option<(usize, u32)> = None;
-        for &u in &starts {
+        for &u in starts.iter() {
             let span = Span::of(PhysReg::new(class.file, u), class.size);
             if blocked.iter().any(|x| x.overlaps(span))
                 || self
@@ -1026,14 +1027,11 @@ impl<'f> Assigner<'f> {
     /// next to a member already placed, or at its offset of a free aligned block (the affinity
     /// of ir3's merge sets, taken greedily).
     fn vector_hint(&mut self, t: Temp, blocked: &[Span]) -> Option<PhysReg> {
-        let VectorUse {
-            members,
-            size: total,
-            align,
-        } = self.vectors.get(&t)?.clone();
+        let vector = self.vectors.get(t.index())?.clone()?;
+        let (members, total, align) = (&vector.members, vector.size, vector.align);
         let file = self.temps[t.index()].file;
         let off = members.iter().find(|m| m.0 == t)?.1;
-        for &(m, o) in &members {
+        for &(m, o) in members {
             if m != t
                 && let Some(h) = self.place[m.index()]
                 && h.unit() >= o
@@ -1055,7 +1053,7 @@ impl<'f> Assigner<'f> {
     /// The home of a phi that reads `t`, if one is assigned (a loop-header phi reading a value
     /// of the loop body): taking it saves the copy on the back edge.
     fn phi_hint(&self, t: Temp) -> Option<PhysReg> {
-        let uses = self.phi_uses.get(&t)?;
+        let uses = self.phi_uses.get(t.index())?;
         uses.iter().find_map(|&(s, _)| {
             self.func
                 .block(s)
@@ -1404,7 +1402,7 @@ struct VectorUse {
 }
 
 /// Records the vector operands of `inst` for each member temp not yet recorded.
-fn vector_members(func: &Function, inst: &Inst, vectors: &mut HashMap<Temp, VectorUse>) {
+fn vector_members(func: &Function, inst: &Inst, vectors: &mut [Option<Rc<VectorUse>>]) {
     let ops = &inst.operands;
     // The parts of a `create_vector` are one vector too.
     let whole = inst.op == Opcode::CreateVector;
@@ -1439,12 +1437,15 @@ fn vector_members(func: &Function, inst: &Inst, vectors: &mut HashMap<Temp, Vect
         }
         let Some(file) = file else { continue };
         let align = func.target.default_align(file, off as u8).max(1) as u32;
+        let vector = Rc::new(VectorUse {
+            members: members.clone(),
+            size: off,
+            align,
+        });
         for &(t, _) in &members {
-            vectors.entry(t).or_insert_with(|| VectorUse {
-                members: members.clone(),
-                size: off,
-                align,
-            });
+            if let Some(slot @ None) = vectors.get_mut(t.index()) {
+                *slot = Some(vector.clone());
+            }
         }
     }
 }

@@ -212,7 +212,6 @@ pub fn allocate_with_input(
     // assign again.
     for attempt in 0.. {
         let mut work = original.clone();
-        let mut checked = original.clone();
         let cfg = Cfg::compute(&work).map_err(structure)?;
         let mut lv = compute_liveness(&mut work, &cfg);
         if attempt == 0 {
@@ -220,6 +219,8 @@ pub fn allocate_with_input(
         }
         let t0 = Instant::now();
         let mut versions = None;
+        // After spilling, the input the checker compares with (its edges split the same way).
+        let mut checked_input = None;
         let mut cfg = cfg;
         if (0..limits.len()).any(|f| lv.max.0[f] > budget[f] as i32) {
             let (s, v) =
@@ -236,6 +237,7 @@ pub fn allocate_with_input(
             // Phis the spiller made may sit on edges that need splitting; the checker's copy of
             // the input gets the same blocks.
             let splits = split_critical_edges(&mut work)?;
+            let mut checked = original.clone();
             for &(p, s) in &splits {
                 let c = Cfg::compute(&checked).map_err(structure)?;
                 kiln_ir::layout::split_edge(&mut checked, &c, p, s).map_err(|m| {
@@ -247,6 +249,7 @@ pub fn allocate_with_input(
                 })?;
             }
             stats.split_edges += splits.len() as u32;
+            checked_input = Some(checked);
             // The spiller's phis in blocks of one predecessor become moves of the values
             // they copy (the checker sees the program before spilling).
             prepare(&mut work, Opcode::ParallelCopy)?;
@@ -287,7 +290,7 @@ pub fn allocate_with_input(
                 print_function(&out)
             );
         }
-        let ssa = if versions.is_some() { checked } else { work };
+        let ssa = checked_input.unwrap_or(work);
         if options.check || verify {
             let t2 = Instant::now();
             checker::check(&ssa, &out).map_err(RaError::Check)?;
