@@ -47,13 +47,16 @@ pub struct AssignStats {
 /// Assigns registers to the SSA function `func` (liveness `lv` computed on it, kill flags set),
 /// using at most `limit[f]` units of file `f`, and returns the allocated function.
 /// On failure, the error and the register file that ran out, if one did.
+/// `preferred`, from another allocator (graph colouring), is tried first for every value.
 pub fn assign(
     func: &Function,
     cfg: &Cfg,
     lv: &Liveness,
     limit: &[u32],
+    preferred: Option<Vec<Option<PhysReg>>>,
 ) -> Result<(Function, AssignStats), (RaError, Option<FileId>)> {
     let mut a = Assigner::new(func, cfg, lv, limit);
+    a.preferred = preferred;
     let mut blocks = Vec::with_capacity(func.blocks.len());
     for b in func.block_ids() {
         blocks.push(a.block(b).map_err(|e| (e, a.full))?);
@@ -103,6 +106,8 @@ struct Assigner<'f> {
     phi_uses: Vec<Vec<(Block, bool)>>,
     /// Temps made for constant vector operands, and the constants.
     consts: Vec<(Temp, Operand)>,
+    /// Homes another allocator chose, tried first.
+    preferred: Option<Vec<Option<PhysReg>>>,
     /// Values moved away from their homes until a vector in the way dies, with their homes.
     away: Vec<(Temp, PhysReg)>,
     /// The file in which the last search for a free register failed.
@@ -204,6 +209,7 @@ impl<'f> Assigner<'f> {
             consts: Vec::new(),
             full: None,
             away: Vec::new(),
+            preferred: None,
             stats: AssignStats::default(),
         }
     }
@@ -526,11 +532,12 @@ impl<'f> Assigner<'f> {
                 }
             }
         }
-        let hint = phi
-            .operands
-            .iter()
-            .filter_map(|o| o.temp_id())
-            .find_map(|o| self.home[o.index()]);
+        let hint = self.preferred_home(t).or_else(|| {
+            phi.operands
+                .iter()
+                .filter_map(|o| o.temp_id())
+                .find_map(|o| self.home[o.index()])
+        });
         let reg = self
             .pick(class, hint, &blocked)
             .ok_or_else(|| RaError::NoRegister {
@@ -804,6 +811,7 @@ impl<'f> Assigner<'f> {
                 None => {
                     let hint = self
                         .copy_hint(inst, j, &new)
+                        .or_else(|| self.preferred_home(t))
                         .or_else(|| self.phi_hint(t))
                         .or_else(|| self.vector_hint(t, &hb));
                     let r = match self.pick(class, hint, &hb) {
@@ -1048,6 +1056,11 @@ impl<'f> Assigner<'f> {
         };
         let base = self.pick(class, None, blocked)?;
         PhysReg::try_new(file, base.unit() + off)
+    }
+
+    /// The home another allocator chose for `t`, if any.
+    fn preferred_home(&self, t: Temp) -> Option<PhysReg> {
+        self.preferred.as_ref()?.get(t.index()).copied().flatten()
     }
 
     /// The home of a phi that reads `t`, if one is assigned (a loop-header phi reading a value

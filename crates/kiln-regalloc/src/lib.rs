@@ -7,6 +7,7 @@
 
 pub mod assign;
 pub mod checker;
+pub mod graph;
 pub mod parallel_copy;
 pub mod regset;
 pub mod spill;
@@ -24,6 +25,9 @@ pub enum Allocator {
     /// Spilling to the budget, then SSA-based assignment in dominance order ([`assign`]).
     #[default]
     Ssa,
+    /// Spilling to the budget, then seed 002's class-based graph colouring ([`graph`]), whose
+    /// colours the assignment takes as homes wherever constraints allow.
+    Graph,
 }
 
 impl std::str::FromStr for Allocator {
@@ -31,7 +35,8 @@ impl std::str::FromStr for Allocator {
     fn from_str(s: &str) -> Result<Allocator, String> {
         match s {
             "ssa" => Ok(Allocator::Ssa),
-            _ => Err(format!("unknown allocator `{s}` (known: ssa)")),
+            "graph" => Ok(Allocator::Graph),
+            _ => Err(format!("unknown allocator `{s}` (known: ssa, graph)")),
         }
     }
 }
@@ -101,6 +106,8 @@ pub struct RaStats {
     pub split_edges: u32,
     /// Times the assignment found no register and the spiller ran again with less.
     pub retries: u32,
+    /// Graph colouring: nodes that found no colour (the assignment chose for them).
+    pub uncoloured: u32,
     /// Per file: highest unit used + 1.
     pub registers_used: Vec<u32>,
     /// Per file: the maximum register demand before allocation (seed 000).
@@ -261,7 +268,12 @@ pub fn allocate_with_input(
         }
         stats.time_spill += t0.elapsed();
         let t1 = Instant::now();
-        let assigned = assign::assign(&work, &cfg, &lv, &limits);
+        let preferred = (options.allocator == Allocator::Graph).then(|| {
+            let (homes, s) = graph::colour(&work, &cfg, &lv, &limits);
+            stats.uncoloured = s.uncoloured;
+            homes
+        });
+        let assigned = assign::assign(&work, &cfg, &lv, &limits, preferred);
         stats.time_assign += t1.elapsed();
         let (mut out, a) = match assigned {
             Ok(r) => r,

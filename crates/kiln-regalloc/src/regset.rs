@@ -97,6 +97,11 @@ impl RegModel {
     }
 
     /// `p(B)`: how many registers class B has.
+    /// The allowed start units of a class, ascending.
+    pub fn starts(&self, c: ClassId) -> &[u32] {
+        &self.starts[c.0 as usize]
+    }
+
     pub fn p(&self, b: ClassId) -> u32 {
         self.starts[b.0 as usize].len() as u32
     }

@@ -303,3 +303,82 @@ fn many_small_programs() {
     eprintln!("{unproven} of 4,400 not proven by the checker (and agreeing)");
     assert!(unproven <= 40, "{unproven} not proven");
 }
+
+/// The graph-colouring allocator behind the same interface: every allocation checked and run
+/// against the SSA program, at a full and a spilling budget.
+#[test]
+fn graph_allocator_programs_agree() {
+    let mut failures = Vec::new();
+    let mut unproven = 0;
+    for seed in 0..400u64 {
+        let cfg = if seed % 4 == 0 {
+            GenConfig::high_pressure(seed)
+        } else {
+            GenConfig {
+                size: 20 + (seed % 120) as usize,
+                ..GenConfig::new(seed)
+            }
+        };
+        let func = generate(&cfg);
+        let v = if seed % 2 == 0 { 256 } else { 16 };
+        let options = RaOptions {
+            allocator: kiln_regalloc::Allocator::Graph,
+            budget: vec![Some(v), Some(v / 2)],
+            check: true,
+        };
+        let mut alloc = func.clone();
+        match allocate(&mut alloc, &options) {
+            Ok(_) => {
+                let env = Env::for_function(&func, 16, seed);
+                if let Err(m) = compare(&func, &alloc, &env) {
+                    failures.push(format!("seed {seed}: {m}"));
+                }
+            }
+            Err(kiln_regalloc::RaError::Budget { .. }) => {}
+            Err(kiln_regalloc::RaError::Check(e)) => {
+                unproven_must_agree(seed, &func, &options, &e[0], &mut failures);
+                unproven += 1;
+            }
+            Err(e) => failures.push(format!("seed {seed}: {e}")),
+        }
+    }
+    assert!(failures.is_empty(), "{}", report(&failures, None));
+    assert!(unproven <= 8, "{unproven} not proven");
+}
+
+/// The colouring alone, against `kiln_analysis::Interference` (tested against the path
+/// oracle): no two interfering temps get overlapping colours, and with a roomy budget every
+/// node gets one.
+#[test]
+fn colouring_respects_interference() {
+    for seed in 0..150u64 {
+        let mut func = generate(&GenConfig {
+            size: 20 + (seed % 100) as usize,
+            ..GenConfig::new(seed)
+        });
+        let cfg = kiln_ir::Cfg::compute(&func).unwrap();
+        let lv = kiln_analysis::compute_liveness(&mut func, &cfg);
+        let (homes, stats) = kiln_regalloc::graph::colour(&func, &cfg, &lv, &[256, 104]);
+        assert_eq!(stats.uncoloured, 0, "seed {seed}");
+        let inter = kiln_analysis::Interference::new(&func, &cfg, &lv);
+        let temps: Vec<kiln_ir::Temp> = (0..func.temps.len())
+            .map(kiln_ir::Temp::new)
+            .filter(|t| homes[t.index()].is_some())
+            .collect();
+        for (i, &a) in temps.iter().enumerate() {
+            for &b in &temps[i + 1..] {
+                if !inter.interferes(&func, a, b) {
+                    continue;
+                }
+                let (ha, hb) = (homes[a.index()].unwrap(), homes[b.index()].unwrap());
+                let (sa, sb) = (func.class(a).size as u32, func.class(b).size as u32);
+                assert!(
+                    ha.file() != hb.file()
+                        || ha.unit() + sa <= hb.unit()
+                        || hb.unit() + sb <= ha.unit(),
+                    "seed {seed}: {a} and {b} interfere but share {ha:?}/{hb:?}"
+                );
+            }
+        }
+    }
+}
