@@ -1,4 +1,4 @@
-//! The whole corpus through the SSA allocator at two budgets of the generic target: every entry
+//! The whole corpus through both allocators at two budgets of the generic target: every entry
 //! point that lowers is allocated, the checker proves every allocation, and the allocated
 //! program run in SIMT mode agrees with the SSA program. Long: run in release,
 //! `cargo test --release --test regalloc_corpus -- --ignored`.
@@ -7,10 +7,10 @@ use kiln::cli::regalloc::{CorpusRegallocArgs, corpus_regalloc};
 use kiln_regalloc::Allocator;
 use std::path::PathBuf;
 
-fn run(budget: Option<&str>) {
+fn run(allocator: Allocator, budget: Option<&str>) {
     let args = CorpusRegallocArgs {
         dir: PathBuf::from("../shared/corpus"),
-        allocator: Allocator::Ssa,
+        allocator,
         budget: budget.map(str::to_string),
         no_opt: false,
         run: true,
@@ -26,11 +26,23 @@ fn run(budget: Option<&str>) {
 #[test]
 #[ignore = "whole corpus: run in release"]
 fn corpus_allocates_at_full_budget() {
-    run(Some("v=256,s=104"));
+    run(Allocator::Ssa, Some("v=256,s=104"));
 }
 
 #[test]
 #[ignore = "whole corpus: run in release"]
 fn corpus_allocates_at_tight_budget() {
-    run(Some("v=24,s=8"));
+    run(Allocator::Ssa, Some("v=24,s=8"));
+}
+
+#[test]
+#[ignore = "whole corpus: run in release"]
+fn corpus_colours_at_full_budget() {
+    run(Allocator::Graph, Some("v=256,s=104"));
+}
+
+#[test]
+#[ignore = "whole corpus: run in release"]
+fn corpus_colours_at_tight_budget() {
+    run(Allocator::Graph, Some("v=24,s=8"));
 }

@@ -11,6 +11,8 @@
 //!   sum below its class's p is trivially colourable and leaves the graph; the sums are kept
 //!   up to date as nodes leave, so simplify is linear in the edges. When none is left, the node
 //!   with the longest live range and most pressure is pushed optimistically.
+//! - **Coalescing** (conservative, Briggs): copy-related nodes that do not interfere merge when
+//!   the merged node stays trivially colourable by the pq test.
 //! - **Select**: nodes come back in reverse order and take the lowest start of their class that
 //!   no coloured neighbour overlaps — a copy partner's colour first (biased colouring of phi
 //!   operands and copies).
@@ -66,6 +68,8 @@ pub struct ColourStats {
     /// colour.
     pub optimistic: u32,
     pub uncoloured: u32,
+    /// Copy-related pairs merged by conservative coalescing.
+    pub coalesced: u32,
 }
 
 /// Colours the temps of `func` (liveness `lv`, kill flags set) within `limit[f]` units per
@@ -96,12 +100,21 @@ pub fn colour(
         .iter()
         .map(|&c| (!c.is_none()).then(|| model.class_id(c)))
         .collect();
-    let (adj, partners, length) = build(func, cfg, lv);
+    let (mut adj, partners, mut length) = build(func, cfg, lv);
+    let mut class = class;
     let mut stats = ColourStats {
         nodes: class.iter().filter(|c| c.is_some()).count() as u32,
         edges: adj.iter().map(|a| a.len() as u32).sum::<u32>() / 2,
         ..ColourStats::default()
     };
+    let rep = coalesce(
+        &mut model,
+        &mut class,
+        &mut adj,
+        &mut length,
+        &partners,
+        &mut stats,
+    );
     // Simplify: pressure[t] = Σ q(class t, class u) over neighbours u still in the graph.
     let mut pressure = vec![0u32; n];
     for t in 0..n {
@@ -123,7 +136,7 @@ pub fn colour(
     for &t in &ready {
         queued[t as usize] = true;
     }
-    let mut left = stats.nodes as usize;
+    let mut left = class.iter().filter(|c| c.is_some()).count();
     let mut heavy: Vec<u32> = (0..n as u32)
         .filter(|&t| class[t as usize].is_some())
         .collect();
@@ -180,7 +193,7 @@ pub fn colour(
         let biased = partners[t]
             .iter()
             .filter_map(|&(p, delta)| {
-                let h = home[p as usize]?;
+                let h = home[rep[p as usize] as usize]?;
                 PhysReg::try_new(h.file(), h.unit().checked_add_signed(delta)?)
                     .filter(|r| r.file() == c.file)
             })
@@ -193,7 +206,118 @@ pub fn colour(
         });
         stats.uncoloured += home[t].is_none() as u32;
     }
+    // Coalesced temps take their representative's colour.
+    for t in 0..n {
+        if rep[t] as usize != t {
+            home[t] = home[rep[t] as usize];
+        }
+    }
     (home, stats)
+}
+
+/// Conservative coalescing (Briggs et al. 1994, generalised to classes through the pq test as
+/// Runeson & Nyström do): two copy-related nodes of one class that do not interfere merge when
+/// the merged node is still trivially colourable, so coalescing never makes the graph harder
+/// to colour. Returns each temp's representative. Only same-unit copies merge (phi operands,
+/// `mov`, `parallel_copy`); parts of vectors keep their own nodes and are biased in select.
+fn coalesce(
+    model: &mut RegModel,
+    class: &mut [Option<ClassId>],
+    adj: &mut [Vec<u32>],
+    length: &mut [u32],
+    partners: &[Vec<(u32, i32)>],
+    stats: &mut ColourStats,
+) -> Vec<u32> {
+    let n = class.len();
+    let mut rep: Vec<u32> = (0..n as u32).collect();
+    fn find(rep: &mut [u32], mut x: u32) -> u32 {
+        while rep[x as usize] != x {
+            rep[x as usize] = rep[rep[x as usize] as usize];
+            x = rep[x as usize];
+        }
+        x
+    }
+    let mut pairs: Vec<(u32, u32)> = (0..n as u32)
+        .flat_map(|a| {
+            partners[a as usize]
+                .iter()
+                .filter(move |&&(b, delta)| delta == 0 && a < b)
+                .map(move |&(b, _)| (a, b))
+        })
+        .collect();
+    pairs.sort_unstable();
+    pairs.dedup();
+    for (a, b) in pairs {
+        let (ra, rb) = (find(&mut rep, a), find(&mut rep, b));
+        if ra == rb {
+            continue;
+        }
+        let (Some(ca), Some(cb)) = (class[ra as usize], class[rb as usize]) else {
+            continue;
+        };
+        if ca != cb || adj[ra as usize].binary_search(&rb).is_ok() {
+            continue;
+        }
+        let merged = merge_sorted(&adj[ra as usize], &adj[rb as usize]);
+        let sum: u32 = merged
+            .iter()
+            .filter_map(|&u| class[u as usize])
+            .map(|c| model.q(ca, c))
+            .sum();
+        if sum >= model.p(ca) {
+            continue;
+        }
+        for &u in &adj[rb as usize].clone() {
+            let list = &mut adj[u as usize];
+            if let Ok(i) = list.binary_search(&rb) {
+                list.remove(i);
+            }
+            if let Err(i) = list.binary_search(&ra) {
+                list.insert(i, ra);
+            }
+        }
+        adj[ra as usize] = merged;
+        adj[rb as usize].clear();
+        class[rb as usize] = None;
+        length[ra as usize] += length[rb as usize];
+        rep[rb as usize] = ra;
+        stats.coalesced += 1;
+    }
+    (0..n as u32).map(|t| find(&mut rep, t)).collect()
+}
+
+/// The union of two ascending lists.
+fn merge_sorted(a: &[u32], b: &[u32]) -> Vec<u32> {
+    let mut out = Vec::with_capacity(a.len() + b.len());
+    let (mut i, mut j) = (0, 0);
+    while i < a.len() || j < b.len() {
+        let x = match (a.get(i), b.get(j)) {
+            (Some(&x), Some(&y)) if x < y => {
+                i += 1;
+                x
+            }
+            (Some(&x), Some(&y)) if y < x => {
+                j += 1;
+                y
+            }
+            (Some(&x), Some(_)) => {
+                i += 1;
+                j += 1;
+                x
+            }
+            (Some(&x), None) => {
+                i += 1;
+                x
+            }
+            (None, Some(&y)) => {
+                j += 1;
+                y
+            }
+            (None, None) => break,
+        };
+        out.push(x);
+    }
+    out
 }
 
 /// Adjacency lists, copy partners (phi operands, copies) and live-range lengths (instructions
