@@ -100,7 +100,11 @@ pub fn colour(
         .iter()
         .map(|&c| (!c.is_none()).then(|| model.class_id(c)))
         .collect();
-    let (mut adj, partners, mut length) = build(func, cfg, lv);
+    let Graph {
+        mut adj,
+        partners,
+        mut length,
+    } = build(func, cfg, lv);
     let mut class = class;
     let mut stats = ColourStats {
         nodes: class.iter().filter(|c| c.is_some()).count() as u32,
@@ -320,13 +324,18 @@ fn merge_sorted(a: &[u32], b: &[u32]) -> Vec<u32> {
     out
 }
 
-/// Adjacency lists, copy partners (phi operands, copies) and live-range lengths (instructions
-/// a temp is live across) of every temp.
-fn build(
-    func: &Function,
-    cfg: &Cfg,
-    lv: &Liveness,
-) -> (Vec<Vec<u32>>, Vec<Vec<(u32, i32)>>, Vec<u32>) {
+/// The interference graph and what guides colouring.
+struct Graph {
+    /// Neighbours of every temp, ascending.
+    adj: Vec<Vec<u32>>,
+    /// Copy partners of every temp with the unit offset that makes the copy an identity.
+    partners: Vec<Vec<(u32, i32)>>,
+    /// Instructions every temp is live across.
+    length: Vec<u32>,
+}
+
+/// Builds the interference graph, copy partners and live-range lengths of every temp.
+fn build(func: &Function, cfg: &Cfg, lv: &Liveness) -> Graph {
     let n = func.temps.len();
     let file_of = |t: Temp| func.temps[t.index()].file;
     let mut edges: Vec<(u32, u32)> = Vec::new();
@@ -435,7 +444,11 @@ fn build(
         adj[a as usize].push(b);
         adj[b as usize].push(a);
     }
-    (adj, partners, length)
+    Graph {
+        adj,
+        partners,
+        length,
+    }
 }
 
 /// Copy partners of one instruction, with the unit offset that makes the copy an identity:
