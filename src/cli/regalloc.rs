@@ -271,6 +271,13 @@ pub fn corpus_regalloc(args: CorpusRegallocArgs) -> miette::Result<()> {
             "file {f}           {used} registers used in total, maximum demand {demand}; {above} shaders use more than their demand"
         );
     }
+    if args.allocator == Allocator::Graph {
+        println!(
+            "colouring        {} nodes uncoloured, {} colours refused by the assignment",
+            sum(&|s| s.uncoloured as u64),
+            sum(&|s| s.preferred_refused as u64)
+        );
+    }
     println!("time             {time:?} (spill + assign)");
     if let Some(path) = &args.tsv {
         let mut tsv = String::from(

@@ -42,6 +42,8 @@ pub struct AssignStats {
     pub parallel_copies: u32,
     /// Units moved by them.
     pub copied_units: u32,
+    /// Homes another allocator chose that the assignment could not take.
+    pub preferred_refused: u32,
 }
 
 /// Assigns registers to the SSA function `func` (liveness `lv` computed on it, kill flags set),
@@ -259,6 +261,9 @@ impl<'f> Assigner<'f> {
 
     fn set_home(&mut self, t: Temp, reg: PhysReg) {
         self.home[t.index()] = Some(reg);
+        if let Some(p) = self.preferred_home(t) {
+            self.stats.preferred_refused += (p != reg) as u32;
+        }
         let file = reg.file().index();
         if self.per_lane_file[file] {
             self.homed[file].push(t);
@@ -810,8 +815,8 @@ impl<'f> Assigner<'f> {
                 }
                 None => {
                     let hint = self
-                        .copy_hint(inst, j, &new)
-                        .or_else(|| self.preferred_home(t))
+                        .preferred_home(t)
+                        .or_else(|| self.copy_hint(inst, j, &new))
                         .or_else(|| self.phi_hint(t))
                         .or_else(|| self.vector_hint(t, &hb));
                     let r = match self.pick(class, hint, &hb) {

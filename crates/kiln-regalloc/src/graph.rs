@@ -221,8 +221,9 @@ pub fn colour(
 
 /// Conservative coalescing (Briggs et al. 1994, generalised to classes through the pq test as
 /// Runeson & Nyström do): two copy-related nodes of one class that do not interfere merge when
-/// the merged node is still trivially colourable, so coalescing never makes the graph harder
-/// to colour. Returns each temp's representative. Only same-unit copies merge (phi operands,
+/// the neighbours of the merged node that are not trivially colourable themselves block fewer
+/// than p of its registers, so simplify still removes it and coalescing never makes the graph
+/// harder to colour. Returns each temp's representative. Only same-unit copies merge (phi operands,
 /// `mov`, `parallel_copy`); parts of vectors keep their own nodes and are biased in select.
 fn coalesce(
     model: &mut RegModel,
@@ -251,6 +252,17 @@ fn coalesce(
         .collect();
     pairs.sort_unstable();
     pairs.dedup();
+    // Pressure of every node (Σ q over its neighbours), kept current as nodes merge.
+    let mut pressure: Vec<u32> = (0..n)
+        .map(|t| match class[t] {
+            Some(b) => adj[t]
+                .iter()
+                .filter_map(|&u| class[u as usize])
+                .map(|c| model.q(b, c))
+                .sum(),
+            None => 0,
+        })
+        .collect();
     for (a, b) in pairs {
         let (ra, rb) = (find(&mut rep, a), find(&mut rep, b));
         if ra == rb {
@@ -262,13 +274,17 @@ fn coalesce(
         if ca != cb || adj[ra as usize].binary_search(&rb).is_ok() {
             continue;
         }
+        // Briggs: only neighbours that are not trivially colourable themselves can stop the
+        // merged node from being coloured; they must block less than p of its registers.
         let merged = merge_sorted(&adj[ra as usize], &adj[rb as usize]);
-        let sum: u32 = merged
-            .iter()
-            .filter_map(|&u| class[u as usize])
-            .map(|c| model.q(ca, c))
-            .sum();
-        if sum >= model.p(ca) {
+        let mut significant = 0;
+        for &u in &merged {
+            let Some(c) = class[u as usize] else { continue };
+            if pressure[u as usize] >= model.p(c) {
+                significant += model.q(ca, c);
+            }
+        }
+        if significant >= model.p(ca) {
             continue;
         }
         for &u in &adj[rb as usize].clone() {
@@ -276,10 +292,20 @@ fn coalesce(
             if let Ok(i) = list.binary_search(&rb) {
                 list.remove(i);
             }
-            if let Err(i) = list.binary_search(&ra) {
-                list.insert(i, ra);
+            match list.binary_search(&ra) {
+                // A neighbour of both now sees one node where it saw two.
+                Ok(_) => {
+                    let cu = class[u as usize].expect("a neighbour in the graph");
+                    pressure[u as usize] -= model.q(cu, cb);
+                }
+                Err(i) => list.insert(i, ra),
             }
         }
+        pressure[ra as usize] = merged
+            .iter()
+            .filter_map(|&u| class[u as usize])
+            .map(|c| model.q(ca, c))
+            .sum();
         adj[ra as usize] = merged;
         adj[rb as usize].clear();
         class[rb as usize] = None;

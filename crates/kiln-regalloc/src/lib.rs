@@ -106,8 +106,10 @@ pub struct RaStats {
     pub split_edges: u32,
     /// Times the assignment found no register and the spiller ran again with less.
     pub retries: u32,
-    /// Graph colouring: nodes that found no colour (the assignment chose for them).
+    /// Graph colouring: nodes that found no colour, and colours the assignment could not
+    /// take (it chose for them).
     pub uncoloured: u32,
+    pub preferred_refused: u32,
     /// Per file: highest unit used + 1.
     pub registers_used: Vec<u32>,
     /// Per file: the maximum register demand before allocation (seed 000).
@@ -292,6 +294,7 @@ pub fn allocate_with_input(
         };
         stats.parallel_copies = a.parallel_copies;
         stats.copied_units = a.copied_units;
+        stats.preferred_refused = a.preferred_refused;
         // Copies made by the spiller carry the name of the value they copy.
         if let Some(v) = &versions {
             rename_versions(&mut out, v);
