@@ -122,10 +122,18 @@ impl Op {
 
 /// The vc4 opcodes, in the order of [`Op`].
 pub static VC4_OPS: [TargetOpInfo; 32] = [
-    alu_op(binary("qpu_fadd", true), "add", |a| add(AddOp::Fadd, a[0], a[1])),
-    alu_op(binary("qpu_fsub", false), "add", |a| add(AddOp::Fsub, a[0], a[1])),
-    alu_op(binary("qpu_fmin", false), "add", |a| add(AddOp::Fmin, a[0], a[1])),
-    alu_op(binary("qpu_fmax", false), "add", |a| add(AddOp::Fmax, a[0], a[1])),
+    alu_op(binary("qpu_fadd", true), "add", |a| {
+        add(AddOp::Fadd, a[0], a[1])
+    }),
+    alu_op(binary("qpu_fsub", false), "add", |a| {
+        add(AddOp::Fsub, a[0], a[1])
+    }),
+    alu_op(binary("qpu_fmin", false), "add", |a| {
+        add(AddOp::Fmin, a[0], a[1])
+    }),
+    alu_op(binary("qpu_fmax", false), "add", |a| {
+        add(AddOp::Fmax, a[0], a[1])
+    }),
     alu_op(binary("qpu_fminabs", false), "add", |a| {
         add(AddOp::Fminabs, a[0], a[1])
     }),
@@ -134,17 +142,39 @@ pub static VC4_OPS: [TargetOpInfo; 32] = [
     }),
     alu_op(unary("qpu_ftoi"), "add", |a| add(AddOp::Ftoi, a[0], 0)),
     alu_op(unary("qpu_itof"), "add", |a| add(AddOp::Itof, a[0], 0)),
-    alu_op(binary("qpu_add", true), "add", |a| add(AddOp::Add, a[0], a[1])),
-    alu_op(binary("qpu_sub", false), "add", |a| add(AddOp::Sub, a[0], a[1])),
-    alu_op(binary("qpu_shr", false), "add", |a| add(AddOp::Shr, a[0], a[1])),
-    alu_op(binary("qpu_asr", false), "add", |a| add(AddOp::Asr, a[0], a[1])),
-    alu_op(binary("qpu_ror", false), "add", |a| add(AddOp::Ror, a[0], a[1])),
-    alu_op(binary("qpu_shl", false), "add", |a| add(AddOp::Shl, a[0], a[1])),
-    alu_op(binary("qpu_min", true), "add", |a| add(AddOp::Min, a[0], a[1])),
-    alu_op(binary("qpu_max", true), "add", |a| add(AddOp::Max, a[0], a[1])),
-    alu_op(binary("qpu_and", true), "add", |a| add(AddOp::And, a[0], a[1])),
-    alu_op(binary("qpu_or", true), "add", |a| add(AddOp::Or, a[0], a[1])),
-    alu_op(binary("qpu_xor", true), "add", |a| add(AddOp::Xor, a[0], a[1])),
+    alu_op(binary("qpu_add", true), "add", |a| {
+        add(AddOp::Add, a[0], a[1])
+    }),
+    alu_op(binary("qpu_sub", false), "add", |a| {
+        add(AddOp::Sub, a[0], a[1])
+    }),
+    alu_op(binary("qpu_shr", false), "add", |a| {
+        add(AddOp::Shr, a[0], a[1])
+    }),
+    alu_op(binary("qpu_asr", false), "add", |a| {
+        add(AddOp::Asr, a[0], a[1])
+    }),
+    alu_op(binary("qpu_ror", false), "add", |a| {
+        add(AddOp::Ror, a[0], a[1])
+    }),
+    alu_op(binary("qpu_shl", false), "add", |a| {
+        add(AddOp::Shl, a[0], a[1])
+    }),
+    alu_op(binary("qpu_min", true), "add", |a| {
+        add(AddOp::Min, a[0], a[1])
+    }),
+    alu_op(binary("qpu_max", true), "add", |a| {
+        add(AddOp::Max, a[0], a[1])
+    }),
+    alu_op(binary("qpu_and", true), "add", |a| {
+        add(AddOp::And, a[0], a[1])
+    }),
+    alu_op(binary("qpu_or", true), "add", |a| {
+        add(AddOp::Or, a[0], a[1])
+    }),
+    alu_op(binary("qpu_xor", true), "add", |a| {
+        add(AddOp::Xor, a[0], a[1])
+    }),
     alu_op(unary("qpu_not"), "add", |a| add(AddOp::Not, a[0], 0)),
     alu_op(unary("qpu_clz"), "add", |a| add(AddOp::Clz, a[0], 0)),
     alu_op(binary("qpu_v8adds", true), "add", |a| {
@@ -153,13 +183,21 @@ pub static VC4_OPS: [TargetOpInfo; 32] = [
     alu_op(binary("qpu_v8subs", false), "add", |a| {
         add(AddOp::V8subs, a[0], a[1])
     }),
-    alu_op(binary("qpu_fmul", true), "mul", |a| mul(MulOp::Fmul, a[0], a[1])),
-    alu_op(binary("qpu_mul24", true), "mul", |a| mul(MulOp::Mul24, a[0], a[1])),
+    alu_op(binary("qpu_fmul", true), "mul", |a| {
+        mul(MulOp::Fmul, a[0], a[1])
+    }),
+    alu_op(binary("qpu_mul24", true), "mul", |a| {
+        mul(MulOp::Mul24, a[0], a[1])
+    }),
     alu_op(binary("qpu_v8muld", true), "mul", |a| {
         mul(MulOp::V8muld, a[0], a[1])
     }),
-    alu_op(binary("qpu_v8min", true), "mul", |a| mul(MulOp::V8min, a[0], a[1])),
-    alu_op(binary("qpu_v8max", true), "mul", |a| mul(MulOp::V8max, a[0], a[1])),
+    alu_op(binary("qpu_v8min", true), "mul", |a| {
+        mul(MulOp::V8min, a[0], a[1])
+    }),
+    alu_op(binary("qpu_v8max", true), "mul", |a| {
+        mul(MulOp::V8max, a[0], a[1])
+    }),
     sfu_op("qpu_recip", |a| sfu::sfu(waddr::SFU_RECIP, a[0])),
     sfu_op("qpu_recipsqrt", |a| sfu::sfu(waddr::SFU_RECIPSQRT, a[0])),
     sfu_op("qpu_exp2", |a| sfu::sfu(waddr::SFU_EXP, a[0])),
@@ -232,7 +270,10 @@ mod tests {
         let ev = |op: Op, a: &[u32]| (VC4_OPS[op as usize].eval.unwrap())(a);
         // 1 + 2^-24 rounds to nearest even (1.0) in IEEE; the QPU truncates too.
         assert_eq!(ev(Op::Fadd, &[f(1.0), f(1.0 + f32::EPSILON)]), f(2.0));
-        assert_eq!(ev(Op::Fadd, &[f(1.0), f(-(1.0 + 3.0 * f32::EPSILON / 4.0))]), 0);
+        assert_eq!(
+            ev(Op::Fadd, &[f(1.0), f(-(1.0 + 3.0 * f32::EPSILON / 4.0))]),
+            0
+        );
         assert_eq!(ev(Op::Fmul, &[f(1e-20), f(1e-20)]), 0);
         assert_eq!(ev(Op::Ftoi, &[f(3e9)]), 0);
         assert_eq!(ev(Op::Ftoi, &[f(-2.7)]), -2i32 as u32);

@@ -73,21 +73,59 @@ fn same_number(a: u32, b: u32) -> bool {
 }
 fn rel_err(got: u32, want: u32) -> f64 {
     let (g, w) = (f(got) as f64, f(want) as f64);
-    if g == w {
-        0.0
-    } else {
-        ((g - w) / w).abs()
-    }
+    if g == w { 0.0 } else { ((g - w) / w).abs() }
 }
 
 fn special_floats() -> Vec<u32> {
     let mut v: Vec<f32> = vec![
-        0.0, -0.0, 1.0, -1.0, 0.5, -0.5, 1.5, -1.5, 2.5, -2.5, 3.5, 0.49999997, -0.49999997,
-        0.99999994, -0.99999994, 1e-40, -1e-40, 1e-45, f32::MIN_POSITIVE, -f32::MIN_POSITIVE,
-        f32::MAX, f32::MIN, f32::INFINITY, f32::NEG_INFINITY, f32::NAN, 8388608.0, 8388609.0,
-        -8388609.0, 16777217.0, 2147483520.0, 2147483648.0, -2147483648.0, -2147483904.0,
-        4294967296.0, 1e10, -1e10, 1e-10, -1e-10, 0.1, -0.1, 3.0, 7.0, 100.25, -100.75,
-        std::f32::consts::PI, 1e30, -1e30, 1e-30,
+        0.0,
+        -0.0,
+        1.0,
+        -1.0,
+        0.5,
+        -0.5,
+        1.5,
+        -1.5,
+        2.5,
+        -2.5,
+        3.5,
+        0.49999997,
+        -0.49999997,
+        0.99999994,
+        -0.99999994,
+        1e-40,
+        -1e-40,
+        1e-45,
+        f32::MIN_POSITIVE,
+        -f32::MIN_POSITIVE,
+        f32::MAX,
+        f32::MIN,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        f32::NAN,
+        8388608.0,
+        8388609.0,
+        -8388609.0,
+        16777217.0,
+        2147483520.0,
+        2147483648.0,
+        -2147483648.0,
+        -2147483904.0,
+        4294967296.0,
+        1e10,
+        -1e10,
+        1e-10,
+        -1e-10,
+        0.1,
+        -0.1,
+        3.0,
+        7.0,
+        100.25,
+        -100.75,
+        std::f32::consts::PI,
+        1e30,
+        -1e30,
+        1e-30,
     ];
     v.extend([1e-38f32, 3e38]);
     v.into_iter().map(f32::to_bits).collect()
@@ -112,8 +150,25 @@ fn floats(rng: &mut Rng, n: usize) -> Vec<u32> {
 
 fn ints(rng: &mut Rng, n: usize) -> Vec<u32> {
     let mut v: Vec<u32> = vec![
-        0, 1, 2, 3, 23, 24, 31, 32, 33, 255, 0xff_ffff, 0x100_0000, 0x7fff_ffff, 0x8000_0000,
-        0x8000_0001, 0xffff_ffff, 0xffff_fffe, 0xff00_0000, 0x00ff_00ff,
+        0,
+        1,
+        2,
+        3,
+        23,
+        24,
+        31,
+        32,
+        33,
+        255,
+        0xff_ffff,
+        0x100_0000,
+        0x7fff_ffff,
+        0x8000_0000,
+        0x8000_0001,
+        0xffff_ffff,
+        0xffff_fffe,
+        0xff00_0000,
+        0x00ff_00ff,
     ];
     while v.len() < n {
         v.push(match rng.below(3) {
@@ -265,13 +320,19 @@ fn fadd_truncates() {
             } else if exact.abs() >= f32::MAX as f64 {
                 // ±MAX, or the float below when the f64 sum rounded a smaller operand away.
                 let below = f32::from_bits(f32::MAX.to_bits() - 1) as f64;
-                assert!(gf.abs() == f32::MAX as f64 || gf.abs() == below, "{op} {x:x?}");
+                assert!(
+                    gf.abs() == f32::MAX as f64 || gf.abs() == below,
+                    "{op} {x:x?}"
+                );
                 assert_eq!(gf.signum(), exact.signum(), "{op} {x:x?}");
             } else {
                 // Truncation: |g| ≤ |exact| and within one ulp of it.
                 let rounded = exact as f32;
                 if is_denormal(rounded.to_bits()) || exact.abs() < f32::MIN_POSITIVE as f64 {
-                    assert!(gf == 0.0 || gf.abs() >= f32::MIN_POSITIVE as f64, "{op} {x:x?}");
+                    assert!(
+                        gf == 0.0 || gf.abs() >= f32::MIN_POSITIVE as f64,
+                        "{op} {x:x?}"
+                    );
                     continue;
                 }
                 assert!(gf.abs() <= exact.abs(), "{op} {x:x?}: {gf} {exact}");
@@ -295,12 +356,22 @@ fn measure(op: Opcode, rows: &[Vec<u32>], ok: impl Fn(&[u32], u32) -> bool, boun
             assert!(f(g).is_nan(), "{op} {x:x?}: want NaN, got {}", f(g));
             0.0
         } else if f(w).is_infinite() || f(w) == 0.0 {
-            assert!(same_number(g, w), "{op} {x:x?}: want {}, got {}", f(w), f(g));
+            assert!(
+                same_number(g, w),
+                "{op} {x:x?}: want {}, got {}",
+                f(w),
+                f(g)
+            );
             0.0
         } else {
             rel_err(g, w)
         };
-        assert!(e <= bound, "{op} {x:x?}: want {}, got {}, error {e:e}", f(w), f(g));
+        assert!(
+            e <= bound,
+            "{op} {x:x?}: want {}, got {}, error {e:e}",
+            f(w),
+            f(g)
+        );
         worst = worst.max(e);
     }
     assert!(count > 100, "{op}: only {count} rows checked");
