@@ -393,8 +393,7 @@ pub fn select(func: &mut Function) -> Result<(), Unsupported> {
     Ok(())
 }
 
-/// The temps `select` created that nothing defines are [`RegClass::NONE`]; this counts the
-/// instructions of each opcode, for statistics and tests.
+/// Instructions per opcode name, for statistics and tests.
 pub fn opcode_counts(func: &Function) -> std::collections::BTreeMap<&'static str, usize> {
     let mut m = std::collections::BTreeMap::new();
     for inst in func.blocks.iter().flat_map(|b| &b.insts) {
