@@ -4,6 +4,8 @@
 //! See `docs/vc4.md` for the design and `../shared/vc4/README.md` for the ISA facts.
 
 pub mod isa;
+pub mod isel;
+pub mod ops;
 pub mod sim;
 pub mod target;
 pub mod words;

@@ -157,6 +157,10 @@ impl Target for Vc4Target {
     fn max_size(&self, _file: FileId) -> u8 {
         1
     }
+    /// The QPU's add, mul and SFU operations (`crate::ops`).
+    fn opcodes(&self) -> &'static [kiln_ir::TargetOpInfo] {
+        &crate::ops::VC4_OPS
+    }
 }
 
 #[cfg(test)]

@@ -1,0 +1,403 @@
+//! Instruction selection for the QPU: rewrites a function of generic ops (the front end's output
+//! after the middle end) into vc4 target opcodes (`crate::ops`) and retargets it to
+//! `vc4(threads=1)`, lowering what the QPU lacks the way Mesa's vc4 compiler does
+//! (`src/gallium/drivers/vc4/vc4_program.c`: `ntq_emit_alu`, `ntq_umul`, `ntq_rcp`, `ntq_rsq`,
+//! `ntq_ffloor`, `ntq_fceil`, `ntq_ffract`; NIR's `lower_fdiv`, `lower_fsqrt`, `lower_fpow`,
+//! `lower_ffma`).
+//!
+//! Not selected yet, and kept as generic ops: comparisons and `sel` (they become flag-setting
+//! ops and conditional writes once flags are modelled; the floor/ceil/fract/round/sqrt/sign
+//! lowerings use them for Mesa's conditional writes), `fddx`/`fddy` (mul-unit rotation), and
+//! the interface and copy instructions. Everything else the QPU cannot do is refused with
+//! `unsupported: …`, naming every feature the function needs, before anything changes.
+//!
+//! Every value becomes one unit of the vc4 file `q` (the generic target's per-lane file `v` and
+//! uniform file `s` both map onto it). An instruction that defined a uniform-file value gets
+//! the `.all_lanes` flag, as does everything its lowering emits, so the set of linear values —
+//! and with it liveness and the verifier's rules — stays what it was.
+
+use crate::ops::Op;
+use crate::target::Vc4Target;
+use kiln_ir::{Function, Inst, InstFlags, Lanes, Opcode, Operand, OperandFlags, RegClass, Value};
+use std::collections::BTreeSet;
+use std::fmt;
+
+/// What selection refuses: the features the function needs that the QPU (or kiln's vc4 back
+/// end so far) cannot do.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Unsupported(pub Vec<String>);
+
+impl fmt::Display for Unsupported {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "unsupported: {}", self.0.join(", "))
+    }
+}
+
+impl std::error::Error for Unsupported {}
+
+const SIGN: u32 = 0x8000_0000;
+
+fn fc(x: f32) -> Operand {
+    Operand::constant(x.to_bits())
+}
+
+fn ic(x: i32) -> Operand {
+    Operand::constant(x as u32)
+}
+
+/// Why `inst` cannot be selected, if it cannot.
+fn refusal(func: &Function, inst: &Inst) -> Option<String> {
+    use Opcode::*;
+    let vector = inst
+        .defs
+        .iter()
+        .map(|d| func.class(d.temp))
+        .chain(inst.operands.iter().filter_map(|o| match o.value {
+            Value::Temp(t) => Some(func.class(t)),
+            Value::Undef(c) => Some(c),
+            Value::Const(_) => None,
+        }))
+        .any(|c| c.size != 1);
+    Some(match inst.op {
+        TextureSample | TextureFetch => {
+            "texture sampling (the TMU interface is not lowered yet)".into()
+        }
+        Idiv | Udiv | Irem | Urem => format!("integer division ({})", inst.op),
+        Ibitcount | Ibitreverse | Ubfe | Ibfe | Bfi => format!("bit manipulation ({})", inst.op),
+        Fsin | Fcos => format!("trigonometry ({})", inst.op),
+        Fatan | Fatan2 | Fasin | Facos => format!("inverse trigonometry ({})", inst.op),
+        Target(t) => format!("another target's opcode ({})", t.info().info.name),
+        _ if vector => format!("vector values ({})", inst.op),
+        _ if inst.defs.iter().any(|d| d.fixed.is_some())
+            || inst.operands.iter().any(|o| o.fixed.is_some()) =>
+        {
+            "fixed registers".into()
+        }
+        _ => return None,
+    })
+}
+
+/// Emits the instructions of one lowering.
+struct Emitter<'a> {
+    func: &'a mut Function,
+    q1: RegClass,
+    flags: InstFlags,
+    out: Vec<Inst>,
+}
+
+impl Emitter<'_> {
+    fn push(&mut self, op: Opcode, args: &[Operand]) -> Operand {
+        let t = self.func.new_temp(self.q1);
+        let mut inst = Inst::new(op);
+        inst.flags = self.flags;
+        inst.defs.push(kiln_ir::Def::new(t));
+        // Kill flags belong to the instruction replaced; liveness writes new ones.
+        inst.operands.extend(args.iter().map(|o| Operand {
+            flags: OperandFlags::empty(),
+            ..*o
+        }));
+        self.out.push(inst);
+        Operand::temp(t)
+    }
+
+    fn q(&mut self, op: Op, args: &[Operand]) -> Operand {
+        self.push(op.opcode(), args)
+    }
+
+    fn g(&mut self, op: Opcode, args: &[Operand]) -> Operand {
+        self.push(op, args)
+    }
+
+    /// Mesa's `ntq_rcp`: the SFU reciprocal and one Newton–Raphson step, r·(2 − x·r).
+    fn rcp(&mut self, x: Operand) -> Operand {
+        let r = self.q(Op::Recip, &[x]);
+        let xr = self.q(Op::Fmul, &[x, r]);
+        let e = self.q(Op::Fsub, &[fc(2.0), xr]);
+        self.q(Op::Fmul, &[r, e])
+    }
+
+    /// Mesa's `ntq_rsq`: the SFU reciprocal square root and one Newton–Raphson step,
+    /// r·(1.5 − 0.5·x·r²), with x·r·r multiplied as (x·r)·r: Mesa's x·(r·r) flushes r² to 0
+    /// for x > 2^126 (and overflows it for x < 2^-128), leaving 1.5·r.
+    fn rsq(&mut self, x: Operand) -> Operand {
+        let r = self.q(Op::Recipsqrt, &[x]);
+        let xr = self.q(Op::Fmul, &[x, r]);
+        let xrr = self.q(Op::Fmul, &[xr, r]);
+        let h = self.q(Op::Fmul, &[fc(0.5), xrr]);
+        let e = self.q(Op::Fsub, &[fc(1.5), h]);
+        self.q(Op::Fmul, &[r, e])
+    }
+
+    /// Mesa's `ntq_umul`: the low 32 bits of a·b from three 24-bit multiplies.
+    fn umul(&mut self, a: Operand, b: Operand) -> Operand {
+        let a_hi = self.q(Op::Shr, &[a, ic(24)]);
+        let b_hi = self.q(Op::Shr, &[b, ic(24)]);
+        let hilo = self.q(Op::Mul24, &[a_hi, b]);
+        let lohi = self.q(Op::Mul24, &[a, b_hi]);
+        let lolo = self.q(Op::Mul24, &[a, b]);
+        let mid = self.q(Op::Add, &[hilo, lohi]);
+        let mid = self.q(Op::Shl, &[mid, ic(24)]);
+        self.q(Op::Add, &[lolo, mid])
+    }
+
+    /// `itof(ftoi(x))`: x truncated toward zero (for |x| < 2^31; 0 outside and for NaN).
+    fn trunc(&mut self, x: Operand) -> Operand {
+        let i = self.q(Op::Ftoi, &[x]);
+        self.q(Op::Itof, &[i])
+    }
+
+    /// Lowers one instruction; `None` when it stays as it is.
+    fn lower(&mut self, inst: &Inst) -> Option<Operand> {
+        use Opcode::*;
+        let a = |k: usize| inst.operands[k];
+        let direct = |op: Opcode| -> Option<Op> {
+            Some(match op {
+                Iadd => Op::Add,
+                Isub => Op::Sub,
+                Iand => Op::And,
+                Ior => Op::Or,
+                Ixor => Op::Xor,
+                Inot => Op::Not,
+                Ishl => Op::Shl,
+                Ushr => Op::Shr,
+                Ishr => Op::Asr,
+                Imin => Op::Min,
+                Imax => Op::Max,
+                Iclz => Op::Clz,
+                Fadd => Op::Fadd,
+                Fsub => Op::Fsub,
+                Fmul => Op::Fmul,
+                Fmin => Op::Fmin,
+                Fmax => Op::Fmax,
+                Fexp2 => Op::Exp2,
+                Flog2 => Op::Log2,
+                I2f | U2f => Op::Itof,
+                F2i => Op::Ftoi,
+                _ => return None,
+            })
+        };
+        if let Some(op) = direct(inst.op) {
+            let args: Vec<Operand> = inst.operands.iter().copied().collect();
+            return Some(self.q(op, &args));
+        }
+        Some(match inst.op {
+            Ineg => self.q(Op::Sub, &[ic(0), a(0)]),
+            // Mesa: max(x, 0 - x).
+            Iabs => {
+                let n = self.q(Op::Sub, &[ic(0), a(0)]);
+                self.q(Op::Max, &[a(0), n])
+            }
+            // Unsigned order is signed order with the sign bits flipped.
+            Umin | Umax => {
+                let x = self.q(Op::Xor, &[a(0), Operand::constant(SIGN)]);
+                let y = self.q(Op::Xor, &[a(1), Operand::constant(SIGN)]);
+                let m = self.q(if inst.op == Umin { Op::Min } else { Op::Max }, &[x, y]);
+                self.q(Op::Xor, &[m, Operand::constant(SIGN)])
+            }
+            Imul => self.umul(a(0), a(1)),
+            // ctz x = 32 − clz(~x & (x − 1)) (32 for 0).
+            Ictz => {
+                let n = self.q(Op::Not, &[a(0)]);
+                let m = self.q(Op::Sub, &[a(0), ic(1)]);
+                let low = self.q(Op::And, &[n, m]);
+                let z = self.q(Op::Clz, &[low]);
+                self.q(Op::Sub, &[ic(32), z])
+            }
+            // NIR's lower_ffma: a separate multiply and add.
+            Ffma => {
+                let p = self.q(Op::Fmul, &[a(0), a(1)]);
+                self.q(Op::Fadd, &[p, a(2)])
+            }
+            // The sign bit, exactly (Mesa subtracts from 0, which loses −0).
+            Fneg => self.q(Op::Xor, &[a(0), Operand::constant(SIGN)]),
+            // Mesa: fmaxabs(x, x).
+            Fabs => self.q(Op::Fmaxabs, &[a(0), a(0)]),
+            Frcp => self.rcp(a(0)),
+            // NIR's lower_fdiv: a · rcp(b).
+            Fdiv => {
+                let r = self.rcp(a(1));
+                self.q(Op::Fmul, &[a(0), r])
+            }
+            Frsq => self.rsq(a(0)),
+            // x · rsq(x), and x itself where that is NaN (x = 0, ∞ or NaN), so that
+            // sqrt(±0) = ±0 and sqrt(∞) = ∞. (NIR's lower_fsqrt takes rcp(rsq(x)), which is
+            // NaN at 0 after the Newton–Raphson steps.)
+            Fsqrt => {
+                let r = self.rsq(a(0));
+                let y = self.q(Op::Fmul, &[a(0), r]);
+                let nan = self.g(Fne, &[y, y]);
+                self.g(Sel, &[nan, a(0), y])
+            }
+            // NIR's lower_fpow: exp2(log2(x) · y).
+            Fpow => {
+                let l = self.q(Op::Log2, &[a(0)]);
+                let p = self.q(Op::Fmul, &[l, a(1)]);
+                self.q(Op::Exp2, &[p])
+            }
+            Ftrunc => self.trunc(a(0)),
+            // Mesa's ntq_ffloor: trunc, minus 1 where that rounded a negative value up.
+            Ffloor => {
+                let t = self.trunc(a(0));
+                let d = self.q(Op::Fsub, &[a(0), t]);
+                let c = self.g(Flt, &[d, fc(0.0)]);
+                let m = self.q(Op::Fsub, &[t, fc(1.0)]);
+                self.g(Sel, &[c, m, t])
+            }
+            // Mesa's ntq_fceil: trunc, plus 1 where that rounded a positive value down.
+            Fceil => {
+                let t = self.trunc(a(0));
+                let d = self.q(Op::Fsub, &[t, a(0)]);
+                let c = self.g(Flt, &[d, fc(0.0)]);
+                let p = self.q(Op::Fadd, &[t, fc(1.0)]);
+                self.g(Sel, &[c, p, t])
+            }
+            // Mesa's ntq_ffract: x − trunc(x), plus 1 where negative.
+            Ffract => {
+                let t = self.trunc(a(0));
+                let d = self.q(Op::Fsub, &[a(0), t]);
+                let c = self.g(Flt, &[d, fc(0.0)]);
+                let p = self.q(Op::Fadd, &[d, fc(1.0)]);
+                self.g(Sel, &[c, p, d])
+            }
+            // Round half to even from the truncation i and the exact remainder d = x − i:
+            // step away from zero when |d| > 0.5, or |d| = 0.5 and i is odd.
+            Fround => {
+                let i = self.q(Op::Ftoi, &[a(0)]);
+                let t = self.q(Op::Itof, &[i]);
+                let d = self.q(Op::Fsub, &[a(0), t]);
+                let ad = self.q(Op::Fmaxabs, &[d, d]);
+                let more = self.g(Flt, &[fc(0.5), ad]);
+                let half = self.g(Feq, &[ad, fc(0.5)]);
+                let odd = self.q(Op::And, &[i, ic(1)]);
+                let odd = self.q(Op::Sub, &[ic(0), odd]);
+                let tie = self.q(Op::And, &[half, odd]);
+                let away = self.q(Op::Or, &[more, tie]);
+                let neg = self.g(Flt, &[d, fc(0.0)]);
+                let step = self.g(Sel, &[neg, ic(-1), ic(1)]);
+                let step = self.q(Op::And, &[away, step]);
+                let r = self.q(Op::Add, &[i, step]);
+                self.q(Op::Itof, &[r])
+            }
+            // Mesa's ntq_fsign as compare and select: 1, −1 or 0 (also for NaN).
+            Fsign => {
+                let pos = self.g(Flt, &[fc(0.0), a(0)]);
+                let neg = self.g(Flt, &[a(0), fc(0.0)]);
+                let n = self.g(Sel, &[neg, fc(-1.0), fc(0.0)]);
+                self.g(Sel, &[pos, fc(1.0), n])
+            }
+            // ftoi, clamped below at 0 (ftoi is signed).
+            F2u => {
+                let i = self.q(Op::Ftoi, &[a(0)]);
+                self.q(Op::Max, &[i, ic(0)])
+            }
+            _ => return None,
+        })
+    }
+}
+
+/// Selects vc4 opcodes for every generic op the QPU has, lowers those it lacks, and retargets
+/// `func` to `vc4(threads=1)`. On error `func` is unchanged.
+pub fn select(func: &mut Function) -> Result<(), Unsupported> {
+    let mut refused = BTreeSet::new();
+    if func.allocated {
+        refused.insert("an allocated function".to_string());
+    }
+    match func.target.name() {
+        "generic" | "vc4" => {}
+        other => {
+            refused.insert(format!("functions of target {other}"));
+        }
+    }
+    for inst in func.blocks.iter().flat_map(|b| &b.insts) {
+        if let Some(why) = refusal(func, inst) {
+            refused.insert(why);
+        }
+    }
+    if refused.iter().any(|r| r.starts_with("texture sampling")) {
+        // The texture result's split is part of the same missing interface.
+        refused.remove("vector values (split_vector)");
+    }
+    if !refused.is_empty() {
+        return Err(Unsupported(refused.into_iter().collect()));
+    }
+
+    let uniform_file: Vec<bool> = func
+        .target
+        .files()
+        .iter()
+        .map(|f| f.lanes == Lanes::Uniform)
+        .collect();
+    let was_uniform: Vec<bool> = func
+        .temps
+        .iter()
+        .map(|c| !c.is_none() && uniform_file.get(c.file.index()).copied().unwrap_or(false))
+        .collect();
+    let target = Vc4Target::arc(1);
+    let q1 = target.class(crate::target::Q, 1);
+    func.target = target;
+    for c in func.temps.iter_mut().filter(|c| !c.is_none()) {
+        *c = q1;
+    }
+
+    for b in 0..func.blocks.len() {
+        let insts = std::mem::take(&mut func.blocks[b].insts);
+        let mut out = Vec::with_capacity(insts.len());
+        for mut inst in insts {
+            for o in inst.operands.iter_mut() {
+                if let Value::Undef(_) = o.value {
+                    o.value = Value::Undef(q1);
+                }
+            }
+            let uniform = inst
+                .defs
+                .iter()
+                .any(|d| was_uniform.get(d.temp.index()).copied().unwrap_or(false));
+            if uniform {
+                inst.flags.all_lanes = true;
+            }
+            let mut e = Emitter {
+                func,
+                q1,
+                flags: inst.flags,
+                out: Vec::new(),
+            };
+            match e.lower(&inst) {
+                None => out.push(inst),
+                Some(result) => {
+                    let dst = inst.defs[0].temp;
+                    let mut seq = e.out;
+                    let last_def = seq.last().and_then(|i| i.defs.first()).map(|d| d.temp);
+                    match (result.value, last_def) {
+                        (Value::Temp(t), Some(l)) if t == l => {
+                            // The last instruction defines the result: give it `dst`.
+                            if let Some(d) = seq.last_mut().and_then(|i| i.defs.first_mut()) {
+                                d.temp = dst;
+                                d.dead = inst.defs[0].dead;
+                            }
+                            func.temps[t.index()] = RegClass::NONE;
+                        }
+                        _ => {
+                            let mut mov = Inst::new(Opcode::Mov);
+                            mov.flags = inst.flags;
+                            mov.defs.push(kiln_ir::Def::new(dst));
+                            mov.operands.push(result);
+                            seq.push(mov);
+                        }
+                    }
+                    out.extend(seq);
+                }
+            }
+        }
+        func.blocks[b].insts = out;
+    }
+    Ok(())
+}
+
+/// Instructions per opcode name, for statistics and tests.
+pub fn opcode_counts(func: &Function) -> std::collections::BTreeMap<&'static str, usize> {
+    let mut m = std::collections::BTreeMap::new();
+    for inst in func.blocks.iter().flat_map(|b| &b.insts) {
+        *m.entry(inst.op.name()).or_insert(0) += 1;
+    }
+    m
+}

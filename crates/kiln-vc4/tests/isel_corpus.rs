@@ -1,0 +1,118 @@
+//! Selection over the real corpus (`../shared/corpus`): every vertex and fragment entry point,
+//! lowered by the front end and optimised by the middle end as `kiln corpus regalloc` does, must
+//! select and verify on the vc4 target, or be refused with `unsupported: …`. Counts by reason
+//! are printed. Run with `cargo test --release -p kiln-vc4 --test isel_corpus -- --ignored
+//! --nocapture`.
+
+use kiln_analysis::Context;
+use kiln_front::corpus::shader_files;
+use kiln_front::{Source, entry_points, lower_entry_point, parse};
+use kiln_vc4::isel::select;
+use std::collections::BTreeMap;
+use std::path::Path;
+
+#[derive(Default)]
+struct Counts {
+    selected: usize,
+    refused: usize,
+    /// Per feature: entry points refused that need it.
+    reasons: BTreeMap<String, usize>,
+    /// Entry points that do not reach selection (front end or middle end errors).
+    skipped: usize,
+    /// Selected programs that run in the interpreter on ordinary inputs, before and after.
+    ran: usize,
+    /// ... whose outputs agree within a relative 1e-3 (or 1e-3 absolute near 0).
+    close: usize,
+}
+
+fn close(a: u32, b: u32) -> bool {
+    let (x, y) = (f32::from_bits(a), f32::from_bits(b));
+    a == b || (x.is_nan() && y.is_nan()) || (x - y).abs() <= 1e-3 * x.abs().max(y.abs()).max(1.0)
+}
+
+#[test]
+#[ignore]
+fn corpus_selects_or_is_refused() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/corpus");
+    let files = shader_files(&dir);
+    assert!(!files.is_empty(), "no shaders under {}", dir.display());
+    let mut c = Counts::default();
+    for path in &files {
+        let Ok(bytes) = std::fs::read(path) else {
+            continue;
+        };
+        let Ok(source) = Source::from_path(path, bytes) else {
+            continue;
+        };
+        let Ok(parsed) = parse(&source) else {
+            continue;
+        };
+        for (entry, stage) in entry_points(&parsed.module) {
+            let Ok(lowered) = lower_entry_point(&parsed, Some(stage), Some(&entry)) else {
+                c.skipped += 1;
+                continue;
+            };
+            let mut cx = Context::new(lowered.function);
+            if kiln_opt::optimize(&mut cx).is_err() {
+                c.skipped += 1;
+                continue;
+            }
+            let generic = cx.into_func();
+            let mut func = generic.clone();
+            match select(&mut func) {
+                Ok(()) => {
+                    if let Err(e) = kiln_ir::verify(&func) {
+                        panic!(
+                            "{}:{entry}: the selected function does not verify: {}",
+                            path.display(),
+                            e[0]
+                        );
+                    }
+                    c.selected += 1;
+                    let mut env = kiln_interp::Env::with_ordinary_values(&generic, 16);
+                    env.step_limit = 200_000;
+                    if let (Ok(w), Ok(g)) = (
+                        kiln_interp::run_ssa(&generic, &env),
+                        kiln_interp::run_ssa(&func, &env),
+                    ) {
+                        c.ran += 1;
+                        let agree = w.slots.iter().all(|(slot, lanes)| {
+                            lanes.iter().zip(&g.slots[slot]).all(|(a, b)| match (a, b) {
+                                (Some(a), Some(b)) => a.iter().zip(b).all(|(x, y)| match (x, y) {
+                                    (Some(x), Some(y)) => close(*x, *y),
+                                    _ => true,
+                                }),
+                                (None, None) => true,
+                                _ => false,
+                            })
+                        });
+                        c.close += agree as usize;
+                    }
+                }
+                Err(e) => {
+                    assert!(e.to_string().starts_with("unsupported: "));
+                    c.refused += 1;
+                    for r in e.0 {
+                        *c.reasons.entry(r).or_insert(0) += 1;
+                    }
+                }
+            }
+        }
+    }
+    eprintln!(
+        "{} files: {} entry points selected and verified, {} refused, {} not lowered or optimised",
+        files.len(),
+        c.selected,
+        c.refused,
+        c.skipped
+    );
+    eprintln!(
+        "selected programs run before and after: {}, outputs within 1e-3: {}",
+        c.ran, c.close
+    );
+    let mut reasons: Vec<_> = c.reasons.into_iter().collect();
+    reasons.sort_by_key(|r| std::cmp::Reverse(r.1));
+    for (r, n) in reasons {
+        eprintln!("  {n:6}  {r}");
+    }
+}
