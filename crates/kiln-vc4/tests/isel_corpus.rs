@@ -87,6 +87,9 @@ fn corpus_selects_or_is_refused() {
                             })
                         });
                         c.close += agree as usize;
+                        if !agree {
+                            eprintln!("differs beyond 1e-3: {}:{entry}", path.display());
+                        }
                     }
                 }
                 Err(e) => {
