@@ -148,11 +148,16 @@ fn mutate(alloc: &Function, rng: &mut Rng) -> Option<(String, Function)> {
     }
 }
 
-#[test]
-fn every_corruption_that_changes_the_output_is_caught() {
-    let mut rng = Rng::new(0xc4ec);
+/// Corrupts the allocations `allocate` makes of generated programs, 12 times each: every
+/// corruption that changes an output in the SIMT interpreter must fail the checker, given the
+/// SSA function the allocation is of. Returns (tried, changing an output, rejected).
+fn corruptions_caught(
+    rng: &mut Rng,
+    programs: impl Iterator<Item = (u64, Function)>,
+    allocate: impl Fn(u64, &Function) -> Option<(Function, Function)>,
+) -> (usize, usize, usize) {
     let (mut tried, mut meaningful, mut rejected) = (0, 0, 0);
-    for (seed, func) in programs(60) {
+    for (seed, func) in programs {
         let env = Env {
             step_limit: 20_000,
             ..Env::for_function(&func, 16, seed)
@@ -160,56 +165,11 @@ fn every_corruption_that_changes_the_output_is_caught() {
         if run_ssa(&func, &env).is_err() {
             continue;
         }
-        let alloc = reference_assignment(&func).unwrap();
-        for _ in 0..12 {
-            let Some((what, bad)) = mutate(&alloc, &mut rng) else {
-                continue;
-            };
-            tried += 1;
-            let verdict = check(&func, &bad);
-            rejected += verdict.is_err() as usize;
-            if let Err(m) = compare(&func, &bad, &env) {
-                meaningful += 1;
-                assert!(
-                    verdict.is_err(),
-                    "seed {seed}: {what} changes the output but passes the checker: {m}\n{}",
-                    print_function(&bad)
-                );
-            }
-        }
-    }
-    eprintln!(
-        "{tried} corruptions, {meaningful} change an output (all caught), {rejected} rejected in all"
-    );
-    assert!(meaningful > 60, "{meaningful}");
-}
-
-/// The same corruptions of the SSA allocator's allocations, at a full and a spilling budget
-/// (where reloads can also read the wrong slot): every one that changes an output is rejected.
-#[test]
-fn every_corruption_of_an_ssa_allocation_that_changes_the_output_is_caught() {
-    let mut rng = Rng::new(0x55a);
-    let (mut tried, mut meaningful, mut rejected) = (0, 0, 0);
-    for (seed, func) in programs(80) {
-        let env = Env {
-            step_limit: 20_000,
-            ..Env::for_function(&func, 16, seed)
-        };
-        if run_ssa(&func, &env).is_err() {
-            continue;
-        }
-        let budget = if seed % 2 == 0 { 256 } else { 16 };
-        let options = RaOptions {
-            budget: vec![Some(budget), Some(budget / 2)],
-            check: true,
-            ..RaOptions::default()
-        };
-        let mut alloc = func.clone();
-        let Ok((_, ssa)) = allocate_with_input(&mut alloc, &options) else {
+        let Some((ssa, alloc)) = allocate(seed, &func) else {
             continue;
         };
         for _ in 0..12 {
-            let Some((what, bad)) = mutate(&alloc, &mut rng) else {
+            let Some((what, bad)) = mutate(&alloc, rng) else {
                 continue;
             };
             tried += 1;
@@ -228,6 +188,32 @@ fn every_corruption_of_an_ssa_allocation_that_changes_the_output_is_caught() {
     eprintln!(
         "{tried} corruptions, {meaningful} change an output (all caught), {rejected} rejected in all"
     );
+    (tried, meaningful, rejected)
+}
+
+#[test]
+fn every_corruption_that_changes_the_output_is_caught() {
+    let (_, meaningful, _) = corruptions_caught(&mut Rng::new(0xc4ec), programs(60), |_, f| {
+        Some((f.clone(), reference_assignment(f).unwrap()))
+    });
+    assert!(meaningful > 60, "{meaningful}");
+}
+
+/// The same corruptions of the SSA allocator's allocations, at a full and a spilling budget
+/// (where reloads can also read the wrong slot): every one that changes an output is rejected.
+#[test]
+fn every_corruption_of_an_ssa_allocation_that_changes_the_output_is_caught() {
+    let (_, meaningful, _) = corruptions_caught(&mut Rng::new(0x55a), programs(80), |seed, f| {
+        let budget = if seed % 2 == 0 { 256 } else { 16 };
+        let options = RaOptions {
+            budget: vec![Some(budget), Some(budget / 2)],
+            check: true,
+            ..RaOptions::default()
+        };
+        let mut alloc = f.clone();
+        let (_, ssa) = allocate_with_input(&mut alloc, &options).ok()?;
+        Some((ssa, alloc))
+    });
     assert!(meaningful > 60, "{meaningful}");
 }
 
