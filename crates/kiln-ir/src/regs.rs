@@ -321,6 +321,14 @@ pub trait Target: fmt::Debug + Send + Sync {
         size.checked_next_power_of_two().unwrap_or(1)
     }
 
+    /// Graph colouring's pick among `free`, the starts (ascending, never empty) a value of
+    /// `class` may take that no neighbour blocks — Mesa's `ra_set_select_reg_callback`.
+    /// `cursor` is state the target keeps across one allocation's picks (round-robin
+    /// positions), zero at first. The default takes the lowest start.
+    fn select_register(&self, _class: RegClass, free: &[u32], _cursor: &mut [u32; 2]) -> u32 {
+        free[0]
+    }
+
     /// Looks a file up by name.
     fn file_by_name(&self, name: &str) -> Option<FileId> {
         self.files()

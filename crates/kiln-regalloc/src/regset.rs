@@ -97,6 +97,11 @@ impl RegModel {
     }
 
     /// `p(B)`: how many registers class B has.
+    /// The target the model describes.
+    pub fn target(&self) -> &dyn Target {
+        &*self.target
+    }
+
     /// The allowed start units of a class, ascending.
     pub fn starts(&self, c: ClassId) -> &[u32] {
         &self.starts[c.0 as usize]

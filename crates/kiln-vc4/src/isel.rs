@@ -390,6 +390,7 @@ pub fn select(func: &mut Function) -> Result<(), Unsupported> {
         }
         func.blocks[b].insts = out;
     }
+    crate::narrow::narrow_classes(func);
     Ok(())
 }
 

@@ -5,6 +5,7 @@
 
 pub mod isa;
 pub mod isel;
+pub mod narrow;
 pub mod ops;
 pub mod sim;
 pub mod target;
