@@ -379,6 +379,7 @@ fn graph_allocator_programs_agree_more() {
 /// node gets one.
 #[test]
 fn colouring_respects_interference() {
+    let (mut at_offset, mut george) = (0, 0);
     for seed in 0..150u64 {
         let mut func = generate(&GenConfig {
             size: 20 + (seed % 100) as usize,
@@ -386,9 +387,14 @@ fn colouring_respects_interference() {
         });
         let cfg = kiln_ir::Cfg::compute(&func).unwrap();
         let lv = kiln_analysis::compute_liveness(&mut func, &cfg);
+        // A roomy budget colours every node; a tight one (odd seeds) leaves some uncoloured
+        // and needs George's test where Briggs's refuses.
+        let budget: &[u32] = if seed % 2 == 0 { &[256, 104] } else { &[10, 5] };
         let kiln_regalloc::graph::Colouring { homes, stats, .. } =
-            kiln_regalloc::graph::colour(&func, &cfg, &lv, &[256, 104], &[]);
-        assert_eq!(stats.uncoloured, 0, "seed {seed}");
+            kiln_regalloc::graph::colour(&func, &cfg, &lv, budget, &[]);
+        assert!(seed % 2 == 1 || stats.uncoloured == 0, "seed {seed}");
+        at_offset += stats.coalesced_at_offset;
+        george += stats.coalesced_george;
         let inter = kiln_analysis::Interference::new(&func, &cfg, &lv);
         let temps: Vec<kiln_ir::Temp> = (0..func.temps.len())
             .map(kiln_ir::Temp::new)
@@ -410,4 +416,10 @@ fn colouring_respects_interference() {
             }
         }
     }
+    // Vector parts merged at their offsets (seed 001's compound values), and merges only
+    // George's test allowed, are among what this checks.
+    assert!(
+        at_offset > 100 && george > 0,
+        "{at_offset} at offsets, {george} by George"
+    );
 }

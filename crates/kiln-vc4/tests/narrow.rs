@@ -46,7 +46,10 @@ fn selected(files: usize) -> Vec<(String, Function)> {
 fn may_use_r4(func: &Function, t: Temp) -> bool {
     let target = func.target.clone();
     target
-        .check_reg(kiln_ir::PhysReg::new(kiln_vc4::target::Q, R4), func.class(t))
+        .check_reg(
+            kiln_ir::PhysReg::new(kiln_vc4::target::Q, R4),
+            func.class(t),
+        )
         .is_ok()
 }
 
@@ -72,7 +75,11 @@ fn r4_only_for_r4_writers_not_live_across_another() {
         // definition.
         let before = |t: Temp, w: Temp| {
             let ((bt, kt), (bw, kw)) = (def_at[t.index()], def_at[w.index()]);
-            if bt == bw { kt < kw } else { dom.dominates(bt, bw) }
+            if bt == bw {
+                kt < kw
+            } else {
+                dom.dominates(bt, bw)
+            }
         };
         let mut writers = Vec::new();
         for inst in func.blocks.iter().flat_map(|b| &b.insts) {
@@ -104,7 +111,10 @@ fn r4_only_for_r4_writers_not_live_across_another() {
             }
         }
     }
-    assert!(sfu > 0 && r4_values > 0, "{sfu} r4 writers, {r4_values} r4 values");
+    assert!(
+        sfu > 0 && r4_values > 0,
+        "{sfu} r4 writers, {r4_values} r4 values"
+    );
 }
 
 #[test]
@@ -136,5 +146,8 @@ fn graph_allocation_takes_r4_accumulators_and_both_files() {
     }
     // Mesa's pick: every SFU result that may stay in r4 does; short values use accumulators;
     // the rest spread over both files.
-    assert!(in_r4 > 0 && acc > 0 && a > 0 && b > 0, "{in_r4} {acc} {a} {b}");
+    assert!(
+        in_r4 > 0 && acc > 0 && a > 0 && b > 0,
+        "{in_r4} {acc} {a} {b}"
+    );
 }
