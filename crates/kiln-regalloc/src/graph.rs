@@ -6,16 +6,23 @@
 //! - **Graph**: one node per temp; an edge between two temps of a file where one is live right
 //!   after the other's definition (a backward walk of every block from its live-out set, so
 //!   building costs the sum of live values at every definition, never all pairs), plus seed
-//!   003's SIMT edges of values written in all lanes (`Interference`).
+//!   003's SIMT edges of values written in all lanes (`Interference`). Adjacency is sorted
+//!   lists (membership by binary search): memory is linear in the edges, where Mesa's
+//!   adjacency bitset would be quadratic in the nodes on the largest shaders.
+//! - **Coalescing** (conservative: Briggs's test, then George's, through the pq test) into
+//!   merge sets whose members sit at unit offsets (ir3's merge sets, seed 001's compound values):
+//!   copies and phi operands at offset 0, the parts of `create_vector` / `split_vector` at their
+//!   offsets, and the members of a vector operand in one set of the vector's class ([`Sets`]).
 //! - **Simplify** (Chaitin; Briggs's optimistic pushing): a node whose neighbours' q-values
-//!   sum below its class's p is trivially colourable and leaves the graph; the sums are kept
-//!   up to date as nodes leave, so simplify is linear in the edges. When none is left, the node
-//!   with the longest live range and most pressure is pushed optimistically.
-//! - **Coalescing** (conservative, Briggs): copy-related nodes that do not interfere merge when
-//!   the merged node stays trivially colourable by the pq test.
-//! - **Select**: nodes come back in reverse order and take the lowest start of their class that
-//!   no coloured neighbour overlaps — a copy partner's colour first (biased colouring of phi
-//!   operands and copies).
+//!   sum below its class's p is trivially colourable and leaves the graph, short live ranges
+//!   last so that they colour first (seed 002); the sums are kept up to date as nodes leave, so
+//!   simplify is linear in the edges. When none is left, the node of least spill cost
+//!   (Σ uses × 10^loop depth / degree) is pushed optimistically.
+//! - **Select**: nodes come back in reverse order and take a start no coloured neighbour of a
+//!   member overlaps: a copy partner's colour first (biased colouring), then the target's pick
+//!   (`Target::select_register`: the lowest, or Mesa vc4's r4 / accumulators / A–B order).
+//!   A node with no start left is an actual spill: the driver spills its members everywhere
+//!   (`crate::spill_everywhere`) and colours again.
 //!
 //! The colours become the homes the SSA assigner (`assign`) tries first; constraints it meets
 //! around an instruction, the SIMT rules of phi copies, and any node that found no colour are
@@ -29,7 +36,8 @@ use kiln_ir::{
 };
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
 
 /// A target's files cut to a budget, so that the register model counts only allowed starts.
 #[derive(Debug)]
@@ -63,6 +71,55 @@ impl Target for Budgeted {
     fn select_register(&self, class: RegClass, free: &[u32], cursor: &mut [u32; 2]) -> u32 {
         self.inner.select_register(class, free, cursor)
     }
+}
+
+/// The register model of `func`'s target cut to `limit`, from a cache shared by every
+/// colouring: its classes and q-values are computed once per target and budget (Mesa's
+/// `ra_set_finalize` runs once per compiler, `vc4_alloc_reg_set`).
+fn cached_model(func: &Function, limit: &[u32]) -> RegModel {
+    static MODELS: OnceLock<Mutex<HashMap<String, RegModel>>> = OnceLock::new();
+    let target = &func.target;
+    let key = format!("{}{:?}{limit:?}", target.name(), target.params());
+    let models = MODELS.get_or_init(Default::default);
+    if let Some(m) = models.lock().ok().and_then(|m| m.get(&key).cloned()) {
+        return m;
+    }
+    let budgeted = Arc::new(Budgeted {
+        inner: target.clone(),
+        files: target
+            .files()
+            .iter()
+            .enumerate()
+            .map(|(f, file)| RegFile {
+                units: limit.get(f).copied().unwrap_or(file.units).min(file.units),
+                ..file.clone()
+            })
+            .collect(),
+    });
+    let mut model = RegModel::new(budgeted);
+    // Every class of one unit and of the target's vector sizes, with every subset (vc4: its
+    // six, closed under intersection).
+    let mut classes = Vec::new();
+    for (f, _) in target.files().iter().enumerate() {
+        let file = FileId(f as u8);
+        for size in (1..=target.max_size(file)).filter(|s| s.is_power_of_two()) {
+            let plain = target.class(file, size);
+            classes.push(plain);
+            for (k, sub) in target.subsets().iter().enumerate() {
+                if sub.file == file {
+                    classes.push(RegClass {
+                        subset: Some(kiln_ir::SubsetId::new(k)),
+                        ..plain
+                    });
+                }
+            }
+        }
+    }
+    model.finalize(&classes);
+    if let Ok(mut m) = models.lock() {
+        m.insert(key, model.clone());
+    }
+    model
 }
 
 /// What the colouring did.
@@ -101,20 +158,7 @@ pub fn colour(
     limit: &[u32],
     unspillable: &[bool],
 ) -> Colouring {
-    let target = Arc::new(Budgeted {
-        inner: func.target.clone(),
-        files: func
-            .target
-            .files()
-            .iter()
-            .enumerate()
-            .map(|(f, file)| RegFile {
-                units: limit.get(f).copied().unwrap_or(file.units).min(file.units),
-                ..file.clone()
-            })
-            .collect(),
-    });
-    let mut model = RegModel::new(target);
+    let mut model = cached_model(func, limit);
     let graph = build(func, cfg, lv);
     let mut sets = Sets::new(func, &mut model, &graph);
     let mut stats = ColourStats {

@@ -24,7 +24,7 @@ use std::sync::Arc;
 pub struct ClassId(pub u32);
 
 /// ⟨Regs, Conflict, Classes⟩ for one target, with memoised q-values.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct RegModel {
     target: Arc<dyn Target>,
     classes: Vec<RegClass>,
