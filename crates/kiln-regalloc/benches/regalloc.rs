@@ -511,7 +511,6 @@ fn kiln_options(alloc: Alloc, v: u32, s: u32) -> RaOptions {
         },
         budget: vec![Some(v), Some(s)],
         check: false,
-        ..RaOptions::default()
     }
 }
 

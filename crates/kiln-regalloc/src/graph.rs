@@ -191,6 +191,8 @@ pub fn colour(
 /// units are free for others); simplify and the coalescing tests see one node per set whose
 /// neighbours block its whole span (conservative).
 struct Sets {
+    /// Temps of the function; ids from here on are vector operands.
+    temps: usize,
     /// Representative (set) of every temp; the representative's `offset` is 0.
     rep: Vec<u32>,
     /// Unit offset of every temp from its set's start.
@@ -241,17 +243,11 @@ impl Sets {
                 .collect()
         };
         Sets {
+            temps: n,
             rep: (0..total as u32).collect(),
             offset: vec![0; total],
-            members: (0..total as u32)
-                .map(|t| {
-                    if (t as usize) < n {
-                        vec![t]
-                    } else {
-                        Vec::new()
-                    }
-                })
-                .collect(),
+            // A vector operand's own id is a member of its set, so that `rep` finds it.
+            members: (0..total as u32).map(|t| vec![t]).collect(),
             class,
             adj: graph
                 .adj
@@ -348,10 +344,14 @@ impl Sets {
             if self.members_clash(func, graph, outer, inner, inner_at) {
                 continue;
             }
-            let merged = merge_sorted(&self.adj[outer as usize], &self.adj[inner as usize]);
+            let (adj_outer, adj_inner) = (self.neighbours(outer), self.neighbours(inner));
+            let merged: Vec<u32> = merge_sorted(&adj_outer, &adj_inner)
+                .into_iter()
+                .filter(|&u| u != outer && u != inner)
+                .collect();
             let briggs = {
                 let mut significant = 0;
-                for &u in merged.iter().filter(|&&u| u != outer && u != inner) {
+                for &u in &merged {
                     let Some(c) = self.class[u as usize] else {
                         continue;
                     };
@@ -364,9 +364,9 @@ impl Sets {
             // George: every neighbour of the inner set either already neighbours the outer one
             // or stays trivially colourable when it sees the outer set's class instead.
             let george = !briggs
-                && self.adj[inner as usize].iter().all(|&u| {
+                && adj_inner.iter().all(|&u| {
                     u == outer
-                        || self.adj[outer as usize].binary_search(&u).is_ok()
+                        || adj_outer.binary_search(&u).is_ok()
                         || self.class[u as usize].is_none_or(|c| {
                             self.pressure[u as usize] - model.q(c, ci) + model.q(c, co) < model.p(c)
                         })
@@ -374,15 +374,38 @@ impl Sets {
             if !briggs && !george {
                 continue;
             }
-            self.merge(model, outer, inner, inner_at, merged);
+            self.merge(
+                model,
+                (outer, inner, inner_at),
+                merged,
+                &adj_outer,
+                &adj_inner,
+            );
             stats.coalesced += 1;
             stats.coalesced_george += george as u32;
             stats.coalesced_at_offset += (delta != 0) as u32;
         }
-        // Vector operands no member joined are not nodes.
+        // Vector operands no temp joined are not nodes.
         for s in n as usize..self.class.len() {
-            if self.members[s].is_empty() {
+            if self.members[s].iter().all(|&m| m >= n) {
                 self.class[s] = None;
+            }
+        }
+        // Every list read through `rep` once more, and pressures from the exact lists.
+        for s in 0..self.class.len() as u32 {
+            self.adj[s as usize] = if self.class[s as usize].is_some() {
+                self.neighbours(s)
+            } else {
+                Vec::new()
+            };
+        }
+        for s in 0..self.class.len() {
+            if let Some(b) = self.class[s] {
+                self.pressure[s] = self.adj[s]
+                    .iter()
+                    .filter_map(|&u| self.class[u as usize])
+                    .map(|c| model.q(b, c))
+                    .sum();
             }
         }
     }
@@ -412,7 +435,7 @@ impl Sets {
             } else {
                 (outer, inner)
             };
-        self.members[small as usize].iter().any(|&m| {
+        self.temps_of(small).any(|m| {
             let (lo, hi) = place(m);
             graph.adj[m as usize].iter().any(|&u| {
                 self.rep[u as usize] == other && {
@@ -423,40 +446,28 @@ impl Sets {
         })
     }
 
-    /// Merges `inner` into `outer` at `inner_at`; `merged` is the union of their neighbours.
+    /// Merges `inner` into `outer` at `inner_at`; `merged` is the union of their neighbours
+    /// (`adj_outer`, `adj_inner`). Other sets' lists are left as they are — an entry naming
+    /// `inner` now stands for `outer` through `rep` — so a merge costs the two lists, not an
+    /// edit of every neighbour's list; only pressures change.
     fn merge(
         &mut self,
         model: &mut RegModel,
-        outer: u32,
-        inner: u32,
-        inner_at: u32,
+        (outer, inner, inner_at): (u32, u32, u32),
         merged: Vec<u32>,
+        adj_outer: &[u32],
+        adj_inner: &[u32],
     ) {
         let (co, ci) = (
             self.class[outer as usize].expect("a node"),
             self.class[inner as usize].expect("a node"),
         );
-        for u in std::mem::take(&mut self.adj[inner as usize]) {
-            if u == outer {
-                continue;
-            }
+        for &u in adj_inner.iter().filter(|&&u| u != outer) {
             let cu = self.class[u as usize].expect("a neighbour in the graph");
-            let list = &mut self.adj[u as usize];
-            if let Ok(i) = list.binary_search(&inner) {
-                list.remove(i);
-            }
             self.pressure[u as usize] -= model.q(cu, ci);
-            if let Err(i) = list.binary_search(&outer) {
-                list.insert(i, outer);
+            if adj_outer.binary_search(&u).is_err() {
                 self.pressure[u as usize] += model.q(cu, co);
             }
-        }
-        let merged: Vec<u32> = merged
-            .into_iter()
-            .filter(|&u| u != outer && u != inner)
-            .collect();
-        if let Ok(i) = self.adj[outer as usize].binary_search(&inner) {
-            self.adj[outer as usize].remove(i);
         }
         self.pressure[outer as usize] = merged
             .iter()
@@ -464,6 +475,7 @@ impl Sets {
             .map(|c| model.q(co, c))
             .sum();
         self.adj[outer as usize] = merged;
+        self.adj[inner as usize] = Vec::new();
         let moved = std::mem::take(&mut self.members[inner as usize]);
         for &m in &moved {
             self.rep[m as usize] = outer;
@@ -473,6 +485,29 @@ impl Sets {
         self.class[inner as usize] = None;
         self.length[outer as usize] += self.length[inner as usize];
         self.weight[outer as usize] += self.weight[inner as usize];
+    }
+
+    /// The temps of set `s` (its members but vector operands' own ids).
+    fn temps_of(&self, s: u32) -> impl Iterator<Item = u32> + '_ {
+        self.members[s as usize]
+            .iter()
+            .copied()
+            .filter(|&m| (m as usize) < self.temps)
+    }
+
+    /// The sets next to set `s`, ascending: its list read through `rep`.
+    fn neighbours(&self, s: u32) -> Vec<u32> {
+        let mut out: Vec<u32> = self.adj[s as usize]
+            .iter()
+            .map(|&u| self.rep[u as usize])
+            .filter(|&u| u != s && self.class[u as usize].is_some())
+            .collect();
+        // Most lists name no merged set and stay sorted.
+        if !out.is_sorted_by(|a, b| a < b) {
+            out.sort_unstable();
+            out.dedup();
+        }
+        out
     }
 
     /// Simplify (Chaitin, with Briggs's optimistic pushing): trivially colourable sets leave
@@ -506,9 +541,9 @@ impl Sets {
         let mut by_cost: BinaryHeap<(Reverse<Cost>, u32)> = nodes
             .iter()
             .map(|&t| {
-                let fixed = self.members[t as usize]
-                    .iter()
-                    .all(|&m| unspillable.get(m as usize).copied().unwrap_or(false));
+                let fixed = self
+                    .temps_of(t)
+                    .all(|m| unspillable.get(m as usize).copied().unwrap_or(false));
                 let degree = self.adj[t as usize].len().max(1) as f64;
                 let cost = if fixed {
                     f64::INFINITY
@@ -580,7 +615,7 @@ impl Sets {
             let units = model.target().files()[class.file.index()].units;
             blocked.clear();
             blocked.resize(units as usize, false);
-            for &m in &self.members[s as usize] {
+            for m in self.temps_of(s) {
                 let (om, sm) = (self.offset[m as usize], func.temps[m as usize].size as u32);
                 for &u in &graph.adj[m as usize] {
                     let ru = self.rep[u as usize];
@@ -608,14 +643,13 @@ impl Sets {
             if free.is_empty() {
                 stats.uncoloured += 1;
                 spill.extend(
-                    self.members[s as usize]
-                        .iter()
-                        .filter(|&&m| !unspillable.get(m as usize).copied().unwrap_or(false))
-                        .map(|&m| Temp(m)),
+                    self.temps_of(s)
+                        .filter(|&m| !unspillable.get(m as usize).copied().unwrap_or(false))
+                        .map(Temp),
                 );
                 continue;
             }
-            let biased = self.members[s as usize].iter().find_map(|&m| {
+            let biased = self.temps_of(s).find_map(|m| {
                 graph.partners[m as usize]
                     .iter()
                     .find_map(|&(p, delta, _)| {
@@ -723,16 +757,19 @@ fn frequency(cfg: &Cfg, b: kiln_ir::Block) -> f64 {
 fn build(func: &Function, cfg: &Cfg, lv: &Liveness) -> Graph {
     let n = func.temps.len();
     let file_of = |t: Temp| func.temps[t.index()].file;
-    let mut edges: Vec<(u32, u32)> = Vec::new();
+    // Neighbour lists, filled unsorted and with the few repeats (phi and all-lanes edges), then
+    // each sorted on its own: Σ d·log d rather than sorting every edge of the function.
+    let mut edges: Vec<Vec<u32>> = vec![Vec::new(); n];
     let mut partners: Vec<Vec<(u32, i32, f64)>> = vec![Vec::new(); n];
     let mut length = vec![0u32; n];
     let mut weight = vec![0f64; n];
     let mut groups = Vec::new();
     let mut live = vec![false; n];
     let mut list: Vec<u32> = Vec::new();
-    let add = |a: Temp, b: Temp, edges: &mut Vec<(u32, u32)>| {
+    let add = |a: Temp, b: Temp, edges: &mut [Vec<u32>]| {
         if a != b && file_of(a) == file_of(b) {
-            edges.push((a.0.min(b.0), a.0.max(b.0)));
+            edges[a.index()].push(b.0);
+            edges[b.index()].push(a.0);
         }
     };
     for b in func.block_ids() {
@@ -836,13 +873,11 @@ fn build(func: &Function, cfg: &Cfg, lv: &Liveness) -> Graph {
             }
         }
     }
-    edges.sort_unstable();
-    edges.dedup();
-    let mut adj: Vec<Vec<u32>> = vec![Vec::new(); n];
-    for (a, b) in edges {
-        adj[a as usize].push(b);
-        adj[b as usize].push(a);
+    for list in edges.iter_mut() {
+        list.sort_unstable();
+        list.dedup();
     }
+    let adj = edges;
     Graph {
         adj,
         partners,
