@@ -116,6 +116,9 @@ pub struct RaStats {
     pub coalesced: u32,
     pub spill_rounds: u32,
     pub graph_fallback: bool,
+    /// Graph colouring: nodes and edges of the last interference graph built.
+    pub graph_nodes: u32,
+    pub graph_edges: u32,
     /// Per file: highest unit used + 1.
     pub registers_used: Vec<u32>,
     /// Per file: the maximum register demand before allocation (seed 000).
@@ -301,6 +304,8 @@ pub fn allocate_with_input(
             let c = graph::colour(&work, &cfg, &lv, &budget, &[]);
             stats.uncoloured = c.stats.uncoloured;
             stats.coalesced = c.stats.coalesced;
+            stats.graph_nodes = c.stats.nodes;
+            stats.graph_edges = c.stats.edges;
             preferred = Some(c.homes);
         }
         let assigned = assign::assign(&work, &cfg, &lv, &limits, preferred);
@@ -375,6 +380,8 @@ fn colour_and_spill(
         let c = graph::colour(work, cfg, lv, budget, &unspillable);
         stats.uncoloured = c.stats.uncoloured;
         stats.coalesced = c.stats.coalesced;
+        stats.graph_nodes = c.stats.nodes;
+        stats.graph_edges = c.stats.edges;
         if c.stats.uncoloured == 0 {
             stats.spill_slots = slots;
             let spilled = stats.spill_rounds > 0;
