@@ -193,6 +193,9 @@ pub fn colour(
 struct Sets {
     /// Temps of the function; ids from here on are vector operands.
     temps: usize,
+    /// Scratch marks of [`Sets::neighbours`].
+    mark: Vec<u32>,
+    stamp: u32,
     /// Representative (set) of every temp; the representative's `offset` is 0.
     rep: Vec<u32>,
     /// Unit offset of every temp from its set's start.
@@ -244,6 +247,8 @@ impl Sets {
         };
         Sets {
             temps: n,
+            mark: vec![0; total],
+            stamp: 0,
             rep: (0..total as u32).collect(),
             offset: vec![0; total],
             // A vector operand's own id is a member of its set, so that `rep` finds it.
@@ -344,11 +349,18 @@ impl Sets {
             if self.members_clash(func, graph, outer, inner, inner_at) {
                 continue;
             }
-            let (adj_outer, adj_inner) = (self.neighbours(outer), self.neighbours(inner));
-            let merged: Vec<u32> = merge_sorted(&adj_outer, &adj_inner)
-                .into_iter()
-                .filter(|&u| u != outer && u != inner)
-                .collect();
+            // The inner set's neighbours, then the outer set's, which stay marked.
+            let adj_inner = self.neighbours(inner);
+            let adj_outer = self.neighbours(outer);
+            let shared: Vec<bool> = adj_inner.iter().map(|&u| self.marked(u)).collect();
+            let mut merged: Vec<u32> = adj_outer.iter().copied().filter(|&u| u != inner).collect();
+            merged.extend(
+                adj_inner
+                    .iter()
+                    .zip(&shared)
+                    .filter(|&(&u, &both)| !both && u != outer)
+                    .map(|(&u, _)| u),
+            );
             let briggs = {
                 let mut significant = 0;
                 for &u in &merged {
@@ -364,9 +376,9 @@ impl Sets {
             // George: every neighbour of the inner set either already neighbours the outer one
             // or stays trivially colourable when it sees the outer set's class instead.
             let george = !briggs
-                && adj_inner.iter().all(|&u| {
+                && adj_inner.iter().zip(&shared).all(|(&u, &both)| {
                     u == outer
-                        || adj_outer.binary_search(&u).is_ok()
+                        || both
                         || self.class[u as usize].is_none_or(|c| {
                             self.pressure[u as usize] - model.q(c, ci) + model.q(c, co) < model.p(c)
                         })
@@ -374,13 +386,7 @@ impl Sets {
             if !briggs && !george {
                 continue;
             }
-            self.merge(
-                model,
-                (outer, inner, inner_at),
-                merged,
-                &adj_outer,
-                &adj_inner,
-            );
+            self.merge(model, (outer, inner, inner_at), merged, &adj_inner, &shared);
             stats.coalesced += 1;
             stats.coalesced_george += george as u32;
             stats.coalesced_at_offset += (delta != 0) as u32;
@@ -447,25 +453,28 @@ impl Sets {
     }
 
     /// Merges `inner` into `outer` at `inner_at`; `merged` is the union of their neighbours
-    /// (`adj_outer`, `adj_inner`). Other sets' lists are left as they are — an entry naming
-    /// `inner` now stands for `outer` through `rep` — so a merge costs the two lists, not an
-    /// edit of every neighbour's list; only pressures change.
+    /// (`shared[i]`: whether `adj_inner[i]` neighbours `outer` too). Other sets' lists are left
+    /// as they are — an entry naming `inner` now stands for `outer` through `rep` — so a merge
+    /// costs the two lists, not an edit of every neighbour's list; only pressures change.
     fn merge(
         &mut self,
         model: &mut RegModel,
         (outer, inner, inner_at): (u32, u32, u32),
         merged: Vec<u32>,
-        adj_outer: &[u32],
         adj_inner: &[u32],
+        shared: &[bool],
     ) {
         let (co, ci) = (
             self.class[outer as usize].expect("a node"),
             self.class[inner as usize].expect("a node"),
         );
-        for &u in adj_inner.iter().filter(|&&u| u != outer) {
+        for (&u, &both) in adj_inner.iter().zip(shared) {
+            if u == outer {
+                continue;
+            }
             let cu = self.class[u as usize].expect("a neighbour in the graph");
             self.pressure[u as usize] -= model.q(cu, ci);
-            if adj_outer.binary_search(&u).is_err() {
+            if !both {
                 self.pressure[u as usize] += model.q(cu, co);
             }
         }
@@ -495,19 +504,24 @@ impl Sets {
             .filter(|&m| (m as usize) < self.temps)
     }
 
-    /// The sets next to set `s`, ascending: its list read through `rep`.
-    fn neighbours(&self, s: u32) -> Vec<u32> {
-        let mut out: Vec<u32> = self.adj[s as usize]
-            .iter()
-            .map(|&u| self.rep[u as usize])
-            .filter(|&u| u != s && self.class[u as usize].is_some())
-            .collect();
-        // Most lists name no merged set and stay sorted.
-        if !out.is_sorted_by(|a, b| a < b) {
-            out.sort_unstable();
-            out.dedup();
+    /// The sets next to set `s`, once each: its list read through `rep`. They stay marked
+    /// ([`Sets::marked`]) until the next call.
+    fn neighbours(&mut self, s: u32) -> Vec<u32> {
+        self.stamp += 1;
+        let mut out = Vec::with_capacity(self.adj[s as usize].len());
+        for &u in &self.adj[s as usize] {
+            let r = self.rep[u as usize];
+            if r != s && self.class[r as usize].is_some() && self.mark[r as usize] != self.stamp {
+                self.mark[r as usize] = self.stamp;
+                out.push(r);
+            }
         }
         out
+    }
+
+    /// Whether `u` was among the sets the last [`Sets::neighbours`] returned.
+    fn marked(&self, u: u32) -> bool {
+        self.mark[u as usize] == self.stamp
     }
 
     /// Simplify (Chaitin, with Briggs's optimistic pushing): trivially colourable sets leave
@@ -697,39 +711,6 @@ impl Ord for Cost {
     }
 }
 
-/// The union of two ascending lists.
-fn merge_sorted(a: &[u32], b: &[u32]) -> Vec<u32> {
-    let mut out = Vec::with_capacity(a.len() + b.len());
-    let (mut i, mut j) = (0, 0);
-    while i < a.len() || j < b.len() {
-        let x = match (a.get(i), b.get(j)) {
-            (Some(&x), Some(&y)) if x < y => {
-                i += 1;
-                x
-            }
-            (Some(&x), Some(&y)) if y < x => {
-                j += 1;
-                y
-            }
-            (Some(&x), Some(_)) => {
-                i += 1;
-                j += 1;
-                x
-            }
-            (Some(&x), None) => {
-                i += 1;
-                x
-            }
-            (None, Some(&y)) => {
-                j += 1;
-                y
-            }
-            (None, None) => break,
-        };
-        out.push(x);
-    }
-    out
-}
 
 /// The interference graph and what guides colouring.
 struct Graph {
