@@ -3,11 +3,14 @@
 //! `vc4(threads=1)`, lowering what the QPU lacks the way Mesa's vc4 compiler does
 //! (`src/gallium/drivers/vc4/vc4_program.c`: `ntq_emit_alu`, `ntq_umul`, `ntq_rcp`, `ntq_rsq`,
 //! `ntq_ffloor`, `ntq_fceil`, `ntq_ffract`; NIR's `lower_fdiv`, `lower_fsqrt`, `lower_fpow`,
-//! `lower_ffma`).
+//! `lower_ffma`), and in the submodules: integer division and remainder (`divide`, after NIR's
+//! `nir_lower_idiv.c`), bit counting, reversal and bitfields (`bits`, after NIR's
+//! `nir_opt_algebraic.py` lowerings) and trigonometry (`trig`, after vc4's `ntq_fsin`/`ntq_fcos`
+//! and NIR's `nir_atan`, `nir_atan2` and `build_asin`).
 //!
 //! Not selected yet, and kept as generic ops: comparisons and `sel` (they become flag-setting
-//! ops and conditional writes once flags are modelled; the floor/ceil/fract/round/sqrt/sign
-//! lowerings use them for Mesa's conditional writes), `fddx`/`fddy` (mul-unit rotation), and
+//! ops and conditional writes once flags are modelled; the lowerings use them for Mesa's
+//! conditional writes), `fddx`/`fddy` (mul-unit rotation), and
 //! the interface and copy instructions. Everything else the QPU cannot do is refused with
 //! `unsupported: …`, naming every feature the function needs, before anything changes.
 //!
@@ -15,6 +18,12 @@
 //! uniform file `s` both map onto it). An instruction that defined a uniform-file value gets
 //! the `.all_lanes` flag, as does everything its lowering emits, so the set of linear values —
 //! and with it liveness and the verifier's rules — stays what it was.
+
+mod bits;
+mod divide;
+mod trig;
+
+pub use trig::{ACOS_P, ASIN_P, ASIN_SMALL, ATAN_COEFFICIENTS, sin_coefficients};
 
 use crate::ops::Op;
 use crate::target::Vc4Target;
@@ -62,10 +71,6 @@ fn refusal(func: &Function, inst: &Inst) -> Option<String> {
         TextureSample | TextureFetch => {
             "texture sampling (the TMU interface is not lowered yet)".into()
         }
-        Idiv | Udiv | Irem | Urem => format!("integer division ({})", inst.op),
-        Ibitcount | Ibitreverse | Ubfe | Ibfe | Bfi => format!("bit manipulation ({})", inst.op),
-        Fsin | Fcos => format!("trigonometry ({})", inst.op),
-        Fatan | Fatan2 | Fasin | Facos => format!("inverse trigonometry ({})", inst.op),
         Target(t) => format!("another target's opcode ({})", t.info().info.name),
         _ if vector => format!("vector values ({})", inst.op),
         _ if inst.defs.iter().any(|d| d.fixed.is_some())
@@ -138,6 +143,16 @@ impl Emitter<'_> {
         let mid = self.q(Op::Add, &[hilo, lohi]);
         let mid = self.q(Op::Shl, &[mid, ic(24)]);
         self.q(Op::Add, &[lolo, mid])
+    }
+
+    /// √x as `x · rsq(x)`, and x itself where that is NaN (x = 0, ∞ or NaN), so that
+    /// sqrt(±0) = ±0 and sqrt(∞) = ∞. (NIR's lower_fsqrt takes rcp(rsq(x)), which is NaN at 0
+    /// after the Newton–Raphson steps.)
+    fn sqrt(&mut self, x: Operand) -> Operand {
+        let r = self.rsq(x);
+        let y = self.q(Op::Fmul, &[x, r]);
+        let nan = self.g(Opcode::Fne, &[y, y]);
+        self.g(Opcode::Sel, &[nan, x, y])
     }
 
     /// `itof(ftoi(x))`: x truncated toward zero (for |x| < 2^31; 0 outside and for NaN).
@@ -219,15 +234,7 @@ impl Emitter<'_> {
                 self.q(Op::Fmul, &[a(0), r])
             }
             Frsq => self.rsq(a(0)),
-            // x · rsq(x), and x itself where that is NaN (x = 0, ∞ or NaN), so that
-            // sqrt(±0) = ±0 and sqrt(∞) = ∞. (NIR's lower_fsqrt takes rcp(rsq(x)), which is
-            // NaN at 0 after the Newton–Raphson steps.)
-            Fsqrt => {
-                let r = self.rsq(a(0));
-                let y = self.q(Op::Fmul, &[a(0), r]);
-                let nan = self.g(Fne, &[y, y]);
-                self.g(Sel, &[nan, a(0), y])
-            }
+            Fsqrt => self.sqrt(a(0)),
             // NIR's lower_fpow: exp2(log2(x) · y).
             Fpow => {
                 let l = self.q(Op::Log2, &[a(0)]);
@@ -290,6 +297,21 @@ impl Emitter<'_> {
                 let i = self.q(Op::Ftoi, &[a(0)]);
                 self.q(Op::Max, &[i, ic(0)])
             }
+            Udiv | Urem => {
+                let (q, r) = self.udivmod(a(0), a(1));
+                self.by_zero(inst.op, a(0), a(1), q, r)
+            }
+            Idiv | Irem => self.idivmod(inst.op, a(0), a(1)),
+            Ibitcount => self.bitcount(a(0)),
+            Ibitreverse => self.bitreverse(a(0)),
+            Ubfe | Ibfe => self.bitfield_extract(inst.op == Ibfe, a(0), a(1), a(2)),
+            Bfi => self.bitfield_insert(a(0), a(1), a(2), a(3)),
+            Fsin => self.sin(a(0), false),
+            Fcos => self.sin(a(0), true),
+            Fatan => self.atan(a(0)),
+            Fatan2 => self.atan2(a(0), a(1)),
+            Fasin => self.asin(a(0)),
+            Facos => self.acos(a(0)),
             _ => return None,
         })
     }
