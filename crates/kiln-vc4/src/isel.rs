@@ -186,7 +186,7 @@ impl Emitter<'_> {
                 Fmax => Op::Fmax,
                 Fexp2 => Op::Exp2,
                 Flog2 => Op::Log2,
-                I2f | U2f => Op::Itof,
+                I2f => Op::Itof,
                 F2i => Op::Ftoi,
                 _ => return None,
             })
@@ -291,6 +291,19 @@ impl Emitter<'_> {
                 let neg = self.g(Flt, &[a(0), fc(0.0)]);
                 let n = self.g(Sel, &[neg, fc(-1.0), fc(0.0)]);
                 self.g(Sel, &[pos, fc(1.0), n])
+            }
+            // itof reads x as signed (Mesa's vc4 converts u2f with it alone). At and above
+            // 2^31, halve x keeping the lost bit as a sticky bit (round to odd), convert, and
+            // double: the one rounding is the one u2f would make.
+            U2f => {
+                let low = self.q(Op::Itof, &[a(0)]);
+                let half = self.q(Op::Shr, &[a(0), ic(1)]);
+                let odd = self.q(Op::And, &[a(0), ic(1)]);
+                let half = self.q(Op::Or, &[half, odd]);
+                let hf = self.q(Op::Itof, &[half]);
+                let high = self.q(Op::Fmul, &[hf, fc(2.0)]);
+                let big = self.g(Ilt, &[a(0), ic(0)]);
+                self.g(Sel, &[big, high, low])
             }
             // ftoi, clamped below at 0 (ftoi is signed).
             F2u => {

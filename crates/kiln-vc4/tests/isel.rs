@@ -224,8 +224,8 @@ fn integer_ops_agree_bit_for_bit() {
 }
 
 /// Conversions: ftoi truncates like f2i inside the i32 range and gives 0 outside (Mesa's
-/// rule, not saturation); f2u is ftoi clamped at 0, exact below 2^31; u2f is itof, exact below
-/// 2^31.
+/// rule, not saturation); f2u is ftoi clamped at 0, exact below 2^31; u2f is exact everywhere
+/// (itof of x, or of x halved with a sticky bit, doubled).
 #[test]
 fn conversions_follow_the_hardware_rules() {
     let mut rng = Rng::new(2);
@@ -247,13 +247,21 @@ fn conversions_follow_the_hardware_rules() {
             assert_eq!(g, 0, "f2u {} out of range", f(x));
         }
     }
-    let iv = ints(&mut rng, N);
-    for (x, w, g) in run(Opcode::U2f, &unary(&iv)) {
-        if x[0] < 0x8000_0000 {
-            assert_eq!(w, g, "u2f {}", x[0]);
-        } else {
-            assert_eq!(g, (x[0] as i32 as f32).to_bits());
+    let mut iv = ints(&mut rng, N);
+    // Ties and near-ties of the rounding above 2^31 (an ulp is 256 there) and above 2^24.
+    for base in [
+        0x8000_0000u32,
+        0xffff_ff00,
+        0x9abc_de00,
+        0x0100_0000,
+        0x7fff_ff00,
+    ] {
+        for off in [0u32, 1, 2, 127, 128, 129, 255, 383, 384, 385] {
+            iv.push(base.wrapping_add(off));
         }
+    }
+    for (x, w, g) in run(Opcode::U2f, &unary(&iv)) {
+        assert_eq!(w, g, "u2f {:#x}", x[0]);
     }
 }
 
