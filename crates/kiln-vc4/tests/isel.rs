@@ -6,8 +6,9 @@
 
 use kiln_interp::Env;
 use kiln_ir::generate::Rng;
-use kiln_ir::{FileId, Function, GenericTarget, Opcode, Operand, builder::Builder};
+use kiln_ir::{Def, FileId, Function, GenericTarget, Inst, Opcode, Operand, builder::Builder};
 use kiln_vc4::isel::select;
+use kiln_vc4::ops::Op;
 
 /// `output 0, op(input 0, input 1, …)` on the generic target.
 fn program(op: Opcode, arity: usize) -> Function {
@@ -24,9 +25,53 @@ fn program(op: Opcode, arity: usize) -> Function {
     f
 }
 
+/// The SFU's reciprocal and reciprocal square root as the interpreter computes them (the
+/// simulator's model, correctly rounded), or coarsened to the 13 good bits of the hardware's
+/// estimate: the low 10 mantissa bits cleared (`Low`, an estimate below) or set (`High`, above).
+#[derive(Clone, Copy, Debug)]
+enum Sfu {
+    Exact,
+    Low,
+    High,
+}
+
+/// Rewrites every `qpu_recip`/`qpu_recipsqrt` result through the mask `sfu` asks for.
+fn coarsen(func: &mut Function, sfu: Sfu) {
+    let (op, mask) = match sfu {
+        Sfu::Exact => return,
+        Sfu::Low => (Op::And, 0xffff_fc00),
+        Sfu::High => (Op::Or, 0x0000_03ff),
+    };
+    for b in 0..func.blocks.len() {
+        let insts = std::mem::take(&mut func.blocks[b].insts);
+        let mut out = Vec::with_capacity(insts.len());
+        for mut inst in insts {
+            if inst.op == Op::Recip.opcode() || inst.op == Op::Recipsqrt.opcode() {
+                let t = inst.defs[0].temp;
+                let raw = func.new_temp(func.class(t));
+                inst.defs[0].temp = raw;
+                let mut m = Inst::new(op.opcode());
+                m.flags = inst.flags;
+                m.defs.push(Def::new(t));
+                m.operands.push(Operand::temp(raw));
+                m.operands.push(Operand::constant(mask));
+                out.push(inst);
+                out.push(m);
+            } else {
+                out.push(inst);
+            }
+        }
+        func.blocks[b].insts = out;
+    }
+}
+
 /// Runs `op` before and after selection on every row of `rows` (64 lanes a run); returns
 /// (inputs, generic result, selected result) per row.
 fn run(op: Opcode, rows: &[Vec<u32>]) -> Vec<(Vec<u32>, u32, u32)> {
+    run_with(op, rows, Sfu::Exact)
+}
+
+fn run_with(op: Opcode, rows: &[Vec<u32>], sfu: Sfu) -> Vec<(Vec<u32>, u32, u32)> {
     let arity = rows[0].len();
     let before = program(op, arity);
     let mut after = before.clone();
@@ -35,6 +80,7 @@ fn run(op: Opcode, rows: &[Vec<u32>]) -> Vec<(Vec<u32>, u32, u32)> {
         panic!("{op}: {}\n{}", e[0], kiln_ir::print_function(&after));
     }
     assert_eq!(after.target.name(), "vc4");
+    coarsen(&mut after, sfu);
     let mut out = Vec::new();
     for chunk in rows.chunks(64) {
         let mut env = Env::new(64);
@@ -741,8 +787,18 @@ fn bit_ops_agree_bit_for_bit() {
 /// denormal (the QPU reads those as zeros), asserting |got − want| ≤ bound(inputs) on each
 /// row, NaN exactly where the generic op gives NaN, and (`unit`) results within [−1, 1].
 fn abs_error(op: Opcode, rows: &[Vec<u32>], bound: impl Fn(&[f64]) -> f64, unit: bool) -> f64 {
+    abs_error_with(op, rows, bound, unit, Sfu::Exact)
+}
+
+fn abs_error_with(
+    op: Opcode,
+    rows: &[Vec<u32>],
+    bound: impl Fn(&[f64]) -> f64,
+    unit: bool,
+    sfu: Sfu,
+) -> f64 {
     let mut worst = 0.0f64;
-    for (x, w, g) in run(op, rows) {
+    for (x, w, g) in run_with(op, rows, sfu) {
         if x.iter().any(|&a| is_denormal(a)) {
             continue;
         }
@@ -763,7 +819,10 @@ fn abs_error(op: Opcode, rows: &[Vec<u32>], bound: impl Fn(&[f64]) -> f64, unit:
         }
         worst = worst.max(e);
     }
-    eprintln!("{op}: {} inputs, max absolute error {worst:e}", rows.len());
+    eprintln!(
+        "{op} ({sfu:?} SFU): {} inputs, max absolute error {worst:e}",
+        rows.len()
+    );
     worst
 }
 
@@ -962,4 +1021,61 @@ fn bounds_are_tight() {
         wrong > ACOS_BOUND,
         "a wrong acos coefficient goes unnoticed: {wrong:e}"
     );
+}
+
+/// With the SFU's reciprocal estimates cut to the hardware's 13 good bits (below or above the
+/// true value), division stays exact — the Newton–Raphson step and the fixed-point margin
+/// absorb it — and the inverse trigonometry stays within its bounds.
+#[test]
+fn hardware_like_sfu_estimates() {
+    let mut rng = Rng::new(14);
+    let rows = division_rows(&mut rng, 4096);
+    let v = trig_inputs(&mut rng);
+    let unit: Vec<u32> = (0..N)
+        .map(|_| ((rng.below(2_000_001) as f32 - 1_000_000.0) / 1_000_000.0).to_bits())
+        .collect();
+    let mut fl = floats(&mut rng, 64);
+    fl.extend(v.iter().copied().take(200));
+    let two = pairs(&fl, 60, &mut rng, N);
+    // The coarsening is live: one Newton–Raphson step leaves visible differences in frcp.
+    let fl_rows = unary(&fl);
+    let exact = run(Opcode::Frcp, &fl_rows);
+    for sfu in [Sfu::Low, Sfu::High] {
+        let changed = run_with(Opcode::Frcp, &fl_rows, sfu)
+            .iter()
+            .zip(&exact)
+            .filter(|(a, b)| a.2 != b.2)
+            .count();
+        assert!(
+            changed > 10,
+            "{sfu:?}: the SFU is not coarsened ({changed})"
+        );
+    }
+    for sfu in [Sfu::Low, Sfu::High] {
+        for op in [Opcode::Udiv, Opcode::Urem, Opcode::Idiv, Opcode::Irem] {
+            for (x, w, g) in run_with(op, &rows, sfu) {
+                assert_eq!(w, g, "{op} ({sfu:?} SFU) {x:#x?}: want {w:#x}, got {g:#x}");
+            }
+        }
+        abs_error_with(Opcode::Fatan, &unary(&v), |_| ATAN_BOUND, false, sfu);
+        abs_error_with(Opcode::Fatan2, &two, |_| ATAN_BOUND, false, sfu);
+        abs_error_with(Opcode::Fasin, &unary(&unit), |_| ASIN_BOUND, false, sfu);
+        abs_error_with(Opcode::Facos, &unary(&unit), |_| ACOS_BOUND, false, sfu);
+    }
+}
+
+/// A longer run of the division check: a million pairs per op, exact. In release:
+/// `cargo test --release -p kiln-vc4 --test isel -- --ignored`.
+#[test]
+#[ignore]
+fn integer_division_many_pairs() {
+    let mut rng = Rng::new(15);
+    let rows = division_rows(&mut rng, 1 << 20);
+    for op in [Opcode::Udiv, Opcode::Urem, Opcode::Idiv, Opcode::Irem] {
+        for sfu in [Sfu::Exact, Sfu::Low, Sfu::High] {
+            for (x, w, g) in run_with(op, &rows, sfu) {
+                assert_eq!(w, g, "{op} ({sfu:?} SFU) {x:#x?}: want {w:#x}, got {g:#x}");
+            }
+        }
+    }
 }
