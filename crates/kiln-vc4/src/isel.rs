@@ -72,6 +72,15 @@ fn refusal(func: &Function, inst: &Inst) -> Option<String> {
             "texture sampling (the TMU interface is not lowered yet)".into()
         }
         Target(t) => format!("another target's opcode ({})", t.info().info.name),
+        op if !op.info().operands.accepts(inst.operands.len())
+            || !op.info().defs.accepts(inst.defs.len()) =>
+        {
+            format!(
+                "a malformed {op} ({} operands, {} definitions)",
+                inst.operands.len(),
+                inst.defs.len()
+            )
+        }
         _ if vector => format!("vector values ({})", inst.op),
         _ if inst.defs.iter().any(|d| d.fixed.is_some())
             || inst.operands.iter().any(|o| o.fixed.is_some()) =>

@@ -606,6 +606,22 @@ fn unsupported_features_are_named() {
     assert_eq!(after, before);
 }
 
+/// A lowered op with the wrong number of operands (which the builder does not check) is
+/// refused with a clear message rather than indexed out of bounds.
+#[test]
+fn malformed_instructions_are_refused() {
+    for (op, n) in [(Opcode::Bfi, 2), (Opcode::Udiv, 1), (Opcode::Fatan2, 1)] {
+        let before = program(op, n);
+        let mut after = before.clone();
+        let e = select(&mut after).unwrap_err().to_string();
+        assert_eq!(
+            e,
+            format!("unsupported: a malformed {op} ({n} operands, 1 definitions)")
+        );
+        assert_eq!(after, before);
+    }
+}
+
 /// Integers that stress a reciprocal-based division: zero, ±1, the ends of the i32 and u32
 /// ranges, powers of two and their neighbours, and divisors just below 2^32 (where the
 /// fixed-point reciprocal estimate is 0).
