@@ -143,13 +143,27 @@ impl Emitter<'_> {
     }
 
     /// Mesa's `ntq_umul`: the low 32 bits of a·b from three 24-bit multiplies.
+    /// Constant pieces are folded, and a constant's zero high piece drops its product.
     fn umul(&mut self, a: Operand, b: Operand) -> Operand {
+        let (a, b) = match a.value {
+            Value::Const(_) => (b, a),
+            _ => (a, b),
+        };
         let a_hi = self.q(Op::Shr, &[a, ic(24)]);
-        let b_hi = self.q(Op::Shr, &[b, ic(24)]);
         let hilo = self.q(Op::Mul24, &[a_hi, b]);
-        let lohi = self.q(Op::Mul24, &[a, b_hi]);
         let lolo = self.q(Op::Mul24, &[a, b]);
-        let mid = self.q(Op::Add, &[hilo, lohi]);
+        let mid = match b.value {
+            Value::Const(c) if c >> 24 == 0 => hilo,
+            Value::Const(c) => {
+                let lohi = self.q(Op::Mul24, &[a, Operand::constant(c >> 24)]);
+                self.q(Op::Add, &[hilo, lohi])
+            }
+            _ => {
+                let b_hi = self.q(Op::Shr, &[b, ic(24)]);
+                let lohi = self.q(Op::Mul24, &[a, b_hi]);
+                self.q(Op::Add, &[hilo, lohi])
+            }
+        };
         let mid = self.q(Op::Shl, &[mid, ic(24)]);
         self.q(Op::Add, &[lolo, mid])
     }
@@ -319,11 +333,7 @@ impl Emitter<'_> {
                 let i = self.q(Op::Ftoi, &[a(0)]);
                 self.q(Op::Max, &[i, ic(0)])
             }
-            Udiv | Urem => {
-                let (q, r) = self.udivmod(a(0), a(1));
-                self.by_zero(inst.op, a(0), a(1), q, r)
-            }
-            Idiv | Irem => self.idivmod(inst.op, a(0), a(1)),
+            Udiv | Urem | Idiv | Irem => self.divide(inst.op, a(0), a(1)),
             Ibitcount => self.bitcount(a(0)),
             Ibitreverse => self.bitreverse(a(0)),
             Ubfe | Ibfe => self.bitfield_extract(inst.op == Ibfe, a(0), a(1), a(2)),

@@ -72,8 +72,29 @@ fn run(op: Opcode, rows: &[Vec<u32>]) -> Vec<(Vec<u32>, u32, u32)> {
 }
 
 fn run_with(op: Opcode, rows: &[Vec<u32>], sfu: Sfu) -> Vec<(Vec<u32>, u32, u32)> {
+    run_program(op, program(op, rows[0].len()), rows, sfu)
+}
+
+/// `output 0, op(input 0, d)` with a constant second operand.
+fn program_const(op: Opcode, d: u32) -> Function {
+    let target = GenericTarget::arc(64, 16);
+    let v1 = target.class(FileId(0), 1);
+    let mut f = Function::new("t", target);
+    let mut b = Builder::new(&mut f);
+    let x = b.inst(Opcode::Input, &[0], &[v1], [])[0];
+    let r = b.op(op, v1, [Operand::temp(x), Operand::constant(d)]);
+    b.inst(Opcode::Output, &[0], &[], [Operand::temp(r)]);
+    b.ret();
+    f
+}
+
+fn run_program(
+    op: Opcode,
+    before: Function,
+    rows: &[Vec<u32>],
+    sfu: Sfu,
+) -> Vec<(Vec<u32>, u32, u32)> {
     let arity = rows[0].len();
-    let before = program(op, arity);
     let mut after = before.clone();
     select(&mut after).unwrap_or_else(|e| panic!("{op}: {e}"));
     if let Err(e) = kiln_ir::verify(&after) {
@@ -714,6 +735,35 @@ fn integer_division_is_exact() {
             count += 1;
         }
         eprintln!("{op}: {count} pairs agree");
+    }
+}
+
+/// A constant divisor (a shift and a mask for powers of two, a fixed-point reciprocal computed
+/// at compile time otherwise, the defined results for 0) and a constant factor of imul: bit for
+/// bit on every special dividend, quotient boundaries and random ones.
+#[test]
+fn constant_divisors_and_factors_are_exact() {
+    let mut rng = Rng::new(16);
+    let mut divisors = division_specials();
+    for _ in 0..40 {
+        let bits = 1 + rng.below(32) as u32;
+        divisors.push((rng.next_u64() as u32) >> (32 - bits));
+    }
+    use Opcode::*;
+    for &d in &divisors {
+        let mut rows: Vec<Vec<u32>> = division_specials().into_iter().map(|n| vec![n]).collect();
+        while rows.len() < 512 {
+            let n = rng.next_u64() as u32;
+            let q = if d == 0 { n } else { n / d };
+            rows.push(vec![n]);
+            rows.push(vec![q.wrapping_mul(d)]);
+            rows.push(vec![q.wrapping_mul(d).wrapping_sub(1)]);
+        }
+        for op in [Udiv, Urem, Idiv, Irem, Imul] {
+            for (x, w, g) in run_program(op, program_const(op, d), &rows, Sfu::Exact) {
+                assert_eq!(w, g, "{op} {:#x}, {d:#x}: want {w:#x}, got {g:#x}", x[0]);
+            }
+        }
     }
 }
 
