@@ -754,7 +754,7 @@ fn constant_divisors_and_factors_are_exact() {
         let mut rows: Vec<Vec<u32>> = division_specials().into_iter().map(|n| vec![n]).collect();
         while rows.len() < 512 {
             let n = rng.next_u64() as u32;
-            let q = if d == 0 { n } else { n / d };
+            let q = n.checked_div(d).unwrap_or(n);
             rows.push(vec![n]);
             rows.push(vec![q.wrapping_mul(d)]);
             rows.push(vec![q.wrapping_mul(d).wrapping_sub(1)]);
