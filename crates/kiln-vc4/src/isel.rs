@@ -97,6 +97,47 @@ struct Emitter<'a> {
     q1: RegClass,
     flags: InstFlags,
     out: Vec<Inst>,
+    /// Per temp: bit 31 is known to be clear ([`sign_bit_clear`]).
+    nonneg: &'a [bool],
+}
+
+/// Per temp of a generic function: whether its value's bit 31 is known to be clear on every
+/// lane, from the op defining it (a mask without bit 31, a logical shift right, a remainder by
+/// a small constant, a bit count…) and what is known of its operands. One pass in layout
+/// order, where definitions come before their uses except through phis, which count as
+/// unknown.
+fn sign_bit_clear(func: &Function) -> Vec<bool> {
+    use Opcode::*;
+    let mut known = vec![false; func.temps.len()];
+    let small = |c: u32| c < SIGN;
+    for inst in func.blocks.iter().flat_map(|b| &b.insts) {
+        let [def] = inst.defs.as_slice() else {
+            continue;
+        };
+        let k = |i: usize| match inst.operands.get(i).map(|o| o.value) {
+            Some(Value::Temp(t)) => known.get(t.index()).copied().unwrap_or(false),
+            Some(Value::Const(c)) => small(c),
+            _ => false,
+        };
+        let c = |i: usize| match inst.operands.get(i).map(|o| o.value) {
+            Some(Value::Const(c)) => Some(c),
+            _ => None,
+        };
+        let clear = match inst.op {
+            Mov => k(0),
+            Iand | Umin => k(0) || k(1),
+            Ior | Ixor | Umax | Imax | Imin => k(0) && k(1),
+            Ushr => c(1).is_some_and(|s| s & 31 != 0),
+            Udiv => k(0) || c(1).is_some_and(|d| d >= 2),
+            Urem => k(0) || c(1).is_some_and(|d| d <= SIGN),
+            Ibitcount | Iclz | Ictz => true,
+            _ => false,
+        };
+        if let Some(slot) = known.get_mut(def.temp.index()) {
+            *slot = clear;
+        }
+    }
+    known
 }
 
 impl Emitter<'_> {
@@ -318,6 +359,14 @@ impl Emitter<'_> {
             // itof reads x as signed (Mesa's vc4 converts u2f with it alone). At and above
             // 2^31, halve x keeping the lost bit as a sticky bit (round to odd), convert, and
             // double: the one rounding is the one u2f would make.
+            U2f if match a(0).value {
+                Value::Temp(t) => self.nonneg.get(t.index()).copied().unwrap_or(false),
+                Value::Const(c) => c < SIGN,
+                Value::Undef(_) => false,
+            } =>
+            {
+                self.q(Op::Itof, &[a(0)])
+            }
             U2f => {
                 let low = self.q(Op::Itof, &[a(0)]);
                 let half = self.q(Op::Shr, &[a(0), ic(1)]);
@@ -375,6 +424,7 @@ pub fn select(func: &mut Function) -> Result<(), Unsupported> {
         return Err(Unsupported(refused.into_iter().collect()));
     }
 
+    let nonneg = sign_bit_clear(func);
     let uniform_file: Vec<bool> = func
         .target
         .files()
@@ -414,6 +464,7 @@ pub fn select(func: &mut Function) -> Result<(), Unsupported> {
                 q1,
                 flags: inst.flags,
                 out: Vec::new(),
+                nonneg: &nonneg,
             };
             match e.lower(&inst) {
                 None => out.push(inst),

@@ -1196,3 +1196,61 @@ fn generated_programs_select_or_are_refused() {
         "{selected} selected, {ran} ran"
     );
 }
+
+/// `u2f` of a value whose bit 31 is known clear (a mask, a shift right, a small remainder…)
+/// is a single `itof`; otherwise the full sequence. Bit for bit either way.
+#[test]
+fn u2f_of_known_nonnegative_values() {
+    use Opcode::*;
+    let mut rng = Rng::new(17);
+    let v = ints(&mut rng, 2048);
+    let rows = pairs(&v, 19, &mut rng, 2048);
+    // (ops applied in turn to input 0 (and input 1), constants, expect a single itof).
+    type Case = (&'static [(Opcode, Option<u32>)], bool);
+    let cases: [Case; 14] = [
+        (&[(Ibitcount, None)], true),
+        (&[(Ushr, Some(4)), (Ior, Some(0x1234))], true),
+        (&[(Umin, Some(5))], true),
+        (&[(Iand, Some(0x7fff_ffff))], true),
+        (&[(Iand, Some(0x8000_0001))], false),
+        (&[(Ushr, Some(1))], true),
+        (&[(Ushr, Some(32))], false),
+        (&[(Ushr, Some(33))], true),
+        (&[(Urem, Some(0x8000_0000))], true),
+        (&[(Urem, Some(0x8000_0001))], false),
+        (&[(Udiv, Some(2))], true),
+        (&[(Udiv, Some(1))], false),
+        (&[(Ibitcount, None), (Ior, None)], false),
+        (&[(Ushr, Some(4)), (Imin, None)], false),
+    ];
+    for (steps, single) in cases {
+        let target = GenericTarget::arc(64, 16);
+        let v1 = target.class(FileId(0), 1);
+        let mut func = Function::new("t", target);
+        let mut b = Builder::new(&mut func);
+        let x = b.inst(Opcode::Input, &[0], &[v1], [])[0];
+        let y = b.inst(Opcode::Input, &[1], &[v1], [])[0];
+        let mut t = x;
+        for &(op, c) in steps {
+            let second = c.map_or(Operand::temp(y), Operand::constant);
+            t = if op.info().operands.accepts(1) {
+                b.op(op, v1, [Operand::temp(t)])
+            } else {
+                b.op(op, v1, [Operand::temp(t), second])
+            };
+        }
+        let r = b.op(U2f, v1, [Operand::temp(t)]);
+        b.inst(Opcode::Output, &[0], &[], [Operand::temp(r)]);
+        b.ret();
+        for (x, w, g) in run_program(U2f, func.clone(), &rows, Sfu::Exact) {
+            assert_eq!(w, g, "u2f after {steps:?} of {x:#x?}");
+        }
+        let mut selected = func;
+        select(&mut selected).unwrap();
+        let itofs = kiln_vc4::isel::opcode_counts(&selected)
+            .get("qpu_itof")
+            .copied()
+            .unwrap_or(0);
+        assert_eq!(itofs == 1, single, "{steps:?}: {itofs} itof");
+    }
+}
