@@ -329,6 +329,13 @@ pub trait Target: fmt::Debug + Send + Sync {
         free[0]
     }
 
+    /// Whether graph colouring colours short live ranges first (seed 002, Mesa vc4's temp
+    /// order: short-lived values then take the registers the pick prefers, the accumulators).
+    /// Otherwise long ranges colour first, which packs a uniform file tighter.
+    fn short_ranges_first(&self) -> bool {
+        false
+    }
+
     /// Looks a file up by name.
     fn file_by_name(&self, name: &str) -> Option<FileId> {
         self.files()

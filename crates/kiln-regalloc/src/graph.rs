@@ -14,8 +14,9 @@
 //!   copies and phi operands at offset 0, the parts of `create_vector` / `split_vector` at their
 //!   offsets, and the members of a vector operand in one set of the vector's class ([`Sets`]).
 //! - **Simplify** (Chaitin; Briggs's optimistic pushing): a node whose neighbours' q-values
-//!   sum below its class's p is trivially colourable and leaves the graph, short live ranges
-//!   last so that they colour first (seed 002); the sums are kept up to date as nodes leave, so
+//!   sum below its class's p is trivially colourable and leaves the graph, in live-range
+//!   order: short ranges colour first where the target asks (seed 002, vc4's accumulators),
+//!   long ones first otherwise (a tighter packing); the sums are kept up to date as nodes leave, so
 //!   simplify is linear in the edges. When none is left, the node of least spill cost
 //!   (Σ uses × 10^loop depth / degree) is pushed optimistically.
 //! - **Select**: nodes come back in reverse order and take a start no coloured neighbour of a
@@ -70,6 +71,9 @@ impl Target for Budgeted {
     }
     fn select_register(&self, class: RegClass, free: &[u32], cursor: &mut [u32; 2]) -> u32 {
         self.inner.select_register(class, free, cursor)
+    }
+    fn short_ranges_first(&self) -> bool {
+        self.inner.short_ranges_first()
     }
 }
 
@@ -525,7 +529,7 @@ impl Sets {
     }
 
     /// Simplify (Chaitin, with Briggs's optimistic pushing): trivially colourable sets leave
-    /// the graph, short live ranges last so that they colour first (seed 002); when none is
+    /// the graph in live-range order (`Target::short_ranges_first`); when none is
     /// left, the set of least spill cost — Σ uses × 10^loop depth / degree — is pushed
     /// optimistically. Pressures are kept current as sets leave, so simplify is linear in the
     /// edges plus a heap operation per optimistic push.
@@ -546,7 +550,12 @@ impl Sets {
                 self.pressure[t as usize] < model.p(self.class[t as usize].expect("a node"))
             })
             .collect();
-        ready.sort_unstable_by_key(|&t| std::cmp::Reverse(self.length[t as usize]));
+        // `ready` is a stack: what leaves the graph first colours last.
+        if model.target().short_ranges_first() {
+            ready.sort_unstable_by_key(|&t| self.length[t as usize]);
+        } else {
+            ready.sort_unstable_by_key(|&t| Reverse(self.length[t as usize]));
+        }
         let mut queued = vec![false; n];
         for &t in &ready {
             queued[t as usize] = true;
@@ -711,7 +720,6 @@ impl Ord for Cost {
     }
 }
 
-
 /// The interference graph and what guides colouring.
 struct Graph {
     /// Neighbours of every temp, ascending.
@@ -724,7 +732,7 @@ struct Graph {
     /// Σ over the temp's definition and uses of 10^loop depth (the spill cost's numerator).
     weight: Vec<f64>,
     /// Vector operands of instructions (not `create_vector`, whose definition is the vector)
-    /// with more than one member, and 10^loop depth of their instruction: their members are
+    /// that are more than one temp, and 10^loop depth of their instruction: their members are
     /// coalesced into one node of the vector's class, so they are coloured in place.
     groups: Vec<(VectorUse, f64)>,
 }
@@ -795,7 +803,12 @@ fn build(func: &Function, cfg: &Cfg, lv: &Liveness) -> Graph {
                 groups.extend(
                     vector_uses(func, inst)
                         .into_iter()
-                        .filter(|v| v.members.len() > 1)
+                        .filter(|v| match v.members[..] {
+                            // One temp that is the whole vector needs no set; one beside
+                            // constants does (its start is aligned, the constants' units free).
+                            [(t, _)] => v.size > func.class(t).size as u32,
+                            _ => true,
+                        })
                         .map(|v| (v, freq)),
                 );
             }
