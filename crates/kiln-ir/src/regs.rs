@@ -331,7 +331,8 @@ pub trait Target: fmt::Debug + Send + Sync {
 
     /// Whether graph colouring colours short live ranges first (seed 002, Mesa vc4's temp
     /// order: short-lived values then take the registers the pick prefers, the accumulators).
-    /// Otherwise long ranges colour first, which packs a uniform file tighter.
+    /// Otherwise values colour in the order of their definitions (a dominance order, which
+    /// colours an SSA program's chordal interference graph with the fewest registers).
     fn short_ranges_first(&self) -> bool {
         false
     }

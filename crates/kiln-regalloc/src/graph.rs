@@ -16,7 +16,7 @@
 //! - **Simplify** (Chaitin; Briggs's optimistic pushing): a node whose neighbours' q-values
 //!   sum below its class's p is trivially colourable and leaves the graph, in live-range
 //!   order: short ranges colour first where the target asks (seed 002, vc4's accumulators),
-//!   long ones first otherwise (a tighter packing); the sums are kept up to date as nodes leave, so
+//!   otherwise values colour in definition (dominance) order; the sums are kept up to date as nodes leave, so
 //!   simplify is linear in the edges. When none is left, the node of least spill cost
 //!   (Σ uses × 10^loop depth / degree) is pushed optimistically.
 //! - **Select**: nodes come back in reverse order and take a start no coloured neighbour of a
@@ -213,6 +213,8 @@ struct Sets {
     pressure: Vec<u32>,
     /// Instructions the set's members are live across, and Σ uses × 10^loop depth.
     length: Vec<u32>,
+    /// The first definition of the set's members in layout order.
+    order: Vec<u32>,
     weight: Vec<f64>,
 }
 
@@ -266,6 +268,12 @@ impl Sets {
                 .collect(),
             pressure,
             length: grow(&graph.length),
+            order: graph
+                .order
+                .iter()
+                .copied()
+                .chain(std::iter::repeat_n(u32::MAX, total - n))
+                .collect(),
             weight: graph
                 .weight
                 .iter()
@@ -497,6 +505,7 @@ impl Sets {
         self.members[outer as usize].extend(moved);
         self.class[inner as usize] = None;
         self.length[outer as usize] += self.length[inner as usize];
+        self.order[outer as usize] = self.order[outer as usize].min(self.order[inner as usize]);
         self.weight[outer as usize] += self.weight[inner as usize];
     }
 
@@ -529,7 +538,8 @@ impl Sets {
     }
 
     /// Simplify (Chaitin, with Briggs's optimistic pushing): trivially colourable sets leave
-    /// the graph in live-range order (`Target::short_ranges_first`); when none is
+    /// the graph so that they colour in live-range or definition order
+    /// (`Target::short_ranges_first`); when none is
     /// left, the set of least spill cost — Σ uses × 10^loop depth / degree — is pushed
     /// optimistically. Pressures are kept current as sets leave, so simplify is linear in the
     /// edges plus a heap operation per optimistic push.
@@ -554,7 +564,7 @@ impl Sets {
         if model.target().short_ranges_first() {
             ready.sort_unstable_by_key(|&t| self.length[t as usize]);
         } else {
-            ready.sort_unstable_by_key(|&t| Reverse(self.length[t as usize]));
+            ready.sort_unstable_by_key(|&t| self.order[t as usize]);
         }
         let mut queued = vec![false; n];
         for &t in &ready {
@@ -731,6 +741,8 @@ struct Graph {
     length: Vec<u32>,
     /// Σ over the temp's definition and uses of 10^loop depth (the spill cost's numerator).
     weight: Vec<f64>,
+    /// Position of every temp's definition in layout order (a dominance order).
+    order: Vec<u32>,
     /// Vector operands of instructions (not `create_vector`, whose definition is the vector)
     /// that are more than one temp, and 10^loop depth of their instruction: their members are
     /// coalesced into one node of the vector's class, so they are coloured in place.
@@ -753,6 +765,14 @@ fn build(func: &Function, cfg: &Cfg, lv: &Liveness) -> Graph {
     let mut length = vec![0u32; n];
     let mut weight = vec![0f64; n];
     let mut groups = Vec::new();
+    let mut order = vec![u32::MAX; n];
+    let mut position = 0;
+    for inst in func.block_ids().flat_map(|b| &func.block(b).insts) {
+        for d in &inst.defs {
+            order[d.temp.index()] = position;
+        }
+        position += 1;
+    }
     let mut live = vec![false; n];
     let mut list: Vec<u32> = Vec::new();
     let add = |a: Temp, b: Temp, edges: &mut [Vec<u32>]| {
@@ -877,6 +897,7 @@ fn build(func: &Function, cfg: &Cfg, lv: &Liveness) -> Graph {
         partners,
         length,
         weight,
+        order,
         groups,
     }
 }
