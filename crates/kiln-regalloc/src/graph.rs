@@ -766,12 +766,11 @@ fn build(func: &Function, cfg: &Cfg, lv: &Liveness) -> Graph {
     let mut weight = vec![0f64; n];
     let mut groups = Vec::new();
     let mut order = vec![u32::MAX; n];
-    let mut position = 0;
-    for inst in func.block_ids().flat_map(|b| &func.block(b).insts) {
+    let insts = func.block_ids().flat_map(|b| &func.block(b).insts);
+    for (position, inst) in insts.enumerate() {
         for d in &inst.defs {
-            order[d.temp.index()] = position;
+            order[d.temp.index()] = position as u32;
         }
-        position += 1;
     }
     let mut live = vec![false; n];
     let mut list: Vec<u32> = Vec::new();
