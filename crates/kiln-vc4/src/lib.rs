@@ -3,9 +3,14 @@
 //!
 //! See `docs/vc4.md` for the design and `../shared/vc4/README.md` for the ISA facts.
 
+pub mod compile;
+pub mod emit;
+pub mod harness;
+pub mod interface;
 pub mod isa;
 pub mod isel;
 pub mod ops;
 pub mod sim;
 pub mod target;
+pub mod uniforms;
 pub mod words;

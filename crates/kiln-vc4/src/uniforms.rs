@@ -1,0 +1,57 @@
+//! The uniform stream of an emitted program, after Mesa's `vc4_uniforms.c` (`vc4_write_uniforms`)
+//! and the `QUNIFORM_*` kinds of `vc4_qir.h`.
+//!
+//! The QPU reads uniforms as a FIFO: every read of the uniform address pops the next 32-bit word,
+//! whatever the instruction does with it. An emitted program therefore comes with a table that
+//! names, for each read in program order, what the driver must put there. kiln's emitter reads
+//! every uniform exactly once, in straight-line code before any branch (the interface pass moves
+//! the reads there), so the table is also the stream.
+
+use serde::Serialize;
+
+/// What one uniform-stream word holds (Mesa `enum quniform_contents`, the kinds kiln uses).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum Uniform {
+    /// A fixed 32-bit value (Mesa `QUNIFORM_CONSTANT`).
+    Constant(u32),
+    /// Word `slot` of the shader's user uniforms (Mesa `QUNIFORM_UNIFORM`): the front end's
+    /// uniform slot, the word index into its uniform blocks.
+    User(u32),
+}
+
+impl Uniform {
+    /// The word the driver writes, given the user uniform words (missing ones read 0).
+    pub fn value(self, user: impl Fn(u32) -> Option<u32>) -> u32 {
+        match self {
+            Uniform::Constant(c) => c,
+            Uniform::User(s) => user(s).unwrap_or(0),
+        }
+    }
+}
+
+/// The stream for one run: each entry of `table` resolved against `user`.
+pub fn stream(table: &[Uniform], user: impl Fn(u32) -> Option<u32>) -> Vec<u32> {
+    table.iter().map(|u| u.value(&user)).collect()
+}
+
+impl std::fmt::Display for Uniform {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Uniform::Constant(c) => write!(f, "constant {c:#010x}"),
+            Uniform::User(s) => write!(f, "uniform {s}"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stream_resolves_user_words_and_constants() {
+        let table = [Uniform::User(3), Uniform::Constant(7), Uniform::User(9)];
+        let s = stream(&table, |k| (k == 3).then_some(42));
+        assert_eq!(s, vec![42, 7, 0]);
+        assert_eq!(Uniform::User(2).to_string(), "uniform 2");
+    }
+}
