@@ -590,7 +590,9 @@ impl Emitter<'_> {
                     Reg::ReadB(raddr::XY_COORD)
                 };
                 self.push_alu(builder::qpu_a(AddOp::Itof, d, xy, xy)?);
-                self.push_alu(builder::qpu_a(AddOp::Fadd, d, d, Reg::SmallImm(IMM_HALF))?);
+                let ds = d_src_opt(d).ok_or_else(|| internal("input to a non-register"))?;
+                let r = self.place(&[ds, Src::Imm(IMM_HALF)])?;
+                self.push_alu(builder::qpu_a(AddOp::Fadd, d, r[0], r[1])?);
                 Ok(())
             }
             other => Err(EmitError::Unsupported(format!(
