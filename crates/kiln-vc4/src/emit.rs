@@ -466,6 +466,19 @@ impl Emitter<'_> {
         Ok(())
     }
 
+    /// Whether the blocks `[from, to)` write nothing in all lanes, so that running them with no
+    /// lane active changes nothing and they may be branched over (the interpreter runs them).
+    fn skippable(&self, from: Block, to: Block) -> bool {
+        self.func.blocks[from.index()..to.index()]
+            .iter()
+            .flat_map(|blk| &blk.insts)
+            .all(|i| {
+                !(i.writes_all_lanes()
+                    || i.op == Opcode::LinearPhi
+                    || i.defs.iter().any(|d| self.linear[d.temp.index()]))
+            })
+    }
+
     /// Branches to `target` when no lane runs.
     fn skip_if_none_run(&mut self, target: Block) -> Result<(), EmitError> {
         self.exec_flags()?;
@@ -503,7 +516,9 @@ impl Emitter<'_> {
                 .find(|i| i.divergent && i.else_start == b && i.else_start < i.endif)
             {
                 let endif = i.endif;
-                self.skip_if_none_run(endif)?;
+                if self.skippable(b, endif) {
+                    self.skip_if_none_run(endif)?;
+                }
             }
             for inst in &block.insts[nphi..] {
                 if inst.op != Opcode::Input {
@@ -842,11 +857,23 @@ impl Emitter<'_> {
                     }
                     self.push(i);
                     self.flags = Flags::Unknown;
-                    self.skip_if_none_run(e)?;
+                    if self.skippable(t, e) {
+                        self.skip_if_none_run(e)?;
+                    }
                 } else {
                     // Uniform: the running lanes agree; any of them false → else (or endif).
                     let _ = m;
                     self.branch(BranchCond::AnyZs, e);
+                    if self.masked[b.index()] {
+                        // No lane runs (the interpreter then goes by lane 0, as here): some lane
+                        // runs → then; else lane 0's condition decides.
+                        self.exec_flags()?;
+                        self.branch(BranchCond::AnyZs, t);
+                        let r = self.place(&[self.src(&inst.operands[0])?])?;
+                        self.push_alu(builder::mov(Reg::Nop, Reg::ReadA(raddr::ELEMENT_QPU))?.sf());
+                        self.push_alu(builder::mov(Reg::Nop, r[0])?.sf().cond_add(Cond::Zs));
+                        self.branch(BranchCond::AnyZs, e);
+                    }
                 }
                 Ok(())
             }

@@ -45,6 +45,8 @@ pub enum InputKind {
 pub enum OutputKind {
     /// Component 0–3 (r, g, b, a) of colour output 0.
     Color(u32),
+    /// Any value, for tests: written only by the VPM debug path ([`crate::emit::OutputMode::Vpm`]).
+    Debug,
     Unsupported(String),
 }
 
@@ -81,6 +83,16 @@ impl ShaderInfo {
                 }
                 _ => {}
             }
+        }
+        info
+    }
+
+    /// A fragment shader whose inputs are all varyings and whose outputs are debug values (any
+    /// number of them, for the VPM debug path): generated test programs.
+    pub fn debug(func: &Function) -> ShaderInfo {
+        let mut info = ShaderInfo::fragment_default(func);
+        for k in info.outputs.values_mut() {
+            *k = OutputKind::Debug;
         }
         info
     }
