@@ -48,6 +48,9 @@ pub struct CompileArgs {
     /// Also run the program in the simulator against the interpreter (16 pixels).
     #[arg(long)]
     pub check: bool,
+    /// Print the allocated function the program was emitted from.
+    #[arg(long)]
+    pub ir: bool,
 }
 
 /// The back end's view of a front-end interface.
@@ -58,12 +61,17 @@ pub fn shader_info(iface: &Interface) -> ShaderInfo {
     } else {
         S::Fragment
     };
+    let vertex = stage == S::Vertex;
     let inputs = iface
         .inputs
         .iter()
         .map(|s| {
             let kind = match &s.kind {
+                SlotKind::Location { .. } if vertex => InputKind::Attribute,
                 SlotKind::Location { .. } => InputKind::Varying,
+                SlotKind::BuiltIn { name, component } if vertex => {
+                    InputKind::Unsupported(format!("built-in {name}.{component}"))
+                }
                 SlotKind::BuiltIn { name, component } if name == "position" && *component < 2 => {
                     InputKind::FragCoord(*component)
                 }
@@ -79,6 +87,13 @@ pub fn shader_info(iface: &Interface) -> ShaderInfo {
         .iter()
         .map(|s| {
             let kind = match &s.kind {
+                SlotKind::Location {
+                    location,
+                    component,
+                } if vertex => OutputKind::Varying(*location, *component),
+                SlotKind::BuiltIn { name, component } if vertex && name == "position" => {
+                    OutputKind::Position(*component)
+                }
                 SlotKind::Location {
                     location: 0,
                     component,
@@ -179,6 +194,9 @@ fn compile_on_this_thread(args: CompileArgs) -> miette::Result<()> {
         std::fs::write(path, bytes).map_err(|e| miette::miette!("{}: {e}", path.display()))?;
     }
     let mut out = String::new();
+    if args.ir {
+        out.push_str(&kiln_ir::print_function(&c.allocated));
+    }
     if args.disasm || (args.output.is_none() && !args.stats && !args.json && !args.check) {
         out.push_str(&c.disasm());
         for (k, u) in c.emitted.uniforms.iter().enumerate() {
@@ -239,7 +257,10 @@ fn check_entry(
     allocator: Allocator,
 ) -> Result<(), String> {
     let c = &entry.compiled;
-    harness::check(&c.ssa, &c.emitted, OutputMode::Tlb, &entry.info)?;
+    harness::check_compiled(c)?;
+    if c.output == OutputMode::Vpm {
+        return Ok(());
+    }
     let opts = CompileOptions {
         allocator,
         output: OutputMode::Vpm,

@@ -3,7 +3,7 @@
 //! (`vc4_qpu_emit.c`'s `shaderdb` line) plus kiln's own.
 
 use crate::emit::{Emitted, OutputMode, emit};
-use crate::interface::{ShaderInfo, prepare};
+use crate::interface::{ShaderInfo, Stage, prepare};
 use crate::isa::{disasm_program, validate, validate_mesa};
 use kiln_ir::Function;
 use kiln_regalloc::{Allocator, RaOptions, RaStats, allocate};
@@ -95,6 +95,10 @@ pub struct Compiled {
     pub words: Vec<u64>,
     pub ra: RaStats,
     pub stats: Stats,
+    /// The interface of `ssa` (a vertex shader's outputs are its VPM rows).
+    pub info: ShaderInfo,
+    /// Where the program writes its outputs.
+    pub output: OutputMode,
 }
 
 impl Compiled {
@@ -111,6 +115,15 @@ pub fn compile(
     opts: &CompileOptions,
 ) -> Result<Compiled, CompileError> {
     let mut f = func.clone();
+    let mut info = info.clone();
+    let mut output = opts.output;
+    if info.stage == Stage::Vertex {
+        // Mesa's VPM layout, in IR; the program writes it to the VPM.
+        info = crate::vertex::lower_vertex_outputs(&mut f, &info)
+            .map_err(|e| CompileError::Unsupported(e.to_string()))?;
+        output = OutputMode::Vpm;
+    }
+    let info = &info;
     crate::isel::select(&mut f).map_err(|e| CompileError::Unsupported(e.to_string()))?;
     prepare(&mut f, info).map_err(|e| CompileError::Unsupported(e.to_string()))?;
     let ssa = f.clone();
@@ -126,7 +139,7 @@ pub fn compile(
     if ra.spills > 0 {
         return Err(CompileError::Unsupported("unsupported: spilling".into()));
     }
-    let emitted = emit(&f, info, opts.output).map_err(|e| match e {
+    let emitted = emit(&f, info, output).map_err(|e| match e {
         crate::emit::EmitError::Unsupported(_) => CompileError::Unsupported(e.to_string()),
         crate::emit::EmitError::Internal(_) => CompileError::Failed(e.to_string()),
     })?;
@@ -171,5 +184,7 @@ pub fn compile(
         words,
         ra,
         stats,
+        info: info.clone(),
+        output,
     })
 }

@@ -87,7 +87,8 @@ pub struct Emitted {
     pub instrs: Vec<Instr>,
     /// The uniform stream's table, one entry per read in program order.
     pub uniforms: Vec<Uniform>,
-    /// Input slots read as varyings, in FIFO order.
+    /// Input slots read from a FIFO, in order: varyings (fragment shaders) or VPM rows
+    /// (vertex attributes, row k = `varyings[k]`).
     pub varyings: Vec<u32>,
     /// Output slots in the order they were written ([`OutputMode::Vpm`]: VPM row k holds
     /// `output_rows[k]`).
@@ -204,6 +205,8 @@ struct Emitter<'a> {
     masked: Vec<bool>,
     /// Blocks whose start wakes the lanes waiting for them.
     wakes: Vec<bool>,
+    /// Blocks outside every if and loop: they run exactly once.
+    once: Vec<bool>,
     exec: bool,
     out: Vec<Instr>,
     labels: Vec<Option<usize>>,
@@ -214,6 +217,15 @@ struct Emitter<'a> {
     outputs: Vec<(u32, Operand)>,
     /// W copied to rb14 for the varying reads of the prologue.
     w_in_rb14: bool,
+    /// Where outputs go.
+    mode: OutputMode,
+    /// ra14 holds the colour being packed (no fix-up may use it).
+    packing: bool,
+    /// The VPM write setup is done.
+    vpm_setup: bool,
+    /// VPM attribute reads: done so far, and in all.
+    attributes: u32,
+    attribute_count: u32,
 }
 
 /// Emits an allocated, interface-lowered vc4 fragment shader.
@@ -244,6 +256,17 @@ pub fn emit(func: &Function, info: &ShaderInfo, mode: OutputMode) -> Result<Emit
             wakes[l.exit.index()] = true;
         }
     }
+    let mut once = vec![true; n];
+    for i in &cfg.ifs {
+        for o in &mut once[i.then_start.index()..i.endif.index()] {
+            *o = false;
+        }
+    }
+    for l in &cfg.loops {
+        for o in &mut once[l.header.index()..l.exit.index()] {
+            *o = false;
+        }
+    }
     let exec = crate::interface::has_divergence(&cfg);
     let target_exec = func
         .target
@@ -262,6 +285,7 @@ pub fn emit(func: &Function, info: &ShaderInfo, mode: OutputMode) -> Result<Emit
         cfg,
         masked,
         wakes,
+        once,
         exec,
         out: Vec::new(),
         labels: vec![None; n],
@@ -271,6 +295,18 @@ pub fn emit(func: &Function, info: &ShaderInfo, mode: OutputMode) -> Result<Emit
         varyings: Vec::new(),
         outputs: Vec::new(),
         w_in_rb14: false,
+        mode,
+        packing: false,
+        vpm_setup: false,
+        attributes: 0,
+        attribute_count: func.blocks[0]
+            .insts
+            .iter()
+            .filter(|i| {
+                i.op == Opcode::Input
+                    && matches!(info.inputs.get(&i.imms[0]), Some(InputKind::Attribute))
+            })
+            .count() as u32,
     };
     e.run(mode)?;
     let output_rows = e.outputs.iter().map(|(s, _)| *s).collect();
@@ -382,14 +418,16 @@ impl Emitter<'_> {
                 regs[k] = Some(r);
                 continue;
             }
-            let to = if a.is_none() {
+            let to = if a.is_none() && !self.packing {
                 a = Some(SCRATCH_A);
                 Reg::A(SCRATCH_A)
             } else if b.is_none() {
                 b = Some(Src::B(SCRATCH_B));
                 Reg::B(SCRATCH_B)
             } else {
-                return Err(internal("three read files in one instruction"));
+                return Err(internal(
+                    "no scratch register for a read-file fix-up (ra14 holds the colour)",
+                ));
             };
             self.copy_to(to, s, Cond::Always)?;
             moved.push((s, to));
@@ -546,16 +584,20 @@ impl Emitter<'_> {
         match inst.op {
             Opcode::Input => self.input(inst),
             Opcode::Uniform => {
+                // The stream is a FIFO: every read must run exactly once, in order.
+                if !self.once[b.index()] {
+                    return Err(EmitError::Unsupported(
+                        "a uniform read inside control flow (rematerialised by the allocator)"
+                            .into(),
+                    ));
+                }
                 let d = self.def_reg(inst, 0)?;
-                self.uniforms.push(Uniform::User(inst.imms[0]));
+                self.uniforms.push(Uniform::of_slot(inst.imms[0]));
                 let cond = self.write_cond(b, inst)?;
                 self.push_alu(builder::mov(d, Reg::ReadA(raddr::UNIFORM))?.cond_add(cond));
                 Ok(())
             }
-            Opcode::Output => {
-                self.outputs.push((inst.imms[0], inst.operands[0]));
-                Ok(())
-            }
+            Opcode::Output => self.output(b, inst, self.mode),
             Opcode::Mov => {
                 let cond = self.write_cond(b, inst)?;
                 let d = self.def_reg(inst, 0)?;
@@ -596,6 +638,19 @@ impl Emitter<'_> {
                     Reg::B(SCRATCH_B),
                 )?);
                 self.push_alu(builder::qpu_a(AddOp::Fadd, d, d, Reg::Acc(5))?);
+                Ok(())
+            }
+            Some(InputKind::Attribute) => {
+                // Generic VPM reads (32-bit, horizontal, stride 1), 16 per setup.
+                let k = self.attributes;
+                if k % 16 == 0 {
+                    let num = (self.attribute_count - k).min(16) & 15;
+                    let setup = (num << 20) | (1 << 12) | (1 << 11) | (2 << 8) | k;
+                    self.push(builder::load_imm(Reg::IoA(waddr::VPM_SETUP), setup)?);
+                }
+                self.attributes += 1;
+                self.varyings.push(slot);
+                self.push_alu(builder::mov(d, Reg::ReadA(raddr::VPM))?);
                 Ok(())
             }
             Some(InputKind::FragCoord(c @ (0 | 1))) => {
@@ -775,7 +830,8 @@ impl Emitter<'_> {
         }
         let cond = self.write_cond(b, inst)?;
         let scratch = QpuReg::A(SCRATCH_A).unit();
-        for step in sequentialize(&copies, Some(scratch)) {
+        let free = (!self.packing).then_some(scratch);
+        for step in sequentialize(&copies, free) {
             // The scratch unit is free: its moves need no mask.
             match step {
                 Step::Move { dst, src } => {
@@ -927,75 +983,85 @@ impl Emitter<'_> {
         }
     }
 
-    /// The program end: outputs, then `thrend` and its two delay slots.
-    fn end(&mut self, mode: OutputMode) -> Result<(), EmitError> {
-        let outputs = std::mem::take(&mut self.outputs);
+    /// One output, where the function writes it (its register may be reused right after):
+    /// packed into ra14's byte for the tile buffer, or written to the next VPM row.
+    fn output(&mut self, b: Block, inst: &Inst, mode: OutputMode) -> Result<(), EmitError> {
+        if self.masked[b.index()] {
+            return Err(internal("an output inside divergent control flow"));
+        }
+        let slot = inst.imms[0];
+        let op = inst.operands[0];
         match mode {
             OutputMode::Tlb => {
-                // Pack r, g, b, a into the bytes of ra14 (mul-unit float → unorm8 packs).
-                let mut written = [false; 4];
-                for (slot, _) in &outputs {
-                    if let Some(OutputKind::Color(c)) = self.info.outputs.get(slot)
-                        && *c < 4
-                    {
-                        written[*c as usize] = true;
+                let Some(OutputKind::Color(c @ 0..4)) = self.info.outputs.get(&slot).cloned()
+                else {
+                    return Err(EmitError::Unsupported(format!(
+                        "output slot {slot} to the tile buffer"
+                    )));
+                };
+                if !self.packing {
+                    // Components the shader does not write stay 0.
+                    let all = (0..4).all(|k| {
+                        self.info
+                            .outputs
+                            .values()
+                            .any(|o| *o == OutputKind::Color(k))
+                    });
+                    if !all {
+                        self.push(builder::load_imm(Reg::A(SCRATCH_A), 0)?);
                     }
+                    self.packing = true;
                 }
-                if written.iter().any(|w| !w) {
-                    self.push(builder::load_imm(Reg::A(SCRATCH_A), 0)?);
-                }
-                for (slot, op) in &outputs {
-                    let Some(OutputKind::Color(c)) = self.info.outputs.get(slot) else {
-                        return Err(EmitError::Unsupported(format!("output slot {slot}")));
-                    };
-                    let s = match self.src(op)? {
-                        Src::Big(v) => {
-                            self.push(builder::load_imm(Reg::B(SCRATCH_B), v)?);
-                            Reg::B(SCRATCH_B)
-                        }
-                        s => self.place(&[s])?[0],
-                    };
-                    self.push_alu(
-                        builder::qpu_m(MulOp::V8min, Reg::A(SCRATCH_A), s, s)?
-                            .pack(true, 4 + *c as u8),
-                    );
-                }
-                // The first two instructions may not touch the TLB or wait on the scoreboard.
-                while self.out.len() < 2 {
-                    self.nop();
-                }
-                let mut wait = AluInstr::nop();
-                wait.sig = Signal::ScoreboardWait;
-                self.push_alu(wait);
-                self.push_alu(builder::mov(
-                    Reg::Io(waddr::TLB_COLOR_ALL),
-                    Reg::A(SCRATCH_A),
-                )?);
+                let s = match self.src(&op)? {
+                    Src::Big(v) => {
+                        self.push(builder::load_imm(Reg::B(SCRATCH_B), v)?);
+                        Reg::B(SCRATCH_B)
+                    }
+                    s => self.place(&[s])?[0],
+                };
+                // Mul-unit float → unorm8 pack into byte c (Mesa's RGBA8 colour).
+                self.push_alu(
+                    builder::qpu_m(MulOp::V8min, Reg::A(SCRATCH_A), s, s)?.pack(true, 4 + c as u8),
+                );
             }
             OutputMode::Vpm => {
-                // Generic block write: 32-bit, horizontal, stride 1, from row 0.
-                self.push(builder::load_imm(Reg::IoB(waddr::VPM_SETUP), 0x1a00)?);
-                for (_, op) in &outputs {
-                    let s = self.src(op)?;
-                    let r = match s {
-                        Src::Big(v) => {
-                            self.push(builder::load_imm(Reg::A(SCRATCH_A), v)?);
-                            Reg::A(SCRATCH_A)
-                        }
-                        s => self.place(&[s])?[0],
-                    };
-                    self.push_alu(builder::mov(Reg::Io(waddr::VPM), r)?);
+                if !self.vpm_setup {
+                    // Generic block writes: 32-bit, horizontal, stride 1, from row 0.
+                    self.push(builder::load_imm(Reg::IoB(waddr::VPM_SETUP), 0x1a00)?);
+                    self.vpm_setup = true;
                 }
-                self.outputs = outputs;
-                let mut end = AluInstr::nop();
-                end.sig = Signal::ProgramEnd;
-                self.push_alu(end);
-                self.nop();
-                self.nop();
-                return Ok(());
+                let r = match self.src(&op)? {
+                    Src::Big(v) => {
+                        self.push(builder::load_imm(Reg::A(SCRATCH_A), v)?);
+                        Reg::A(SCRATCH_A)
+                    }
+                    s => self.place(&[s])?[0],
+                };
+                self.push_alu(builder::mov(Reg::Io(waddr::VPM), r)?);
             }
         }
-        self.outputs = outputs;
+        self.outputs.push((slot, op));
+        Ok(())
+    }
+
+    /// The program end: the colour write (tile buffer), then `thrend` and its two delay slots.
+    fn end(&mut self, mode: OutputMode) -> Result<(), EmitError> {
+        if mode == OutputMode::Tlb {
+            if !self.packing {
+                self.push(builder::load_imm(Reg::A(SCRATCH_A), 0)?);
+            }
+            // The first two instructions may not touch the TLB or wait on the scoreboard.
+            while self.out.len() < 2 {
+                self.nop();
+            }
+            let mut wait = AluInstr::nop();
+            wait.sig = Signal::ScoreboardWait;
+            self.push_alu(wait);
+            self.push_alu(builder::mov(
+                Reg::Io(waddr::TLB_COLOR_ALL),
+                Reg::A(SCRATCH_A),
+            )?);
+        }
         let mut end = AluInstr::nop();
         end.sig = Signal::ProgramEnd;
         self.push_alu(end);

@@ -51,12 +51,23 @@ pub fn environment(ssa: &Function, info: &ShaderInfo) -> Env {
             env.inputs.insert(*slot, vals);
         }
     }
+    // A 64×64 viewport with 12.4 sub-pixel x/y (Mesa scales by 16) and depth in [0, 1].
+    for (k, v) in [512.0f32, -512.0, 0.5, 0.5].into_iter().enumerate() {
+        env.uniforms
+            .insert(crate::vertex::VIEWPORT_X_SCALE + k as u32, v.to_bits());
+    }
     env.step_limit = STEP_LIMIT;
     env
 }
 
 /// Runs `em` in the simulator on `env`'s inputs.
-pub fn simulate(em: &Emitted, mode: OutputMode, env: &Env) -> Result<SimOutput, String> {
+/// `vertex`: inputs are VPM attribute rows rather than varyings.
+pub fn simulate(
+    em: &Emitted,
+    mode: OutputMode,
+    vertex: bool,
+    env: &Env,
+) -> Result<SimOutput, String> {
     let words = em.words();
     let mut m = Machine::new(MEM, Program::new(BASE, &words));
     let stream = crate::uniforms::stream(&em.uniforms, |s| env.uniforms.get(&s).copied());
@@ -64,15 +75,19 @@ pub fn simulate(em: &Emitted, mode: OutputMode, env: &Env) -> Result<SimOutput, 
         .write_words(UNIFORMS, &stream)
         .ok_or("the uniform stream does not fit in memory")?;
     let q = m.add_qpu(UNIFORMS);
-    let qpu = &mut m.qpus[q];
-    qpu.ra[15] = [1.0f32.to_bits(); 16];
-    for slot in &em.varyings {
+    m.qpus[q].ra[15] = [1.0f32.to_bits(); 16];
+    for (row, slot) in em.varyings.iter().enumerate() {
         let vals = env
             .inputs
             .get(slot)
             .ok_or_else(|| format!("no values for input slot {slot}"))?;
         let v: [u32; 16] = std::array::from_fn(|l| vals.get(l).copied().unwrap_or(0));
-        qpu.varyings.push_back((v, [0; 16]));
+        if vertex {
+            // Attributes: VPM row k holds the k-th attribute read, one vertex per lane.
+            m.vpm.data[row * 16..row * 16 + 16].copy_from_slice(&v);
+        } else {
+            m.qpus[q].varyings.push_back((v, [0; 16]));
+        }
     }
     m.run(STEP_LIMIT).map_err(|e| format!("simulator: {e:?}"))?;
     Ok(match mode {
@@ -159,6 +174,12 @@ pub fn check(
 ) -> Result<(), String> {
     let env = environment(ssa, info);
     let want = kiln_interp::run_ssa(ssa, &env).map_err(|e| format!("interpreter: {e}"))?;
-    let got = simulate(em, mode, &env)?;
+    let vertex = info.stage == crate::interface::Stage::Vertex;
+    let got = simulate(em, mode, vertex, &env)?;
     compare(&got, &want, info)
+}
+
+/// [`check`] on a compiled shader, with its own output path and interface.
+pub fn check_compiled(c: &crate::compile::Compiled) -> Result<(), String> {
+    check(&c.ssa, &c.emitted, c.output, &c.info)
 }

@@ -6,8 +6,9 @@
 //! - Varyings come from a FIFO: each read pops the next one. Every `input` moves to the start
 //!   of the entry block, one per slot (later reads of a slot read the first), so the emitter
 //!   reads each exactly once, in order, before any branch.
-//! - Uniforms come from a FIFO too: every `uniform` moves to the entry block after the inputs,
-//!   so the uniform stream is read in straight-line code and its table is the order of reads.
+//! - Uniforms come from a FIFO too: a `uniform` inside an if or a loop (which may run never or
+//!   many times) moves to the entry block after the inputs; the others, which run exactly once,
+//!   stay where they are. The uniform table is then the order of reads.
 //! - Outputs are written once, at the end: every `output` must be in the last block and moves
 //!   to just before its `return`, where the emitter packs the colour for the tile buffer.
 //! - No value may live in r4 (no ALU op writes it; SFU results are moved out of it): every
@@ -34,6 +35,8 @@ pub enum Stage {
 pub enum InputKind {
     /// An interpolated varying: `vary × W + r5`.
     Varying,
+    /// A vertex attribute component, read from the VPM (generic 32-bit reads, in slot order).
+    Attribute,
     /// `gl_FragCoord.x` / `.y`: the pixel coordinate (`x_coord`/`y_coord` reads) + 0.5.
     FragCoord(u32),
     /// Something the back end does not read yet (named in the refusal).
@@ -45,8 +48,13 @@ pub enum InputKind {
 pub enum OutputKind {
     /// Component 0–3 (r, g, b, a) of colour output 0.
     Color(u32),
-    /// Any value, for tests: written only by the VPM debug path ([`crate::emit::OutputMode::Vpm`]).
-    Debug,
+    /// A vertex shader's position, component 0–3 (`crate::vertex` rewrites it).
+    Position(u32),
+    /// A vertex shader's varying output at (location, component).
+    Varying(u32, u32),
+    /// Any value written raw to a VPM row ([`crate::emit::OutputMode::Vpm`]): a vertex
+    /// shader's outputs in Mesa's layout (`crate::vertex`), generated test programs.
+    Raw,
     Unsupported(String),
 }
 
@@ -92,7 +100,7 @@ impl ShaderInfo {
     pub fn debug(func: &Function) -> ShaderInfo {
         let mut info = ShaderInfo::fragment_default(func);
         for k in info.outputs.values_mut() {
-            *k = OutputKind::Debug;
+            *k = OutputKind::Raw;
         }
         info
     }
@@ -113,9 +121,6 @@ pub fn prepare(func: &mut Function, info: &ShaderInfo) -> Result<(), Unsupported
     let mut refused = BTreeSet::new();
     if func.target.name() != "vc4" || func.allocated {
         refused.insert("a function that is not selected for vc4 or already allocated".into());
-    }
-    if info.stage != Stage::Fragment {
-        refused.insert("vertex shaders (VPM outputs)".to_string());
     }
     let cfg = Cfg::compute(func).map_err(|e| Unsupported(vec![e.message]))?;
     let last = Block::new(func.blocks.len() - 1);
@@ -169,10 +174,19 @@ pub fn prepare(func: &mut Function, info: &ShaderInfo) -> Result<(), Unsupported
     let mut inputs: BTreeMap<u32, Inst> = BTreeMap::new();
     let mut uniforms: Vec<Inst> = Vec::new();
     let mut rename: BTreeMap<Temp, Temp> = BTreeMap::new();
-    for block in func.blocks.iter_mut() {
+    // Blocks outside every if and loop run exactly once: their uniform reads stay.
+    let mut once = vec![true; func.blocks.len()];
+    for i in &cfg.ifs {
+        once[i.then_start.index()..i.endif.index()].fill(false);
+    }
+    for l in &cfg.loops {
+        once[l.header.index()..l.exit.index()].fill(false);
+    }
+    for (b, block) in func.blocks.iter_mut().enumerate() {
         let mut kept = Vec::with_capacity(block.insts.len());
         for inst in block.insts.drain(..) {
             match inst.op {
+                Opcode::Uniform if once[b] => kept.push(inst),
                 Opcode::Input => match inputs.get(&inst.imms[0]) {
                     Some(first) => {
                         rename.insert(inst.defs[0].temp, first.defs[0].temp);

@@ -13,4 +13,5 @@ pub mod ops;
 pub mod sim;
 pub mod target;
 pub mod uniforms;
+pub mod vertex;
 pub mod words;

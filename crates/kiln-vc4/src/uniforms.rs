@@ -17,6 +17,31 @@ pub enum Uniform {
     /// Word `slot` of the shader's user uniforms (Mesa `QUNIFORM_UNIFORM`): the front end's
     /// uniform slot, the word index into its uniform blocks.
     User(u32),
+    /// The viewport's x scale, y scale, z scale, z offset (k = 0–3; Mesa
+    /// `QUNIFORM_VIEWPORT_X_SCALE` … `QUNIFORM_VIEWPORT_Z_OFFSET`), read at uniform slot
+    /// `crate::vertex::VIEWPORT_X_SCALE + k` of the IR.
+    Viewport(u32),
+}
+
+impl Uniform {
+    /// The table entry for an IR `uniform SLOT`.
+    pub fn of_slot(slot: u32) -> Uniform {
+        let k = slot.wrapping_sub(crate::vertex::VIEWPORT_X_SCALE);
+        if k < 4 {
+            Uniform::Viewport(k)
+        } else {
+            Uniform::User(slot)
+        }
+    }
+
+    /// The IR uniform slot whose value the entry carries (none for constants).
+    pub fn slot(self) -> Option<u32> {
+        match self {
+            Uniform::Constant(_) => None,
+            Uniform::User(s) => Some(s),
+            Uniform::Viewport(k) => Some(crate::vertex::VIEWPORT_X_SCALE + k),
+        }
+    }
 }
 
 impl Uniform {
@@ -24,7 +49,7 @@ impl Uniform {
     pub fn value(self, user: impl Fn(u32) -> Option<u32>) -> u32 {
         match self {
             Uniform::Constant(c) => c,
-            Uniform::User(s) => user(s).unwrap_or(0),
+            u => u.slot().and_then(user).unwrap_or(0),
         }
     }
 }
@@ -39,6 +64,11 @@ impl std::fmt::Display for Uniform {
         match self {
             Uniform::Constant(c) => write!(f, "constant {c:#010x}"),
             Uniform::User(s) => write!(f, "uniform {s}"),
+            Uniform::Viewport(k) => write!(
+                f,
+                "viewport {}",
+                ["x scale", "y scale", "z scale", "z offset"][*k as usize & 3]
+            ),
         }
     }
 }
