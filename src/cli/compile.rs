@@ -297,11 +297,18 @@ pub struct CorpusCompileArgs {
     /// Write one line per compiled entry point (TSV: entry and the statistics) to this file.
     #[arg(long)]
     pub tsv: Option<PathBuf>,
+    /// Compare with Mesa's vc4 figures (`mesa-vc4/stats.tsv` of the shared corpus; its paths
+    /// are relative to DIR) on the entry points both compile.
+    #[arg(long)]
+    pub mesa: Option<PathBuf>,
 }
 
 enum Outcome {
     Compiled {
         name: String,
+        /// (path relative to the corpus directory, `vert`/`frag`, entry point): the key of
+        /// Mesa's `stats.tsv`.
+        key: (String, String, String),
         stats: Stats,
         /// None: agreed or not checked; Some: the mismatch.
         mismatch: Option<String>,
@@ -352,8 +359,18 @@ fn corpus_file(path: &Path, args: &CorpusCompileArgs) -> Vec<Outcome> {
                         } else {
                             (None, false)
                         };
+                        let rel = path
+                            .strip_prefix(&args.dir)
+                            .unwrap_or(path)
+                            .to_string_lossy()
+                            .into_owned();
+                        let st = match stage {
+                            naga::ShaderStage::Vertex => "vert",
+                            _ => "frag",
+                        };
                         Outcome::Compiled {
                             name: name.clone(),
+                            key: (rel, st.to_string(), entry.clone()),
                             stats: e.compiled.stats,
                             mismatch,
                             unchecked,
@@ -386,6 +403,7 @@ pub fn corpus_compile(args: CorpusCompileArgs) -> miette::Result<()> {
             .collect()
     });
     let mut compiled = Vec::new();
+    let mut keyed = Vec::new();
     let mut reasons: BTreeMap<String, usize> = BTreeMap::new();
     let (mut not_lowered, mut unsupported, mut failed, mut mismatched) =
         (0, 0, Vec::new(), Vec::new());
@@ -394,11 +412,13 @@ pub fn corpus_compile(args: CorpusCompileArgs) -> miette::Result<()> {
         match r {
             Outcome::Compiled {
                 name,
+                key,
                 stats,
                 mismatch,
                 unchecked: u,
             } => {
                 compiled.push((name, stats));
+                keyed.push((key, stats));
                 if let Some(m) = mismatch {
                     mismatched.push(format!("{name}: {m}"));
                 }
@@ -472,6 +492,11 @@ pub fn corpus_compile(args: CorpusCompileArgs) -> miette::Result<()> {
         }
         std::fs::write(path, tsv).map_err(|e| miette::miette!("{}: {e}", path.display()))?;
     }
+    if let Some(path) = &args.mesa {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| miette::miette!("{}: {e}", path.display()))?;
+        print!("{}", mesa_comparison(&text, &keyed));
+    }
     if args.verbose {
         for m in failed.iter().chain(&mismatched) {
             println!("FAILED {m}");
@@ -486,4 +511,97 @@ pub fn corpus_compile(args: CorpusCompileArgs) -> miette::Result<()> {
             mismatched.len()
         ))
     }
+}
+
+/// kiln against Mesa's vc4 (`stats.tsv`) on the entry points both compile: totals, wins, ties
+/// and losses on instructions and threads, and the biggest losses.
+fn mesa_comparison(tsv: &str, kiln: &[(&(String, String, String), &Stats)]) -> String {
+    let mut lines = tsv.lines();
+    let header: Vec<&str> = lines.next().unwrap_or("").split('\t').collect();
+    let col = |name: &str| header.iter().position(|h| *h == name);
+    let (Some(p), Some(st), Some(en)) = (col("path"), col("stage"), col("entry")) else {
+        return "mesa: no path/stage/entry columns\n".into();
+    };
+    // (inst, threads, uniforms) per key.
+    let mut mesa: BTreeMap<(String, String, String), (u64, u64, u64)> = BTreeMap::new();
+    for line in lines {
+        let f: Vec<&str> = line.split('\t').collect();
+        let get = |name: &str| {
+            col(name)
+                .and_then(|i| f.get(i))
+                .and_then(|v| v.parse::<u64>().ok())
+        };
+        let fig = if f.get(st) == Some(&"frag") {
+            get("fs_inst")
+                .zip(get("fs_threads"))
+                .zip(get("fs_uniforms"))
+                .map(|((i, t), u)| (i, t, u))
+        } else {
+            get("vs_inst")
+                .zip(get("vs_uniforms"))
+                .map(|(i, u)| (i, 1, u))
+        };
+        if let (Some(fig), Some(path), Some(stage), Some(entry)) =
+            (fig, f.get(p), f.get(st), f.get(en))
+        {
+            mesa.insert(
+                (path.to_string(), stage.to_string(), entry.to_string()),
+                fig,
+            );
+        }
+    }
+    let mut both = Vec::new();
+    for (key, s) in kiln {
+        if let Some(&m) = mesa.get(*key) {
+            both.push((*key, *s, m));
+        }
+    }
+    let mut out = String::new();
+    let n = both.len();
+    let ki: u64 = both.iter().map(|(_, s, _)| s.instructions as u64).sum();
+    let mi: u64 = both.iter().map(|(_, _, m)| m.0).sum();
+    let ku: u64 = both.iter().map(|(_, s, _)| s.uniforms as u64).sum();
+    let mu: u64 = both.iter().map(|(_, _, m)| m.2).sum();
+    let kt: u64 = both.iter().map(|(_, s, _)| s.threads as u64).sum();
+    let mt: u64 = both.iter().map(|(_, _, m)| m.1).sum();
+    let (mut win, mut tie, mut loss) = (0, 0, 0);
+    for (_, s, m) in &both {
+        match (s.instructions as u64).cmp(&m.0) {
+            std::cmp::Ordering::Less => win += 1,
+            std::cmp::Ordering::Equal => tie += 1,
+            std::cmp::Ordering::Greater => loss += 1,
+        }
+    }
+    let (mut twin, mut ttie, mut tloss) = (0, 0, 0);
+    for (_, s, m) in &both {
+        match (s.threads as u64).cmp(&m.1) {
+            std::cmp::Ordering::Greater => twin += 1,
+            std::cmp::Ordering::Equal => ttie += 1,
+            std::cmp::Ordering::Less => tloss += 1,
+        }
+    }
+    let _ = writeln!(out, "beside Mesa      {n} entry points both compile");
+    let _ = writeln!(
+        out,
+        "  instructions   kiln {ki}, Mesa {mi} ({:+.1} %); kiln wins {win}, ties {tie}, loses {loss}",
+        100.0 * (ki as f64 - mi as f64) / mi.max(1) as f64
+    );
+    let _ = writeln!(
+        out,
+        "  threads        kiln {kt}, Mesa {mt}; kiln wins {twin}, ties {ttie}, loses {tloss}"
+    );
+    let _ = writeln!(out, "  uniforms       kiln {ku}, Mesa {mu}");
+    both.sort_by_key(|(_, s, m)| std::cmp::Reverse(s.instructions as i64 - m.0 as i64));
+    let _ = writeln!(
+        out,
+        "  biggest losses on instructions (kiln, Mesa, kiln nops):"
+    );
+    for (k, s, m) in both.iter().take(10) {
+        let _ = writeln!(
+            out,
+            "    {}:{}:{}  {} vs {}  ({} nops)",
+            k.0, k.1, k.2, s.instructions, m.0, s.nops
+        );
+    }
+    out
 }

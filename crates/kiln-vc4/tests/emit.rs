@@ -308,3 +308,61 @@ fn generated_programs_agree() {
         "{rejected} allocations rejected"
     );
 }
+
+/// A vertex shader: attributes from the VPM, Mesa's output rows (packed screen x/y, Zs,
+/// 1/Wc, the varyings) compared row by row with the interpreter running the same layout.
+#[test]
+fn vertex_shader_writes_mesas_vpm_layout() {
+    use kiln_vc4::interface::{InputKind, OutputKind, Stage};
+    use std::collections::BTreeMap;
+    let func = kiln_ir::parse_function(
+        "target generic(v=32, s=16)
+function @main {
+bb0:
+    %0:v1 = input 0
+    %1:v1 = input 1
+    %2:v1 = input 2
+    %3:s1 = uniform 0
+    %4:v1 = fmul %0, %3
+    %5:v1 = fadd %1, 0.5
+    %6:v1 = fsub %2, %0
+    output 0, %4
+    output 1, %5
+    output 2, %6
+    output 3, 1.5
+    output 4, %2
+    output 5, %0
+    return
+}
+",
+    )
+    .unwrap();
+    let info = ShaderInfo {
+        stage: Stage::Vertex,
+        inputs: (0..3).map(|s| (s, InputKind::Attribute)).collect(),
+        outputs: BTreeMap::from([
+            (0, OutputKind::Position(0)),
+            (1, OutputKind::Position(1)),
+            (2, OutputKind::Position(2)),
+            (3, OutputKind::Position(3)),
+            (4, OutputKind::Varying(1, 0)),
+            (5, OutputKind::Varying(0, 2)),
+        ]),
+    };
+    for allocator in [Allocator::Ssa, Allocator::Graph] {
+        let opts = CompileOptions {
+            allocator,
+            ..CompileOptions::default()
+        };
+        let c = compile(&func, &info, &opts).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(c.output, OutputMode::Vpm);
+        // xy, zs, 1/wc, then location 0 before location 1.
+        assert_eq!(c.emitted.output_rows.len(), 5);
+        assert_eq!(c.emitted.varyings, vec![0, 1, 2]);
+        harness::check_compiled(&c).unwrap_or_else(|m| panic!("{m}\n{}", c.disasm()));
+        // The harness reads the rows back: a wrong row order would disagree.
+        let mut swapped = c.emitted.clone();
+        swapped.output_rows.swap(3, 4);
+        assert!(harness::check(&c.ssa, &swapped, OutputMode::Vpm, &c.info).is_err());
+    }
+}
