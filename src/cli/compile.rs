@@ -69,6 +69,12 @@ pub fn shader_info(iface: &Interface) -> ShaderInfo {
             let kind = match &s.kind {
                 SlotKind::Location { .. } if vertex => InputKind::Attribute,
                 SlotKind::Location { .. } => InputKind::Varying,
+                SlotKind::BuiltIn { name, .. } if vertex && name == "vertex_index" => {
+                    InputKind::IndexAttribute { instance: false }
+                }
+                SlotKind::BuiltIn { name, .. } if vertex && name == "instance_index" => {
+                    InputKind::IndexAttribute { instance: true }
+                }
                 SlotKind::BuiltIn { name, component } if vertex => {
                     InputKind::Unsupported(format!("built-in {name}.{component}"))
                 }

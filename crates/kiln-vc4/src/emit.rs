@@ -304,7 +304,10 @@ pub fn emit(func: &Function, info: &ShaderInfo, mode: OutputMode) -> Result<Emit
             .iter()
             .filter(|i| {
                 i.op == Opcode::Input
-                    && matches!(info.inputs.get(&i.imms[0]), Some(InputKind::Attribute))
+                    && matches!(
+                        info.inputs.get(&i.imms[0]),
+                        Some(InputKind::Attribute | InputKind::IndexAttribute { .. })
+                    )
             })
             .count() as u32,
     };
@@ -640,7 +643,7 @@ impl Emitter<'_> {
                 self.push_alu(builder::qpu_a(AddOp::Fadd, d, d, Reg::Acc(5))?);
                 Ok(())
             }
-            Some(InputKind::Attribute) => {
+            Some(InputKind::Attribute | InputKind::IndexAttribute { .. }) => {
                 // Generic VPM reads (32-bit, horizontal, stride 1), 16 per setup.
                 let k = self.attributes;
                 if k % 16 == 0 {

@@ -40,6 +40,13 @@ pub enum SimOutput {
 pub fn environment(ssa: &Function, info: &ShaderInfo) -> Env {
     let mut env = Env::with_ordinary_values(ssa, 16);
     for (slot, kind) in &info.inputs {
+        if let InputKind::IndexAttribute { instance } = kind {
+            // Vertex k of the batch is lane k; one instance.
+            let vals = (0..16)
+                .map(|l| if *instance { 0 } else { l as u32 })
+                .collect();
+            env.inputs.insert(*slot, vals);
+        }
         if let InputKind::FragCoord(c @ (0 | 1)) = kind {
             let vals = (0..16)
                 .map(|l| {

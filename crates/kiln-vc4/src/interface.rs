@@ -37,6 +37,10 @@ pub enum InputKind {
     Varying,
     /// A vertex attribute component, read from the VPM (generic 32-bit reads, in slot order).
     Attribute,
+    /// The vertex (`instance == false`) or instance index, read from the VPM like an
+    /// attribute: the QPU has no such register and Mesa's vc4 does not offer them, so the
+    /// driver is to supply them as an extra integer attribute.
+    IndexAttribute { instance: bool },
     /// `gl_FragCoord.x` / `.y`: the pixel coordinate (`x_coord`/`y_coord` reads) + 0.5.
     FragCoord(u32),
     /// Something the back end does not read yet (named in the refusal).

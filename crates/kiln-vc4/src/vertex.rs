@@ -56,7 +56,7 @@ pub fn lower_vertex_outputs(
     }
     for (slot, kind) in &info.inputs {
         match kind {
-            InputKind::Attribute => {}
+            InputKind::Attribute | InputKind::IndexAttribute { .. } => {}
             InputKind::Unsupported(what) => refused.push(format!("input {what}")),
             _ => refused.push(format!("input slot {slot} of a vertex shader")),
         }
