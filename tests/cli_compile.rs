@@ -135,3 +135,23 @@ fn corpus_compile_reports_by_outcome() {
     assert!(out.contains("1 agree, 0 mismatched"), "{out}");
     assert!(out.contains("texture sampling"), "{out}");
 }
+
+/// The whole shared corpus (release build recommended): nothing fails or panics, every compiled
+/// entry point agrees with the interpreter, and at least the measured number compiles.
+#[test]
+#[ignore]
+fn corpus_compiles_and_agrees() {
+    let corpus = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/corpus");
+    let (ok, out, err) = kiln(&["corpus", "compile", corpus.to_str().unwrap(), "--check"]);
+    assert!(ok, "{out}\n{err}");
+    let line = out.lines().next().unwrap();
+    let compiled: usize = line
+        .split(": ")
+        .nth(1)
+        .and_then(|r| r.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap();
+    assert!(compiled >= 2140, "{line}");
+    assert!(line.contains(" 0 failed"), "{line}");
+    assert!(out.contains(" 0 mismatched"), "{out}");
+}
