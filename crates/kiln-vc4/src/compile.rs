@@ -124,7 +124,10 @@ pub fn compile(
         output = OutputMode::Vpm;
     }
     let info = &info;
+    let hidden =
+        crate::texture::hide(&mut f).map_err(|e| CompileError::Unsupported(e.to_string()))?;
     crate::isel::select(&mut f).map_err(|e| CompileError::Unsupported(e.to_string()))?;
+    crate::texture::reveal(&mut f, &hidden).map_err(|e| CompileError::Failed(e.to_string()))?;
     prepare(&mut f, info).map_err(|e| CompileError::Unsupported(e.to_string()))?;
     let ssa = f.clone();
     let ra = allocate(

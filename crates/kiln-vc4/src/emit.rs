@@ -33,7 +33,8 @@
 use crate::interface::{InputKind, OutputKind, ShaderInfo};
 use crate::isa::builder::{self, Reg};
 use crate::isa::{
-    AddOp, AluInstr, BranchCond, Cond, Instr, MulOp, Mux, Signal, raddr, small_imm_value, waddr,
+    AddOp, AluInstr, BranchCond, Cond, Instr, MulOp, Mux, Signal, Unpack, raddr, small_imm_value,
+    waddr,
 };
 use crate::target::{EXEC_REG, QpuReg};
 use crate::uniforms::Uniform;
@@ -223,6 +224,8 @@ struct Emitter<'a> {
     packing: bool,
     /// The VPM write setup is done.
     vpm_setup: bool,
+    /// The lookup whose texel r4 holds: (unit, s, t), valid until the next other instruction.
+    tex_in_r4: Option<(u32, Src, Src)>,
     /// VPM attribute reads: done so far, and in all.
     attributes: u32,
     attribute_count: u32,
@@ -296,6 +299,7 @@ pub fn emit(func: &Function, info: &ShaderInfo, mode: OutputMode) -> Result<Emit
         outputs: Vec::new(),
         w_in_rb14: false,
         mode,
+        tex_in_r4: None,
         packing: false,
         vpm_setup: false,
         attributes: 0,
@@ -545,6 +549,7 @@ impl Emitter<'_> {
         for b in func.block_ids() {
             self.labels[b.index()] = Some(self.out.len());
             self.flags = Flags::Unknown;
+            self.tex_in_r4 = None;
             let block = func.block(b);
             let nphi = block.phi_count();
             if self.wakes[b.index()] {
@@ -584,6 +589,9 @@ impl Emitter<'_> {
     }
 
     fn inst(&mut self, b: Block, inst: &Inst) -> Result<(), EmitError> {
+        if !matches!(inst.op, Opcode::Target(t) if t.0.unit == "tmu") {
+            self.tex_in_r4 = None;
+        }
         match inst.op {
             Opcode::Input => self.input(inst),
             Opcode::Uniform => {
@@ -690,6 +698,9 @@ impl Emitter<'_> {
             .iter()
             .map(|o| self.src(o))
             .collect::<Result<_, _>>()?;
+        if info.unit == "tmu" {
+            return self.texture(b, inst, &srcs);
+        }
         let (x, y) = match srcs.as_slice() {
             [x] => (*x, *x),
             [x, y] => (*x, *y),
@@ -728,6 +739,50 @@ impl Emitter<'_> {
             }
             u => return Err(internal(format!("unit `{u}`"))),
         }
+        Ok(())
+    }
+
+    /// `qpu_tex U, k, s, t`: one TMU0 lookup (t, then s, each taking a configuration uniform),
+    /// `ldtmu0`, and byte k of r4 as a float (the r4 unpack).
+    fn texture(&mut self, b: Block, inst: &Inst, srcs: &[Src]) -> Result<(), EmitError> {
+        let (Some(unit), Some(k)) = (
+            crate::texture::constant(&inst.operands[0].value),
+            crate::texture::constant(&inst.operands[1].value),
+        ) else {
+            return Err(internal(
+                "qpu_tex with a unit or component that is not constant",
+            ));
+        };
+        if !self.once[b.index()] {
+            return Err(EmitError::Unsupported(
+                "texture sampling inside control flow".into(),
+            ));
+        }
+        let d = self.def_reg(inst, 0)?;
+        let key = (unit, srcs[2], srcs[3]);
+        // The texel of the previous lookup is still in r4 when the previous instruction was a
+        // lookup at the same coordinates (another component of one sample).
+        if self.tex_in_r4 != Some(key) {
+            let t = self.place(&[srcs[3]])?[0];
+            self.push_alu(builder::mov(Reg::Io(waddr::TMU0_T), t)?);
+            self.uniforms.push(Uniform::TextureP0(unit));
+            let s = self.place(&[srcs[2]])?[0];
+            self.push_alu(builder::mov(Reg::Io(waddr::TMU0_S), s)?);
+            self.uniforms.push(Uniform::TextureP1(unit));
+            let mut ld = AluInstr::nop();
+            ld.sig = Signal::LoadTmu0;
+            self.push_alu(ld);
+        }
+        let unpack = [Unpack::U8a, Unpack::U8b, Unpack::U8c, Unpack::U8d][k as usize & 3];
+        let cond = self.write_cond(b, inst)?;
+        self.push_alu(
+            builder::qpu_a(AddOp::Fmax, d, Reg::Acc(4), Reg::Acc(4))?
+                .pack(true, 0)
+                .unpack(unpack)
+                .cond_add(cond),
+        );
+        let ds = d_src_opt(d);
+        self.tex_in_r4 = (ds != Some(srcs[2]) && ds != Some(srcs[3])).then_some(key);
         Ok(())
     }
 

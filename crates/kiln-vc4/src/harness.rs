@@ -16,13 +16,15 @@
 
 use crate::emit::{Emitted, OutputMode};
 use crate::interface::{InputKind, ShaderInfo};
-use crate::sim::{Machine, Program, alu, tlb};
+use crate::sim::{Machine, Program, alu, tlb, tmu};
+use crate::uniforms::Uniform;
 use kiln_interp::{Env, Outputs};
 use kiln_ir::Function;
 
 const BASE: u32 = 0x1_0000;
 const UNIFORMS: u32 = 0x8_0000;
-const MEM: usize = 0x10_0000;
+const TEXTURES: u32 = 0xC_0000;
+const MEM: usize = 0x20_0000;
 /// Instructions a run may execute.
 pub const STEP_LIMIT: u64 = 1_000_000;
 
@@ -77,7 +79,28 @@ pub fn simulate(
 ) -> Result<SimOutput, String> {
     let words = em.words();
     let mut m = Machine::new(MEM, Program::new(BASE, &words));
-    let stream = crate::uniforms::stream(&em.uniforms, |s| env.uniforms.get(&s).copied());
+    let mut stream = crate::uniforms::stream(&em.uniforms, |s| env.uniforms.get(&s).copied());
+    // Textures: each unit's procedural texture (the interpreter's), RGBA8888 in LT format at
+    // its own 4 KiB page; nearest filtering, repeat.
+    for (k, u) in em.uniforms.iter().enumerate() {
+        let (Uniform::TextureP0(unit) | Uniform::TextureP1(unit)) = *u else {
+            continue;
+        };
+        let base = TEXTURES + 0x1000 * (unit & 0xff);
+        let tex = kiln_interp::Texture::procedural(unit);
+        for y in 0..tex.height {
+            for x in 0..tex.width {
+                let [r, g, b, a] = tex.texels[(y * tex.width + x) as usize];
+                let word = u32::from_le_bytes([r, g, b, a]);
+                let at = base + tmu::texel_offset(tex.width, tex.height, x, y);
+                m.mem.write_u32(at, word).ok_or("texture outside memory")?;
+            }
+        }
+        stream[k] = match u {
+            Uniform::TextureP0(_) => base,
+            _ => (tex.height << 20) | (tex.width << 8) | (1 << 7) | (1 << 4),
+        };
+    }
     m.mem
         .write_words(UNIFORMS, &stream)
         .ok_or("the uniform stream does not fit in memory")?;

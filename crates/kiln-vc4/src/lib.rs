@@ -12,6 +12,7 @@ pub mod isel;
 pub mod ops;
 pub mod sim;
 pub mod target;
+pub mod texture;
 pub mod uniforms;
 pub mod vertex;
 pub mod words;

@@ -21,6 +21,11 @@ pub enum Uniform {
     /// `QUNIFORM_VIEWPORT_X_SCALE` … `QUNIFORM_VIEWPORT_Z_OFFSET`), read at uniform slot
     /// `crate::vertex::VIEWPORT_X_SCALE + k` of the IR.
     Viewport(u32),
+    /// Texture configuration parameter 0 / 1 of a unit (Mesa `QUNIFORM_TEXTURE_CONFIG_P0`,
+    /// `_P1`): base address and format; size, filters and wrapping. Read by the TMU writes of
+    /// each lookup.
+    TextureP0(u32),
+    TextureP1(u32),
 }
 
 impl Uniform {
@@ -40,6 +45,7 @@ impl Uniform {
             Uniform::Constant(_) => None,
             Uniform::User(s) => Some(s),
             Uniform::Viewport(k) => Some(crate::vertex::VIEWPORT_X_SCALE + k),
+            Uniform::TextureP0(_) | Uniform::TextureP1(_) => None,
         }
     }
 }
@@ -64,6 +70,8 @@ impl std::fmt::Display for Uniform {
         match self {
             Uniform::Constant(c) => write!(f, "constant {c:#010x}"),
             Uniform::User(s) => write!(f, "uniform {s}"),
+            Uniform::TextureP0(u) => write!(f, "texture {u} config p0"),
+            Uniform::TextureP1(u) => write!(f, "texture {u} config p1"),
             Uniform::Viewport(k) => write!(
                 f,
                 "viewport {}",

@@ -366,3 +366,50 @@ bb0:
         assert!(harness::check(&c.ssa, &swapped, OutputMode::Vpm, &c.info).is_err());
     }
 }
+
+/// Texture sampling through the TMU: every component of two samples of two units agrees with
+/// the interpreter; a wrong component unpack disagrees.
+#[test]
+fn texture_samples_through_the_tmu() {
+    use kiln_vc4::isa::{Instr, Unpack};
+    let text = "target generic(v=32, s=16)
+function @main {
+bb0:
+    %0:v1 = input 0
+    %1:v1 = input 1
+    %2:v1 = fmul %0, 3.0
+    %3:v1 = fsub 0.0, %1
+    %4:v4 = texture_sample 0, 0, %2, %3
+    %5:v1, %6:v1, %7:v1, %8:v1 = split_vector %4
+    %9:v4 = texture_sample 1, 0, %1, %0
+    %10:v1, %11:v1, %12:v1, %13:v1 = split_vector %9
+    %14:v1 = fadd %5, %13
+    %15:v1 = fmul %6, %12
+    %16:v1 = fsub %7, %11
+    %17:v1 = fadd %8, %10
+    output 0, %14
+    output 1, %15
+    output 2, %16
+    output 3, %17
+    return
+}
+";
+    let c = agrees(text);
+    assert!(
+        c.emitted
+            .uniforms
+            .iter()
+            .any(|u| *u == kiln_vc4::uniforms::Uniform::TextureP1(1))
+    );
+    let (c, info) = compile_text(text, Allocator::Ssa, OutputMode::Vpm);
+    let mut wrong = c.emitted.clone();
+    let k = wrong
+        .instrs
+        .iter()
+        .position(|i| matches!(i, Instr::Alu(a) if a.unpack == Unpack::U8a))
+        .expect("an r4 unpack");
+    if let Instr::Alu(a) = &mut wrong.instrs[k] {
+        a.unpack = Unpack::U8b;
+    }
+    assert!(harness::check(&c.ssa, &wrong, OutputMode::Vpm, &info).is_err());
+}
