@@ -224,6 +224,8 @@ struct Emitter<'a> {
     packing: bool,
     /// The VPM write setup is done.
     vpm_setup: bool,
+    /// The uniform stream points away from the main stream (a lookup inside control flow).
+    stream_moved: bool,
     /// The lookup whose texel r4 holds: (unit, s, t), valid until the next other instruction.
     tex_in_r4: Option<(u32, Src, Src)>,
     /// VPM attribute reads: done so far, and in all.
@@ -300,6 +302,7 @@ pub fn emit(func: &Function, info: &ShaderInfo, mode: OutputMode) -> Result<Emit
         w_in_rb14: false,
         mode,
         tex_in_r4: None,
+        stream_moved: false,
         packing: false,
         vpm_setup: false,
         attributes: 0,
@@ -602,6 +605,12 @@ impl Emitter<'_> {
                             .into(),
                     ));
                 }
+                if self.stream_moved {
+                    return Err(EmitError::Unsupported(
+                        "a uniform read after a texture lookup inside control flow (rematerialised by the allocator)"
+                            .into(),
+                    ));
+                }
                 let d = self.def_reg(inst, 0)?;
                 self.uniforms.push(Uniform::of_slot(inst.imms[0]));
                 let cond = self.write_cond(b, inst)?;
@@ -753,9 +762,10 @@ impl Emitter<'_> {
                 "qpu_tex with a unit or component that is not constant",
             ));
         };
-        if !self.once[b.index()] {
-            return Err(EmitError::Unsupported(
-                "texture sampling inside control flow".into(),
+        let at = srcs.get(4).copied();
+        if at.is_none() && !self.once[b.index()] {
+            return Err(internal(
+                "a lookup from the main uniform stream inside control flow",
             ));
         }
         let d = self.def_reg(inst, 0)?;
@@ -763,12 +773,23 @@ impl Emitter<'_> {
         // The texel of the previous lookup is still in r4 when the previous instruction was a
         // lookup at the same coordinates (another component of one sample).
         if self.tex_in_r4 != Some(key) {
+            if let Some(a) = at {
+                // The configuration words from their own address; no uniform read in the next
+                // two instructions.
+                let r = self.place(&[a])?[0];
+                self.push_alu(builder::mov(Reg::Io(waddr::UNIFORMS_ADDRESS), r)?);
+                self.stream_moved = true;
+                self.nop();
+                self.nop();
+            }
             let t = self.place(&[srcs[3]])?[0];
             self.push_alu(builder::mov(Reg::Io(waddr::TMU0_T), t)?);
-            self.uniforms.push(Uniform::TextureP0(unit));
             let s = self.place(&[srcs[2]])?[0];
             self.push_alu(builder::mov(Reg::Io(waddr::TMU0_S), s)?);
-            self.uniforms.push(Uniform::TextureP1(unit));
+            if at.is_none() {
+                self.uniforms.push(Uniform::TextureP0(unit));
+                self.uniforms.push(Uniform::TextureP1(unit));
+            }
             let mut ld = AluInstr::nop();
             ld.sig = Signal::LoadTmu0;
             self.push_alu(ld);

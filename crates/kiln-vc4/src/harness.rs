@@ -83,7 +83,10 @@ pub fn simulate(
     // Textures: each unit's procedural texture (the interpreter's), RGBA8888 in LT format at
     // its own 4 KiB page; nearest filtering, repeat.
     for (k, u) in em.uniforms.iter().enumerate() {
-        let (Uniform::TextureP0(unit) | Uniform::TextureP1(unit)) = *u else {
+        let (Uniform::TextureP0(unit)
+        | Uniform::TextureP1(unit)
+        | Uniform::TextureConfigAddress(unit)) = *u
+        else {
             continue;
         };
         let base = TEXTURES + 0x1000 * (unit & 0xff);
@@ -96,9 +99,18 @@ pub fn simulate(
                 m.mem.write_u32(at, word).ok_or("texture outside memory")?;
             }
         }
+        let p1 = (tex.height << 20) | (tex.width << 8) | (1 << 7) | (1 << 4);
         stream[k] = match u {
             Uniform::TextureP0(_) => base,
-            _ => (tex.height << 20) | (tex.width << 8) | (1 << 7) | (1 << 4),
+            Uniform::TextureP1(_) => p1,
+            _ => {
+                // The two words at the end of the texture's page.
+                let at = base + 0xff8;
+                m.mem
+                    .write_words(at, &[base, p1])
+                    .ok_or("texture outside memory")?;
+                at
+            }
         };
     }
     m.mem

@@ -186,11 +186,17 @@ pub fn prepare(func: &mut Function, info: &ShaderInfo) -> Result<(), Unsupported
     for l in &cfg.loops {
         once[l.header.index()..l.exit.index()].fill(false);
     }
+    // Lookups that point the uniform stream elsewhere (`crate::texture::TEX_AT`): every read of
+    // the main stream goes first.
+    let stream_moves =
+        func.blocks.iter().flat_map(|b| &b.insts).any(
+            |i| matches!(i.op, Opcode::Target(t) if std::ptr::eq(t.0, &crate::texture::TEX_AT)),
+        );
     for (b, block) in func.blocks.iter_mut().enumerate() {
         let mut kept = Vec::with_capacity(block.insts.len());
         for inst in block.insts.drain(..) {
             match inst.op {
-                Opcode::Uniform if once[b] => kept.push(inst),
+                Opcode::Uniform if once[b] && !stream_moves => kept.push(inst),
                 Opcode::Input => match inputs.get(&inst.imms[0]) {
                     Some(first) => {
                         rename.insert(inst.defs[0].temp, first.defs[0].temp);

@@ -20,8 +20,15 @@
 //! component moved out of r4 with the r4 unpack `8a`–`8d` (byte / 255 as a float). The
 //! configuration words come from the driver ([`crate::uniforms::Uniform::TextureP0`]); the
 //! harness binds the procedural texture as RGBA8888 in LT format, nearest, repeat. Only 2D
-//! sampling with implicit level is handled, in blocks that run exactly once (the uniform stream
-//! is a FIFO).
+//! sampling with an implicit level is handled.
+//!
+//! The TMU takes its configuration from the uniform stream, a FIFO, so a lookup in a block that
+//! may run never or many times cannot take it from the main stream. When a function has such a
+//! lookup, every lookup gets a fifth operand, the address of its unit's two configuration words
+//! (a uniform, [`CONFIG`]` + unit`, read up front like every other uniform then), and the
+//! emitter points the uniform stream there before the lookup (`qpu_tex_at`, [`TEX_AT`]): the
+//! reads of the main stream are all done by then (the interface pass moves every uniform read
+//! to the entry block in such functions).
 
 use crate::isel::Unsupported;
 use kiln_ir::{Cfg, Function, Inst, Opcode, Operand, TargetOp, TargetOpInfo, Temp, Value};
@@ -57,6 +64,22 @@ pub static TEX: TargetOpInfo = TargetOpInfo {
     def_classes: None,
     eval: Some(eval),
 };
+
+/// `qpu_tex_at U, k, s, t, a`: the same, with the configuration words read from address `a` (a
+/// lookup inside control flow, where the uniform stream cannot be followed).
+pub static TEX_AT: TargetOpInfo = TargetOpInfo {
+    info: kiln_ir::OpInfo::target(
+        "qpu_tex_at",
+        kiln_ir::Arity::Fixed(1),
+        kiln_ir::Arity::Fixed(5),
+        0,
+    ),
+    ..TEX
+};
+
+/// Uniform slots (`CONFIG + unit`) holding the address of a unit's two configuration words, for
+/// lookups inside control flow ([`crate::uniforms::Uniform::TextureConfigAddress`]).
+pub const CONFIG: u32 = 0xffff_1000;
 
 /// A placeholder left by [`hide`]: its temp, texture unit and component.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -94,6 +117,7 @@ pub fn hide(func: &mut Function) -> Result<Vec<Hidden>, Unsupported> {
         }
     }
     let mut samples: BTreeMap<Temp, (u32, Operand, Operand)> = BTreeMap::new();
+    let mut in_flow = false;
     for (b, block) in func.blocks.iter().enumerate() {
         for inst in &block.insts {
             match inst.op {
@@ -103,9 +127,8 @@ pub fn hide(func: &mut Function) -> Result<Vec<Hidden>, Unsupported> {
                         refused.push(
                             "texture sampling other than 2D with an implicit level".to_string(),
                         );
-                    } else if !once[b] {
-                        refused.push("texture sampling inside control flow".to_string());
                     } else {
+                        in_flow |= !once[b];
                         let t = inst.defs[0].temp;
                         if uses.get(&t).copied().unwrap_or(0) > 1 {
                             refused.push("a texture result used whole".to_string());
@@ -131,6 +154,24 @@ pub fn hide(func: &mut Function) -> Result<Vec<Hidden>, Unsupported> {
         return Err(Unsupported(refused));
     }
     let mut hidden = Vec::new();
+    let splits = func
+        .blocks
+        .iter()
+        .flat_map(|b| &b.insts)
+        .filter(|i| {
+            i.op == Opcode::SplitVector
+                && i.operands
+                    .first()
+                    .and_then(Operand::temp_id)
+                    .is_some_and(|t| samples.contains_key(&t))
+        })
+        .count();
+    let s1 = func.target.class(kiln_ir::GenericTarget::S, 1);
+    let mut new_temps: Vec<Temp> = if in_flow {
+        (0..splits).map(|_| func.new_temp(s1)).collect()
+    } else {
+        Vec::new()
+    };
     for block in func.blocks.iter_mut() {
         let mut out = Vec::with_capacity(block.insts.len());
         for inst in block.insts.drain(..) {
@@ -144,12 +185,23 @@ pub fn hide(func: &mut Function) -> Result<Vec<Hidden>, Unsupported> {
                         .is_some_and(|t| samples.contains_key(&t)) =>
                 {
                     let (unit, s, t) = samples[&inst.operands[0].temp_id().expect("temp")];
+                    // Lookups inside control flow read their configuration from a block of
+                    // their own (see `CONFIG`): its address is a uniform read up front.
+                    let third = if in_flow {
+                        let a = new_temps.pop().expect("one address temp per split");
+                        let mut u = Inst::new(Opcode::Uniform);
+                        u.imms.push(CONFIG + unit);
+                        u.defs.push(kiln_ir::Def::new(a));
+                        out.push(u);
+                        Operand::temp(a)
+                    } else {
+                        Operand::constant(0)
+                    };
                     for (k, d) in inst.defs.iter().enumerate() {
                         let mut p = Inst::new(Opcode::Sel);
                         p.flags = inst.flags;
                         p.defs.push(kiln_ir::Def::new(d.temp));
-                        p.operands
-                            .extend([clean(s), clean(t), Operand::constant(0)]);
+                        p.operands.extend([clean(s), clean(t), third]);
                         out.push(p);
                         hidden.push(Hidden {
                             temp: d.temp,
@@ -187,8 +239,9 @@ pub fn reveal(func: &mut Function, hidden: &[Hidden]) -> Result<(), Unsupported>
         let Some(h) = inst.defs.first().and_then(|d| by_temp.get(&d.temp)) else {
             continue;
         };
-        let (s, t) = (inst.operands[0], inst.operands[1]);
-        inst.op = Opcode::Target(TargetOp(&TEX));
+        let (s, t, a) = (inst.operands[0], inst.operands[1], inst.operands[2]);
+        let at = a.temp_id().is_some();
+        inst.op = Opcode::Target(TargetOp(if at { &TEX_AT } else { &TEX }));
         inst.operands.clear();
         inst.operands.extend([
             Operand::constant(h.unit),
@@ -196,6 +249,9 @@ pub fn reveal(func: &mut Function, hidden: &[Hidden]) -> Result<(), Unsupported>
             clean(s),
             clean(t),
         ]);
+        if at {
+            inst.operands.push(clean(a));
+        }
         found += 1;
     }
     if found != hidden.len() {

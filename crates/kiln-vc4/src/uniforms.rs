@@ -26,14 +26,20 @@ pub enum Uniform {
     /// each lookup.
     TextureP0(u32),
     TextureP1(u32),
+    /// The address of a unit's two configuration words (P0, P1) in memory, for lookups that
+    /// point the stream there (read at IR uniform slot `crate::texture::CONFIG + unit`).
+    TextureConfigAddress(u32),
 }
 
 impl Uniform {
     /// The table entry for an IR `uniform SLOT`.
     pub fn of_slot(slot: u32) -> Uniform {
         let k = slot.wrapping_sub(crate::vertex::VIEWPORT_X_SCALE);
+        let t = slot.wrapping_sub(crate::texture::CONFIG);
         if k < 4 {
             Uniform::Viewport(k)
+        } else if t < 0x1000 {
+            Uniform::TextureConfigAddress(t)
         } else {
             Uniform::User(slot)
         }
@@ -46,6 +52,7 @@ impl Uniform {
             Uniform::User(s) => Some(s),
             Uniform::Viewport(k) => Some(crate::vertex::VIEWPORT_X_SCALE + k),
             Uniform::TextureP0(_) | Uniform::TextureP1(_) => None,
+            Uniform::TextureConfigAddress(u) => Some(crate::texture::CONFIG + u),
         }
     }
 }
@@ -72,6 +79,7 @@ impl std::fmt::Display for Uniform {
             Uniform::User(s) => write!(f, "uniform {s}"),
             Uniform::TextureP0(u) => write!(f, "texture {u} config p0"),
             Uniform::TextureP1(u) => write!(f, "texture {u} config p1"),
+            Uniform::TextureConfigAddress(u) => write!(f, "texture {u} config address"),
             Uniform::Viewport(k) => write!(
                 f,
                 "viewport {}",

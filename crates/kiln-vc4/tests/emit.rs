@@ -413,3 +413,57 @@ bb0:
     }
     assert!(harness::check(&c.ssa, &wrong, OutputMode::Vpm, &info).is_err());
 }
+
+/// Lookups inside divergent control flow and a loop: the uniform stream is pointed at each
+/// unit's configuration words before each lookup, every uniform read comes first.
+#[test]
+fn texture_samples_inside_control_flow() {
+    let c = agrees(
+        "target generic(v=32, s=16)
+function @main {
+bb0:
+    %0:v1 = input 0
+    %1:v1 = input 1
+    %2:s1 = uniform 0
+    %3:v1 = flt %0, 0.4
+    if.divergent %3, bb1, bb2, bb3
+bb1:
+    %4:v4 = texture_sample 0, 0, %0, %1
+    %5:v1, %6:v1, %7:v1, %8:v1 = split_vector %4
+    jump bb3
+bb2:
+    %9:v1 = fmul %0, %2
+    jump bb3
+bb3:
+    %10:v1 = phi %6, %9
+    %11:s1 = uniform 1
+    loop bb4, bb7
+bb4:
+    %12:v1 = phi %10, %16
+    %13:s1 = linear_phi 0, %17
+    %14:v4 = texture_sample 1, 0, %12, %0
+    %15:v1, %18:v1, %19:v1, %20:v1 = split_vector %14
+    %16:v1 = fadd %12, %15
+    %17:s1 = iadd %13, 1
+    %21:s1 = ile 3, %17
+    if.uniform %21, bb5, bb6, bb6
+bb5:
+    break bb7
+bb6:
+    continue bb4
+bb7:
+    %22:v1 = phi %16
+    %23:v1 = fmul %22, %11
+    output 0, %10
+    output 1, %23
+    return
+}
+",
+    );
+    assert!(
+        c.emitted
+            .uniforms
+            .iter()
+            .any(|u| matches!(u, kiln_vc4::uniforms::Uniform::TextureConfigAddress(1)))
+    );
+}
