@@ -144,6 +144,8 @@ fn dst_reg(unit: u32) -> Result<Reg, EmitError> {
 const SCRATCH_A: u8 = 14;
 const SCRATCH_B: u8 = 14;
 const EXEC: Reg = Reg::A(EXEC_REG);
+/// What the execute mask holds in a discarded lane: no block has this index.
+const DISCARDED: u32 = 0xffff_ffff;
 /// Small-immediate codes.
 const IMM_0: u8 = 0;
 const IMM_MINUS_1: u8 = 31;
@@ -224,6 +226,8 @@ struct Emitter<'a> {
     packing: bool,
     /// The VPM write setup is done.
     vpm_setup: bool,
+    /// The function discards lanes (seen a `discard`).
+    discards: bool,
     /// The uniform stream points away from the main stream (a lookup inside control flow).
     stream_moved: bool,
     /// The lookup whose texel r4 holds: (unit, s, t), valid until the next other instruction.
@@ -272,7 +276,15 @@ pub fn emit(func: &Function, info: &ShaderInfo, mode: OutputMode) -> Result<Emit
             *o = false;
         }
     }
-    let exec = crate::interface::has_divergence(&cfg);
+    let exec = crate::interface::needs_exec(func, &cfg);
+    // After a discard, discarded lanes wait for no block: everything after runs masked.
+    let first_discard = func
+        .blocks
+        .iter()
+        .position(|b| b.insts.iter().any(|i| i.op == Opcode::Discard));
+    if let Some(d) = first_discard {
+        masked[d..].fill(true);
+    }
     let target_exec = func
         .target
         .params()
@@ -303,6 +315,7 @@ pub fn emit(func: &Function, info: &ShaderInfo, mode: OutputMode) -> Result<Emit
         mode,
         tex_in_r4: None,
         stream_moved: false,
+        discards: false,
         packing: false,
         vpm_setup: false,
         attributes: 0,
@@ -618,6 +631,11 @@ impl Emitter<'_> {
                 Ok(())
             }
             Opcode::Output => self.output(b, inst, self.mode),
+            Opcode::Discard => {
+                // The running lanes stop for good: they wait for a block that never comes.
+                self.discards = true;
+                self.set_exec_waiting(DISCARDED)
+            }
             Opcode::Mov => {
                 let cond = self.write_cond(b, inst)?;
                 let d = self.def_reg(inst, 0)?;
@@ -1065,7 +1083,7 @@ impl Emitter<'_> {
     /// One output, where the function writes it (its register may be reused right after):
     /// packed into ra14's byte for the tile buffer, or written to the next VPM row.
     fn output(&mut self, b: Block, inst: &Inst, mode: OutputMode) -> Result<(), EmitError> {
-        if self.masked[b.index()] {
+        if self.masked[b.index()] && !self.discards {
             return Err(internal("an output inside divergent control flow"));
         }
         let slot = inst.imms[0];
@@ -1133,13 +1151,19 @@ impl Emitter<'_> {
             while self.out.len() < 2 {
                 self.nop();
             }
+            // Discarded lanes keep the tile buffer's colour (Mesa's conditional TLB write).
+            let cond = if self.discards {
+                self.exec_flags()?;
+                Cond::Zs
+            } else {
+                Cond::Always
+            };
             let mut wait = AluInstr::nop();
             wait.sig = Signal::ScoreboardWait;
             self.push_alu(wait);
-            self.push_alu(builder::mov(
-                Reg::Io(waddr::TLB_COLOR_ALL),
-                Reg::A(SCRATCH_A),
-            )?);
+            self.push_alu(
+                builder::mov(Reg::Io(waddr::TLB_COLOR_ALL), Reg::A(SCRATCH_A))?.cond_add(cond),
+            );
         }
         let mut end = AluInstr::nop();
         end.sig = Signal::ProgramEnd;

@@ -184,6 +184,13 @@ pub fn compare(got: &SimOutput, want: &Outputs, info: &ShaderInfo) -> Result<(),
         }
         SimOutput::Tlb(pixels) => {
             for (l, &p) in pixels.iter().enumerate() {
+                // A discarded lane leaves the tile buffer as it was (cleared to 0).
+                if want.discarded.get(l).copied().unwrap_or(false) {
+                    if p != 0 {
+                        return Err(format!("pixel {l} is discarded but written ({p:#010x})"));
+                    }
+                    continue;
+                }
                 for (slot, kind) in &info.outputs {
                     let crate::interface::OutputKind::Color(c) = kind else {
                         continue;

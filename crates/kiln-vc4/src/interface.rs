@@ -110,13 +110,19 @@ impl ShaderInfo {
     }
 }
 
-/// Whether the function has divergent control flow (and so needs the execute mask).
-pub fn has_divergence(cfg: &Cfg) -> bool {
+/// Whether the function has divergent control flow or discards lanes (and so needs the
+/// execute mask).
+pub fn needs_exec(func: &Function, cfg: &Cfg) -> bool {
     cfg.ifs.iter().any(|i| i.divergent)
         || cfg
             .loops
             .iter()
             .any(|l| l.divergent || l.divergent_continue)
+        || func
+            .blocks
+            .iter()
+            .flat_map(|b| &b.insts)
+            .any(|i| i.op == Opcode::Discard)
 }
 
 /// Lowers the interface of a selected function (see the module comment); the function
@@ -131,9 +137,6 @@ pub fn prepare(func: &mut Function, info: &ShaderInfo) -> Result<(), Unsupported
     for (b, block) in func.blocks.iter().enumerate() {
         for inst in &block.insts {
             match inst.op {
-                Opcode::Discard => {
-                    refused.insert("discard".into());
-                }
                 Opcode::Fddx | Opcode::Fddy => {
                     refused.insert("derivatives (fddx/fddy)".into());
                 }
@@ -237,7 +240,7 @@ pub fn prepare(func: &mut Function, info: &ShaderInfo) -> Result<(), Unsupported
     *insts = rest;
 
     // Retarget (execute mask) and keep every value out of r4.
-    let target = Vc4Target::with_exec(1, has_divergence(&cfg));
+    let target = Vc4Target::with_exec(1, needs_exec(func, &cfg));
     let subset = kiln_ir::Target::subset_by_name(&target, "a_or_b_or_acc");
     func.target = std::sync::Arc::new(target);
     for c in func.temps.iter_mut().filter(|c| !c.is_none()) {

@@ -467,3 +467,41 @@ bb7:
             .any(|u| matches!(u, kiln_vc4::uniforms::Uniform::TextureConfigAddress(1)))
     );
 }
+
+/// `discard`: discarded lanes stop (a later divergent loop does not wait for them) and keep the
+/// tile buffer's colour; an unconditional colour write is caught.
+#[test]
+fn discard_stops_lanes_and_keeps_their_pixels() {
+    use kiln_vc4::isa::{Cond, Instr, waddr};
+    let text = "target generic(v=32, s=16)
+function @main {
+bb0:
+    %0:v1 = input 0
+    %1:v1 = input 1
+    %2:v1 = flt %0, 0.4
+    if.divergent %2, bb1, bb2, bb2
+bb1:
+    discard
+    jump bb2
+bb2:
+    %3:v1 = fmul %1, 0.5
+    output 0, %0
+    output 1, %3
+    output 2, %1
+    output 3, 1.0
+    return
+}
+";
+    agrees(text);
+    let (c, info) = compile_text(text, Allocator::Ssa, OutputMode::Tlb);
+    let mut wrong = c.emitted.clone();
+    for i in wrong.instrs.iter_mut() {
+        if let Instr::Alu(a) = i
+            && a.w.waddr_add == waddr::TLB_COLOR_ALL
+        {
+            assert_eq!(a.w.cond_add, Cond::Zs);
+            a.w.cond_add = Cond::Always;
+        }
+    }
+    assert!(harness::check(&c.ssa, &wrong, OutputMode::Tlb, &info).is_err());
+}
