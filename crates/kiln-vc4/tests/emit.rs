@@ -398,8 +398,7 @@ bb0:
     assert!(
         c.emitted
             .uniforms
-            .iter()
-            .any(|u| *u == kiln_vc4::uniforms::Uniform::TextureP1(1))
+            .contains(&kiln_vc4::uniforms::Uniform::TextureP1(1))
     );
     let (c, info) = compile_text(text, Allocator::Ssa, OutputMode::Vpm);
     let mut wrong = c.emitted.clone();
