@@ -78,7 +78,7 @@ pub fn shader_info(iface: &Interface) -> ShaderInfo {
                 SlotKind::BuiltIn { name, component } if vertex => {
                     InputKind::Unsupported(format!("built-in {name}.{component}"))
                 }
-                SlotKind::BuiltIn { name, component } if name == "position" && *component < 2 => {
+                SlotKind::BuiltIn { name, component } if name == "position" && *component < 4 => {
                     InputKind::FragCoord(*component)
                 }
                 SlotKind::BuiltIn { name, component } => {
@@ -240,7 +240,8 @@ fn compile_on_this_thread(args: CompileArgs) -> miette::Result<()> {
     } else if args.stats {
         out.push_str(&stats_text(&c.stats));
     }
-    print!("{out}");
+    // A closed pipe (`| head`) is not an error of the compiler.
+    let _ = std::io::Write::write_all(&mut std::io::stdout(), out.as_bytes());
     if args.check {
         check_entry(
             &lowered.function,
@@ -249,7 +250,10 @@ fn compile_on_this_thread(args: CompileArgs) -> miette::Result<()> {
             args.allocator,
         )
         .map_err(|m| miette::miette!("{name}: mismatch: {m}"))?;
-        println!("check: the simulator agrees with the interpreter (16 pixels)");
+        let _ = std::io::Write::write_all(
+            &mut std::io::stdout(),
+            b"check: the simulator agrees with the interpreter (16 pixels)\n",
+        );
     }
     Ok(())
 }

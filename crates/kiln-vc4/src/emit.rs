@@ -146,6 +146,8 @@ const SCRATCH_B: u8 = 14;
 const EXEC: Reg = Reg::A(EXEC_REG);
 /// What the execute mask holds in a discarded lane: no block has this index.
 const DISCARDED: u32 = 0xffff_ffff;
+/// `gl_FragCoord.z` = the 24-bit payload depth × this (1 / 0xffffff as an f32).
+pub const FRAG_Z_SCALE: u32 = 0x3380_0001;
 /// Small-immediate codes.
 const IMM_0: u8 = 0;
 const IMM_MINUS_1: u8 = 31;
@@ -553,7 +555,10 @@ impl Emitter<'_> {
         let func = self.func;
         let needs_w = func.blocks[0].insts.iter().any(|i| {
             i.op == Opcode::Input
-                && matches!(self.info.inputs.get(&i.imms[0]), Some(InputKind::Varying))
+                && matches!(
+                    self.info.inputs.get(&i.imms[0]),
+                    Some(InputKind::Varying | InputKind::FragCoord(3))
+                )
         });
         if needs_w {
             self.push_alu(builder::mov(Reg::B(SCRATCH_B), Reg::A(15))?);
@@ -701,6 +706,24 @@ impl Emitter<'_> {
                 let ds = d_src_opt(d).ok_or_else(|| internal("input to a non-register"))?;
                 let r = self.place(&[ds, Src::Imm(IMM_HALF)])?;
                 self.push_alu(builder::qpu_a(AddOp::Fadd, d, r[0], r[1])?);
+                Ok(())
+            }
+            Some(InputKind::FragCoord(2)) => {
+                // rb15 is read before any input is written (the interface pass orders them).
+                self.push_alu(builder::qpu_a(AddOp::Itof, d, Reg::B(15), Reg::B(15))?);
+                let ds = d_src_opt(d).ok_or_else(|| internal("input to a non-register"))?;
+                let r = self.place(&[ds, Src::Big(FRAG_Z_SCALE)])?;
+                self.push_alu(builder::qpu_m(MulOp::Fmul, d, r[0], r[1])?);
+                Ok(())
+            }
+            Some(InputKind::FragCoord(3)) => {
+                if !self.w_in_rb14 {
+                    return Err(internal("gl_FragCoord.w after the prologue"));
+                }
+                self.push_alu(builder::mov(Reg::Io(waddr::SFU_RECIP), Reg::B(SCRATCH_B))?);
+                self.nop();
+                self.nop();
+                self.push_alu(builder::mov(d, Reg::Acc(4))?);
                 Ok(())
             }
             other => Err(EmitError::Unsupported(format!(

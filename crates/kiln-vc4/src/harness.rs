@@ -16,6 +16,7 @@
 
 use crate::emit::{Emitted, OutputMode};
 use crate::interface::{InputKind, ShaderInfo};
+use crate::isa::{AddOp, MulOp};
 use crate::sim::{Machine, Program, alu, tlb, tmu};
 use crate::uniforms::Uniform;
 use kiln_interp::{Env, Outputs};
@@ -37,6 +38,11 @@ pub enum SimOutput {
     Vpm(Vec<(u32, Vec<u32>)>),
 }
 
+/// The payload depth (24 bits) of lane `l` in the simulator's rb15.
+fn frag_z(l: usize) -> u32 {
+    0x12_3456 + 0x1_0101 * l as u32
+}
+
 /// Inputs for a 16-lane run of `ssa`: the interpreter's ordinary values, with
 /// `gl_FragCoord.xy` set to the pixel centres the simulator's batch covers.
 pub fn environment(ssa: &Function, info: &ShaderInfo) -> Env {
@@ -48,6 +54,20 @@ pub fn environment(ssa: &Function, info: &ShaderInfo) -> Env {
                 .map(|l| if *instance { 0 } else { l as u32 })
                 .collect();
             env.inputs.insert(*slot, vals);
+        }
+        if let InputKind::FragCoord(2) = kind {
+            // What the QPU computes from the payload depth `frag_z(lane)`.
+            let vals = (0..16)
+                .map(|l| {
+                    let z = alu::add_op(AddOp::Itof, frag_z(l), 0).map_or(0, |r| r.value);
+                    alu::mul_op(MulOp::Fmul, z, crate::emit::FRAG_Z_SCALE).value
+                })
+                .collect();
+            env.inputs.insert(*slot, vals);
+        }
+        if let InputKind::FragCoord(3) = kind {
+            // 1 / W with W = 1.0 (what `simulate` puts in ra15).
+            env.inputs.insert(*slot, vec![1.0f32.to_bits(); 16]);
         }
         if let InputKind::FragCoord(c @ (0 | 1)) = kind {
             let vals = (0..16)
@@ -118,6 +138,7 @@ pub fn simulate(
         .ok_or("the uniform stream does not fit in memory")?;
     let q = m.add_qpu(UNIFORMS);
     m.qpus[q].ra[15] = [1.0f32.to_bits(); 16];
+    m.qpus[q].rb[15] = std::array::from_fn(frag_z);
     for (row, slot) in em.varyings.iter().enumerate() {
         let vals = env
             .inputs

@@ -41,7 +41,9 @@ pub enum InputKind {
     /// attribute: the QPU has no such register and Mesa's vc4 does not offer them, so the
     /// driver is to supply them as an extra integer attribute.
     IndexAttribute { instance: bool },
-    /// `gl_FragCoord.x` / `.y`: the pixel coordinate (`x_coord`/`y_coord` reads) + 0.5.
+    /// `gl_FragCoord`: `.x` / `.y` the pixel coordinate (`x_coord`/`y_coord` reads) + 0.5; `.z`
+    /// the 24-bit depth of the payload (rb15) scaled to [0, 1]: `itof(rb15) × (1 / 0xffffff)`;
+    /// `.w` the reciprocal of the payload W (ra15), as Mesa's `emit_fragcoord_input`.
     FragCoord(u32),
     /// Something the back end does not read yet (named in the refusal).
     Unsupported(String),
@@ -215,7 +217,11 @@ pub fn prepare(func: &mut Function, info: &ShaderInfo) -> Result<(), Unsupported
         block.insts = kept;
     }
     let entry = &mut func.blocks[0].insts;
-    let mut head: Vec<Inst> = inputs.into_values().collect();
+    // gl_FragCoord first: its z reads the payload in rb15 before any input's register is written.
+    let (mut head, rest): (Vec<Inst>, Vec<Inst>) = inputs
+        .into_values()
+        .partition(|i| matches!(info.inputs.get(&i.imms[0]), Some(InputKind::FragCoord(_))));
+    head.extend(rest);
     head.extend(uniforms);
     entry.splice(0..0, head);
     if !rename.is_empty() {

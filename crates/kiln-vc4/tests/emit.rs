@@ -504,3 +504,52 @@ bb2:
     }
     assert!(harness::check(&c.ssa, &wrong, OutputMode::Tlb, &info).is_err());
 }
+
+/// `gl_FragCoord`: x and y from the pixel coordinates, z from the payload depth in rb15 (read
+/// before any input overwrites it), w the reciprocal of the payload W.
+#[test]
+fn frag_coord_from_the_payload() {
+    use kiln_vc4::interface::{InputKind, OutputKind, Stage};
+    use std::collections::BTreeMap;
+    let func = kiln_ir::parse_function(
+        "target generic(v=32, s=16)
+function @main {
+bb0:
+    %0:v1 = input 0
+    %1:v1 = input 1000
+    %2:v1 = input 1001
+    %3:v1 = input 1002
+    %4:v1 = input 1003
+    %5:v1 = fmul %1, %0
+    output 0, %5
+    output 1, %2
+    output 2, %3
+    output 3, %4
+    return
+}
+",
+    )
+    .unwrap();
+    let info = ShaderInfo {
+        stage: Stage::Fragment,
+        inputs: BTreeMap::from([
+            (0, InputKind::Varying),
+            (1000, InputKind::FragCoord(0)),
+            (1001, InputKind::FragCoord(1)),
+            (1002, InputKind::FragCoord(2)),
+            (1003, InputKind::FragCoord(3)),
+        ]),
+        outputs: (0..4).map(|c| (c, OutputKind::Color(c))).collect(),
+    };
+    for allocator in [Allocator::Ssa, Allocator::Graph] {
+        for output in [OutputMode::Vpm, OutputMode::Tlb] {
+            let opts = CompileOptions {
+                allocator,
+                output,
+                check: true,
+            };
+            let c = compile(&func, &info, &opts).unwrap_or_else(|e| panic!("{e}"));
+            harness::check_compiled(&c).unwrap_or_else(|m| panic!("{m}\n{}", c.disasm()));
+        }
+    }
+}
