@@ -220,11 +220,32 @@ fn regalloc_main_job_runs_as_it_prints() {
 /// naming the problem, never a panic.
 #[test]
 fn regalloc_bad_input_is_refused() {
-    let over = kiln(&["regalloc", "examples/phong.kir", "--budget", "v=2"], None);
-    assert!(!over.status.success());
-    let e = text(&over.stderr);
-    assert!(e.contains("over budget") && e.contains("bb"), "{e}");
-    assert!(!e.contains("panicked"), "{e}");
+    for allocator in ["ssa", "graph"] {
+        let over = kiln(
+            &[
+                "regalloc",
+                "examples/phong.kir",
+                "--budget",
+                "v=2",
+                "--allocator",
+                allocator,
+            ],
+            None,
+        );
+        assert!(!over.status.success());
+        let e = text(&over.stderr);
+        assert!(
+            e.contains("over budget") && e.contains("bb"),
+            "{allocator}: {e}"
+        );
+        assert!(!e.contains("panicked"), "{e}");
+    }
+    let unknown = kiln(
+        &["regalloc", "examples/phong.kir", "--allocator", "linear"],
+        None,
+    );
+    assert!(!unknown.status.success());
+    assert!(text(&unknown.stderr).contains("unknown allocator"));
     for budget in ["q=3", "v=x", "v"] {
         let out = kiln(
             &["regalloc", "examples/phong.kir", "--budget", budget],

@@ -175,26 +175,28 @@ fn filetests() {
     );
 }
 
-/// The SSA allocator on `func`: the allocated function, then statistics and the verdict of a
-/// SIMT run against the SSA run.
+/// An allocator on `func` (`regalloc [--allocator ssa|graph] [--budget …]`): the allocated
+/// function, then statistics and the verdict of a SIMT run against the SSA run.
 fn regalloc(func: kiln_ir::Function, cmd: &str) -> String {
-    let budget = match cmd.strip_prefix("regalloc").map(str::trim) {
-        Some(rest) if !rest.is_empty() => {
-            let Some(text) = rest.strip_prefix("--budget") else {
-                return format!("unknown regalloc option `{rest}`\n");
-            };
-            match kiln_regalloc::RaOptions::parse_budget(&*func.target, text.trim()) {
-                Ok(b) => b,
-                Err(e) => return format!("error: {e}\n"),
-            }
-        }
-        _ => Vec::new(),
-    };
-    let options = kiln_regalloc::RaOptions {
-        budget,
+    let mut options = kiln_regalloc::RaOptions {
         check: true,
         ..Default::default()
     };
+    let mut words = cmd.split_whitespace().skip(1);
+    while let Some(word) = words.next() {
+        let value = words.next().unwrap_or_default();
+        match word {
+            "--budget" => match kiln_regalloc::RaOptions::parse_budget(&*func.target, value) {
+                Ok(b) => options.budget = b,
+                Err(e) => return format!("error: {e}\n"),
+            },
+            "--allocator" => match value.parse() {
+                Ok(a) => options.allocator = a,
+                Err(e) => return format!("error: {e}\n"),
+            },
+            other => return format!("unknown regalloc option `{other}`\n"),
+        }
+    }
     let mut allocated = func.clone();
     let stats = match kiln_regalloc::allocate(&mut allocated, &options) {
         Ok(s) => s,

@@ -92,6 +92,12 @@ fn stats_json(s: &RaStats, files: &[String]) -> serde_json::Value {
         "remats": s.remats,
         "spill_slots": s.spill_slots,
         "split_edges": s.split_edges,
+        "graph_nodes": s.graph_nodes,
+        "graph_edges": s.graph_edges,
+        "coalesced": s.coalesced,
+        "uncoloured": s.uncoloured,
+        "spill_rounds": s.spill_rounds,
+        "graph_fallback": s.graph_fallback,
         "registers_used": per_file(&s.registers_used, files),
         "max_demand": per_file(&s.max_demand, files),
         "time_spill_us": s.time_spill.as_micros() as u64,
@@ -123,6 +129,22 @@ fn stats_text(s: &RaStats, files: &[String]) -> String {
             "file {name:<9} {} registers used, maximum demand {}",
             s.registers_used.get(f).copied().unwrap_or(0),
             s.max_demand.get(f).copied().unwrap_or(0)
+        );
+    }
+    if s.graph_nodes > 0 {
+        let _ = writeln!(
+            out,
+            "colouring      {} nodes, {} edges, {} copies coalesced, {} uncoloured, {} rounds of spilling{}",
+            s.graph_nodes,
+            s.graph_edges,
+            s.coalesced,
+            s.uncoloured,
+            s.spill_rounds,
+            if s.graph_fallback {
+                " (then the SSA spiller)"
+            } else {
+                ""
+            }
         );
     }
     let _ = writeln!(
@@ -273,9 +295,20 @@ pub fn corpus_regalloc(args: CorpusRegallocArgs) -> miette::Result<()> {
     }
     if args.allocator == Allocator::Graph {
         println!(
-            "colouring        {} nodes uncoloured, {} colours refused by the assignment",
+            "colouring        {} nodes, {} edges, {} copies coalesced; {} nodes uncoloured, {} colours refused by the assignment",
+            sum(&|s| s.graph_nodes as u64),
+            sum(&|s| s.graph_edges as u64),
+            sum(&|s| s.coalesced as u64),
             sum(&|s| s.uncoloured as u64),
             sum(&|s| s.preferred_refused as u64)
+        );
+        println!(
+            "graph spilling   {} shaders spilled by colouring ({} rounds), {} fell back to the SSA spiller",
+            ok.iter()
+                .filter(|a| a.stats.spill_rounds > 0 && !a.stats.graph_fallback)
+                .count(),
+            sum(&|s| s.spill_rounds as u64),
+            ok.iter().filter(|a| a.stats.graph_fallback).count()
         );
     }
     println!("time             {time:?} (spill + assign)");

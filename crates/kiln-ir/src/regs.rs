@@ -321,6 +321,22 @@ pub trait Target: fmt::Debug + Send + Sync {
         size.checked_next_power_of_two().unwrap_or(1)
     }
 
+    /// Graph colouring's pick among `free`, the starts (ascending, never empty) a value of
+    /// `class` may take that no neighbour blocks — Mesa's `ra_set_select_reg_callback`.
+    /// `cursor` is state the target keeps across one allocation's picks (round-robin
+    /// positions), zero at first. The default takes the lowest start.
+    fn select_register(&self, _class: RegClass, free: &[u32], _cursor: &mut [u32; 2]) -> u32 {
+        free[0]
+    }
+
+    /// Whether graph colouring colours short live ranges first (seed 002, Mesa vc4's temp
+    /// order: short-lived values then take the registers the pick prefers, the accumulators).
+    /// Otherwise values colour in the order of their definitions (a dominance order, which
+    /// colours an SSA program's chordal interference graph with the fewest registers).
+    fn short_ranges_first(&self) -> bool {
+        false
+    }
+
     /// Looks a file up by name.
     fn file_by_name(&self, name: &str) -> Option<FileId> {
         self.files()

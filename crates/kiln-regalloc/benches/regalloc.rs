@@ -1,4 +1,5 @@
-//! kiln's SSA allocator against regalloc2's Ion and fastalloc on the same scalar functions, with
+//! kiln's SSA and graph-colouring allocators against regalloc2's Ion and fastalloc on the same
+//! scalar functions, with
 //! the same registers per class: generated programs of about 1k, 10k and 100k instructions and
 //! the largest corpus shaders that both can express, at a plentiful and a tight budget.
 //! Run with `cargo bench -p kiln-regalloc --bench regalloc`.
@@ -16,7 +17,7 @@
 //! `v` as `RegClass::Int` and `s` as `RegClass::Float`, uses early and definitions late, and no
 //! dedicated scratch register (regalloc2 0.15 finds one itself when a move cycle needs it).
 //!
-//! `KILN_BENCH_SIZE=N` (or `KILN_BENCH_SHADER=NAME`) with `KILN_BENCH_ALLOC=kiln|ion|fast` and
+//! `KILN_BENCH_SIZE=N` (or `KILN_BENCH_SHADER=NAME`) with `KILN_BENCH_ALLOC=ssa|graph|ion|fast` and
 //! `KILN_BENCH_BUDGET=plenty|tight` allocates one function once, for
 //! `valgrind --tool=callgrind --toggle-collect='*measured*'`.
 
@@ -464,16 +465,20 @@ fn machine_env(v: u32, s: u32) -> MachineEnv {
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Alloc {
+    /// kiln's SSA allocator.
     Kiln,
+    /// kiln's graph-colouring allocator.
+    Graph,
     Ion,
     Fast,
 }
 
 impl Alloc {
-    const ALL: [Alloc; 3] = [Alloc::Kiln, Alloc::Ion, Alloc::Fast];
+    const ALL: [Alloc; 4] = [Alloc::Kiln, Alloc::Graph, Alloc::Ion, Alloc::Fast];
     fn name(self) -> &'static str {
         match self {
-            Alloc::Kiln => "kiln",
+            Alloc::Kiln => "ssa",
+            Alloc::Graph => "graph",
             Alloc::Ion => "ion",
             Alloc::Fast => "fast",
         }
@@ -497,11 +502,15 @@ struct Counts {
     reloads: u64,
 }
 
-fn kiln_options(v: u32, s: u32) -> RaOptions {
+fn kiln_options(alloc: Alloc, v: u32, s: u32) -> RaOptions {
     RaOptions {
+        allocator: if alloc == Alloc::Graph {
+            kiln_regalloc::Allocator::Graph
+        } else {
+            kiln_regalloc::Allocator::Ssa
+        },
         budget: vec![Some(v), Some(s)],
         check: false,
-        ..RaOptions::default()
     }
 }
 
@@ -572,11 +581,11 @@ fn measure(
     let n = func.inst_count();
     let env = machine_env(v, s);
     let counts = match alloc {
-        Alloc::Kiln => {
+        Alloc::Kiln | Alloc::Graph => {
             let mut f = func.clone();
             let options = RaOptions {
                 check: true,
-                ..kiln_options(v, s)
+                ..kiln_options(alloc, v, s)
             };
             let stats = allocate(&mut f, &options).unwrap_or_else(|e| panic!("{what}: {e}"));
             kiln_counts(&stats)
@@ -590,13 +599,13 @@ fn measure(
     let mut best = Duration::MAX;
     let start = Instant::now();
     let mut runs = 0;
-    let options = kiln_options(v, s);
+    let options = kiln_options(alloc, v, s);
     while runs < 3 || (start.elapsed() < Duration::from_secs(2) && runs < 100) {
         let mut f = func.clone();
         evict(buffer);
         let t = Instant::now();
         match alloc {
-            Alloc::Kiln => {
+            Alloc::Kiln | Alloc::Graph => {
                 black_box(measured_kiln(&mut f, &options));
             }
             _ => {
@@ -634,10 +643,11 @@ fn single() -> bool {
         _ => unreachable!(),
     };
     let alloc = match env_var("KILN_BENCH_ALLOC").as_deref().unwrap_or("kiln") {
-        "kiln" => Alloc::Kiln,
+        "kiln" | "ssa" => Alloc::Kiln,
+        "graph" => Alloc::Graph,
         "ion" => Alloc::Ion,
         "fast" => Alloc::Fast,
-        other => panic!("KILN_BENCH_ALLOC={other}: expected kiln, ion or fast"),
+        other => panic!("KILN_BENCH_ALLOC={other}: expected ssa, graph, ion or fast"),
     };
     let budget = env_var("KILN_BENCH_BUDGET").unwrap_or_else(|| "plenty".into());
     let &(_, v, s) = BUDGETS
@@ -647,9 +657,9 @@ fn single() -> bool {
     let adapter = Adapter::new(&func);
     let env = machine_env(v, s);
     let counts = match alloc {
-        Alloc::Kiln => {
+        Alloc::Kiln | Alloc::Graph => {
             let mut f = func.clone();
-            kiln_counts(&measured_kiln(&mut f, &kiln_options(v, s)))
+            kiln_counts(&measured_kiln(&mut f, &kiln_options(alloc, v, s)))
         }
         _ => regalloc2_counts(&measured_regalloc2(&adapter, &env, alloc.algorithm())),
     };
@@ -691,7 +701,7 @@ fn main() {
             "function", "insts", "alloc", "ns/inst", "total ms", "moves", "spills", "reloads"
         );
         // Per allocator: ns per instruction on the 10k and 100k programs.
-        let mut per_inst = [[0.0f64; 2]; 3];
+        let mut per_inst = [[0.0f64; 2]; 4];
         for ((name, func), adapter) in functions.iter().zip(&adapters) {
             let n = func.inst_count();
             for (k, alloc) in Alloc::ALL.into_iter().enumerate() {

@@ -1411,19 +1411,21 @@ fn loop_back_edge(cfg: &Cfg, p: Block) -> bool {
 
 /// A vector operand a temp is part of.
 #[derive(Clone, Debug)]
-struct VectorUse {
+pub(crate) struct VectorUse {
+    pub file: FileId,
     /// Its temps with their unit offsets.
-    members: Vec<(Temp, u32)>,
+    pub members: Vec<(Temp, u32)>,
     /// Units, and the alignment of the first.
-    size: u32,
-    align: u32,
+    pub size: u32,
+    pub align: u32,
 }
 
-/// Records the vector operands of `inst` for each member temp not yet recorded.
-fn vector_members(func: &Function, inst: &Inst, vectors: &mut [Option<Rc<VectorUse>>]) {
+/// The vector operands of `inst` (`vector_aligned` runs, and the parts of a `create_vector`)
+/// with a temp of their file.
+pub(crate) fn vector_uses(func: &Function, inst: &Inst) -> Vec<VectorUse> {
     let ops = &inst.operands;
-    // The parts of a `create_vector` are one vector too.
     let whole = inst.op == Opcode::CreateVector;
+    let mut out = Vec::new();
     let mut j = 0;
     while j < ops.len() {
         if !whole && !ops[j].is_vector_aligned() {
@@ -1455,12 +1457,21 @@ fn vector_members(func: &Function, inst: &Inst, vectors: &mut [Option<Rc<VectorU
         }
         let Some(file) = file else { continue };
         let align = func.target.default_align(file, off as u8).max(1) as u32;
-        let vector = Rc::new(VectorUse {
-            members: members.clone(),
+        out.push(VectorUse {
+            file,
+            members,
             size: off,
             align,
         });
-        for &(t, _) in &members {
+    }
+    out
+}
+
+/// Records the vector operands of `inst` for each member temp not yet recorded.
+fn vector_members(func: &Function, inst: &Inst, vectors: &mut [Option<Rc<VectorUse>>]) {
+    for vector in vector_uses(func, inst) {
+        let vector = Rc::new(vector);
+        for &(t, _) in &vector.members {
             if let Some(slot @ None) = vectors.get_mut(t.index()) {
                 *slot = Some(vector.clone());
             }

@@ -6,27 +6,39 @@
 //! - **Graph**: one node per temp; an edge between two temps of a file where one is live right
 //!   after the other's definition (a backward walk of every block from its live-out set, so
 //!   building costs the sum of live values at every definition, never all pairs), plus seed
-//!   003's SIMT edges of values written in all lanes (`Interference`).
+//!   003's SIMT edges of values written in all lanes (`Interference`). Adjacency is sorted
+//!   lists (membership by binary search): memory is linear in the edges, where Mesa's
+//!   adjacency bitset would be quadratic in the nodes on the largest shaders.
+//! - **Coalescing** (conservative: Briggs's test, then George's, through the pq test) into
+//!   merge sets whose members sit at unit offsets (ir3's merge sets, seed 001's compound values):
+//!   copies and phi operands at offset 0, the parts of `create_vector` / `split_vector` at their
+//!   offsets, and the members of a vector operand in one set of the vector's class ([`Sets`]).
 //! - **Simplify** (Chaitin; Briggs's optimistic pushing): a node whose neighbours' q-values
-//!   sum below its class's p is trivially colourable and leaves the graph; the sums are kept
-//!   up to date as nodes leave, so simplify is linear in the edges. When none is left, the node
-//!   with the longest live range and most pressure is pushed optimistically.
-//! - **Coalescing** (conservative, Briggs): copy-related nodes that do not interfere merge when
-//!   the merged node stays trivially colourable by the pq test.
-//! - **Select**: nodes come back in reverse order and take the lowest start of their class that
-//!   no coloured neighbour overlaps — a copy partner's colour first (biased colouring of phi
-//!   operands and copies).
+//!   sum below its class's p is trivially colourable and leaves the graph, in live-range
+//!   order: short ranges colour first where the target asks (seed 002, vc4's accumulators),
+//!   otherwise values colour in definition (dominance) order; the sums are kept up to date as nodes leave, so
+//!   simplify is linear in the edges. When none is left, the node of least spill cost
+//!   (Σ uses × 10^loop depth / degree) is pushed optimistically.
+//! - **Select**: nodes come back in reverse order and take a start no coloured neighbour of a
+//!   member overlaps: a copy partner's colour first (biased colouring), then the target's pick
+//!   (`Target::select_register`: the lowest, or Mesa vc4's r4 / accumulators / A–B order).
+//!   A node with no start left is an actual spill: the driver spills its members everywhere
+//!   (`crate::spill_everywhere`) and colours again.
 //!
 //! The colours become the homes the SSA assigner (`assign`) tries first; constraints it meets
 //! around an instruction, the SIMT rules of phi copies, and any node that found no colour are
 //! left to it, so the allocation is checked and correct whatever the colouring chose.
 
+use crate::assign::{VectorUse, vector_uses};
 use crate::regset::{ClassId, RegModel};
 use kiln_analysis::{Interference, Liveness};
 use kiln_ir::{
     Cfg, FileId, Function, Lanes, Opcode, PhysReg, RegClass, RegFile, RegSubset, Target, Temp,
 };
-use std::sync::Arc;
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
 
 /// A target's files cut to a budget, so that the register model counts only allowed starts.
 #[derive(Debug)]
@@ -57,6 +69,61 @@ impl Target for Budgeted {
     fn default_align(&self, file: FileId, size: u8) -> u8 {
         self.inner.default_align(file, size)
     }
+    fn select_register(&self, class: RegClass, free: &[u32], cursor: &mut [u32; 2]) -> u32 {
+        self.inner.select_register(class, free, cursor)
+    }
+    fn short_ranges_first(&self) -> bool {
+        self.inner.short_ranges_first()
+    }
+}
+
+/// The register model of `func`'s target cut to `limit`, from a cache shared by every
+/// colouring: its classes and q-values are computed once per target and budget (Mesa's
+/// `ra_set_finalize` runs once per compiler, `vc4_alloc_reg_set`).
+fn cached_model(func: &Function, limit: &[u32]) -> RegModel {
+    static MODELS: OnceLock<Mutex<HashMap<String, RegModel>>> = OnceLock::new();
+    let target = &func.target;
+    let key = format!("{}{:?}{limit:?}", target.name(), target.params());
+    let models = MODELS.get_or_init(Default::default);
+    if let Some(m) = models.lock().ok().and_then(|m| m.get(&key).cloned()) {
+        return m;
+    }
+    let budgeted = Arc::new(Budgeted {
+        inner: target.clone(),
+        files: target
+            .files()
+            .iter()
+            .enumerate()
+            .map(|(f, file)| RegFile {
+                units: limit.get(f).copied().unwrap_or(file.units).min(file.units),
+                ..file.clone()
+            })
+            .collect(),
+    });
+    let mut model = RegModel::new(budgeted);
+    // Every class of one unit and of the target's vector sizes, with every subset (vc4: its
+    // six, closed under intersection).
+    let mut classes = Vec::new();
+    for (f, _) in target.files().iter().enumerate() {
+        let file = FileId(f as u8);
+        for size in (1..=target.max_size(file)).filter(|s| s.is_power_of_two()) {
+            let plain = target.class(file, size);
+            classes.push(plain);
+            for (k, sub) in target.subsets().iter().enumerate() {
+                if sub.file == file {
+                    classes.push(RegClass {
+                        subset: Some(kiln_ir::SubsetId::new(k)),
+                        ..plain
+                    });
+                }
+            }
+        }
+    }
+    model.finalize(&classes);
+    if let Ok(mut m) = models.lock() {
+        m.insert(key, model.clone());
+    }
+    model
 }
 
 /// What the colouring did.
@@ -68,313 +135,653 @@ pub struct ColourStats {
     /// colour.
     pub optimistic: u32,
     pub uncoloured: u32,
-    /// Copy-related pairs merged by conservative coalescing.
+    /// Copy-related pairs merged by conservative coalescing (Briggs's test, and George's when
+    /// Briggs's fails), and of those, pairs merged at an offset (vector parts).
     pub coalesced: u32,
+    pub coalesced_george: u32,
+    pub coalesced_at_offset: u32,
+}
+
+/// The colouring of a function: a home per temp, and the temps to spill before colouring again.
+#[derive(Clone, Debug, Default)]
+pub struct Colouring {
+    pub homes: Vec<Option<PhysReg>>,
+    /// Members of the nodes that found no colour and may be spilled (Chaitin–Briggs's actual
+    /// spills), ascending.
+    pub spill: Vec<Temp>,
+    pub stats: ColourStats,
 }
 
 /// Colours the temps of `func` (liveness `lv`, kill flags set) within `limit[f]` units per
-/// file: a home per temp, `None` for temps without one.
+/// file. `unspillable[t]` marks temps spilling cannot help (reloads, spilled values): they get
+/// an infinite spill cost.
 pub fn colour(
     func: &Function,
     cfg: &Cfg,
     lv: &Liveness,
     limit: &[u32],
-) -> (Vec<Option<PhysReg>>, ColourStats) {
-    let n = func.temps.len();
-    let target = Arc::new(Budgeted {
-        inner: func.target.clone(),
-        files: func
-            .target
-            .files()
-            .iter()
-            .enumerate()
-            .map(|(f, file)| RegFile {
-                units: limit.get(f).copied().unwrap_or(file.units).min(file.units),
-                ..file.clone()
-            })
-            .collect(),
-    });
-    let mut model = RegModel::new(target);
-    let class: Vec<Option<ClassId>> = func
-        .temps
-        .iter()
-        .map(|&c| (!c.is_none()).then(|| model.class_id(c)))
-        .collect();
-    let Graph {
-        mut adj,
-        partners,
-        mut length,
-    } = build(func, cfg, lv);
-    let mut class = class;
+    unspillable: &[bool],
+) -> Colouring {
+    let mut model = cached_model(func, limit);
+    let graph = build(func, cfg, lv);
+    let mut sets = Sets::new(func, &mut model, &graph);
     let mut stats = ColourStats {
-        nodes: class.iter().filter(|c| c.is_some()).count() as u32,
-        edges: adj.iter().map(|a| a.len() as u32).sum::<u32>() / 2,
+        nodes: sets.class.iter().filter(|c| c.is_some()).count() as u32,
+        edges: graph.adj.iter().map(|a| a.len() as u32).sum::<u32>() / 2,
         ..ColourStats::default()
     };
-    let rep = coalesce(
-        &mut model,
-        &mut class,
-        &mut adj,
-        &mut length,
-        &partners,
-        &mut stats,
-    );
-    // Simplify: pressure[t] = Σ q(class t, class u) over neighbours u still in the graph.
-    let mut pressure = vec![0u32; n];
-    for t in 0..n {
-        let Some(b) = class[t] else { continue };
-        pressure[t] = adj[t]
-            .iter()
-            .filter_map(|&u| class[u as usize])
-            .map(|c| model.q(b, c))
-            .sum();
-    }
-    let mut removed = vec![false; n];
-    let mut stack: Vec<(u32, bool)> = Vec::with_capacity(n);
-    let mut ready: Vec<u32> = (0..n as u32)
-        .filter(|&t| class[t as usize].is_some_and(|b| pressure[t as usize] < model.p(b)))
-        .collect();
-    // Short live ranges colour first (seed 002): they leave the graph last.
-    ready.sort_unstable_by_key(|&t| std::cmp::Reverse(length[t as usize]));
-    let mut queued = vec![false; n];
-    for &t in &ready {
-        queued[t as usize] = true;
-    }
-    let mut left = class.iter().filter(|c| c.is_some()).count();
-    let mut heavy: Vec<u32> = (0..n as u32)
-        .filter(|&t| class[t as usize].is_some())
-        .collect();
-    // The optimistic pick: longest live range, then most pressure (a heap would make this
-    // O(log n); the scan runs once per optimistic node, which pressure makes rare).
-    while left > 0 {
-        let (t, optimistic) = match ready.pop() {
-            Some(t) => (t, false),
-            None => {
-                heavy.retain(|&t| !removed[t as usize]);
-                let &t = heavy
+    sets.coalesce(func, &mut model, &graph, &mut stats);
+    if std::env::var_os("KILN_RA_TRACE").is_some() {
+        for (t, m) in sets.members.iter().enumerate() {
+            if m.len() > 1 {
+                let list: Vec<String> = m
                     .iter()
-                    .max_by_key(|&&t| (length[t as usize], pressure[t as usize]))
-                    .expect("nodes are left");
-                stats.optimistic += 1;
-                (t, true)
+                    .map(|&x| format!("%{x}@{}", sets.offset[x as usize]))
+                    .collect();
+                eprintln!("set {t}: {}", list.join(" "));
             }
-        };
-        if removed[t as usize] {
-            continue;
         }
-        removed[t as usize] = true;
-        left -= 1;
-        stack.push((t, optimistic));
-        let c = class[t as usize].expect("a node");
-        for &u in &adj[t as usize] {
-            let u = u as usize;
-            let Some(b) = class[u] else { continue };
-            if removed[u] {
+    }
+    let stack = sets.simplify(&mut model, unspillable, &mut stats);
+    let mut colouring = sets.select(func, &model, &graph, stack, unspillable, &mut stats);
+    colouring.stats = stats;
+    colouring
+}
+
+/// Nodes of the graph: sets of temps merged by coalescing, each member at a unit offset from
+/// the set's start — ir3's merge sets, seed 001's compound values: a vector and the scalars
+/// `split_vector` defines or `create_vector` reads are one node, each part at its place.
+/// Interference stays per member (`Graph::adj`), so select places a set exactly (a dead part's
+/// units are free for others); simplify and the coalescing tests see one node per set whose
+/// neighbours block its whole span (conservative).
+struct Sets {
+    /// Temps of the function; ids from here on are vector operands.
+    temps: usize,
+    /// Scratch marks of [`Sets::neighbours`].
+    mark: Vec<u32>,
+    stamp: u32,
+    /// Representative (set) of every temp; the representative's `offset` is 0.
+    rep: Vec<u32>,
+    /// Unit offset of every temp from its set's start.
+    offset: Vec<u32>,
+    /// Members of every set (at its representative), and the set's class (a member's class
+    /// that spans the set; `None` for temps that are not nodes).
+    members: Vec<Vec<u32>>,
+    class: Vec<Option<ClassId>>,
+    /// Set-level adjacency (representatives, ascending), and pressure: Σ q over it.
+    adj: Vec<Vec<u32>>,
+    pressure: Vec<u32>,
+    /// Instructions the set's members are live across, and Σ uses × 10^loop depth.
+    length: Vec<u32>,
+    /// The first definition of the set's members in layout order.
+    order: Vec<u32>,
+    weight: Vec<f64>,
+}
+
+impl Sets {
+    /// One set per temp, then one empty set per vector operand (`Graph::groups`), which its
+    /// members join by coalescing.
+    fn new(func: &Function, model: &mut RegModel, graph: &Graph) -> Sets {
+        let n = func.temps.len();
+        let mut class: Vec<Option<ClassId>> = func
+            .temps
+            .iter()
+            .map(|&c| (!c.is_none()).then(|| model.class_id(c)))
+            .collect();
+        for (v, _) in &graph.groups {
+            class.push(Some(
+                model.class_id(func.target.class(v.file, v.size as u8)),
+            ));
+        }
+        let total = class.len();
+        let pressure = (0..n)
+            .map(|t| match class[t] {
+                Some(b) => graph.adj[t]
+                    .iter()
+                    .filter_map(|&u| class[u as usize])
+                    .map(|c| model.q(b, c))
+                    .sum(),
+                None => 0,
+            })
+            .chain(std::iter::repeat_n(0, total - n))
+            .collect();
+        let grow = |v: &[u32]| -> Vec<u32> {
+            v.iter()
+                .copied()
+                .chain(std::iter::repeat_n(0, total - n))
+                .collect()
+        };
+        Sets {
+            temps: n,
+            mark: vec![0; total],
+            stamp: 0,
+            rep: (0..total as u32).collect(),
+            offset: vec![0; total],
+            // A vector operand's own id is a member of its set, so that `rep` finds it.
+            members: (0..total as u32).map(|t| vec![t]).collect(),
+            class,
+            adj: graph
+                .adj
+                .iter()
+                .cloned()
+                .chain(std::iter::repeat_n(Vec::new(), total - n))
+                .collect(),
+            pressure,
+            length: grow(&graph.length),
+            order: graph
+                .order
+                .iter()
+                .copied()
+                .chain(std::iter::repeat_n(u32::MAX, total - n))
+                .collect(),
+            weight: graph
+                .weight
+                .iter()
+                .copied()
+                .chain(std::iter::repeat_n(0.0, total - n))
+                .collect(),
+        }
+    }
+
+    fn span(&self, model: &RegModel, s: u32) -> u32 {
+        self.class[s as usize].map_or(0, |c| model.class(c).size as u32)
+    }
+
+    /// Conservative coalescing of copy-related sets, heaviest copies first (Σ 10^loop depth
+    /// of the copies): Briggs's test, then George's (Briggs et al. 1994, George & Appel 1996),
+    /// both generalised to classes through the pq test as Runeson & Nyström do, so merging
+    /// never makes the graph harder to colour. Two sets merge at the offset their copy asks
+    /// for when one's class spans the other at that offset, every start of the outer class puts
+    /// the inner set on one of its own starts, and no two members that would share a unit
+    /// interfere.
+    ///
+    /// Cost: each attempt walks the members of the smaller set and their neighbours, and merges
+    /// sorted neighbour lists; a set's members move to the one that contains it.
+    fn coalesce(
+        &mut self,
+        func: &Function,
+        model: &mut RegModel,
+        graph: &Graph,
+        stats: &mut ColourStats,
+    ) {
+        let mut copies: Vec<(u32, u32, i32, f64)> = Vec::new();
+        for (a, ps) in graph.partners.iter().enumerate() {
+            for &(b, delta, w) in ps {
+                if (a as u32) < b {
+                    copies.push((a as u32, b, delta, w));
+                }
+            }
+        }
+        let n = func.temps.len() as u32;
+        for (g, (v, w)) in graph.groups.iter().enumerate() {
+            for &(t, off) in &v.members {
+                copies.push((t.0, n + g as u32, off as i32, *w));
+            }
+        }
+        copies.sort_by(|x, y| y.3.total_cmp(&x.3).then((x.0, x.1).cmp(&(y.0, y.1))));
+        for (a, b, delta, _) in copies {
+            let (sa, sb) = (self.rep[a as usize], self.rep[b as usize]);
+            if sa == sb {
                 continue;
             }
-            pressure[u] = pressure[u].saturating_sub(model.q(b, c));
-            if !queued[u] && pressure[u] < model.p(b) {
-                queued[u] = true;
-                ready.push(u as u32);
+            let (Some(ca), Some(cb)) = (self.class[sa as usize], self.class[sb as usize]) else {
+                continue;
+            };
+            if model.class(ca).file != model.class(cb).file {
+                continue;
             }
-        }
-    }
-    // Select.
-    let mut home: Vec<Option<PhysReg>> = vec![None; n];
-    while let Some((t, _)) = stack.pop() {
-        let t = t as usize;
-        let c: RegClass = func.temps[t];
-        let size = c.size as u32;
-        let taken = |r: PhysReg, home: &[Option<PhysReg>]| {
-            adj[t].iter().any(|&u| {
-                home[u as usize].is_some_and(|h| {
-                    let us = func.temps[u as usize].size as u32;
-                    h.file() == r.file() && h.unit() < r.unit() + size && r.unit() < h.unit() + us
-                })
-            })
-        };
-        let starts = model.starts(class[t].expect("a node")).to_vec();
-        let biased = partners[t]
-            .iter()
-            .filter_map(|&(p, delta)| {
-                let h = home[rep[p as usize] as usize]?;
-                PhysReg::try_new(h.file(), h.unit().checked_add_signed(delta)?)
-                    .filter(|r| r.file() == c.file)
-            })
-            .find(|&r| starts.binary_search(&r.unit()).is_ok() && !taken(r, &home));
-        home[t] = biased.or_else(|| {
-            starts
-                .iter()
-                .map(|&u| PhysReg::new(c.file, u))
-                .find(|&r| !taken(r, &home))
-        });
-        stats.uncoloured += home[t].is_none() as u32;
-    }
-    // Coalesced temps take their representative's colour.
-    for t in 0..n {
-        if rep[t] as usize != t {
-            home[t] = home[rep[t] as usize];
-        }
-    }
-    (home, stats)
-}
-
-/// Conservative coalescing (Briggs et al. 1994, generalised to classes through the pq test as
-/// Runeson & Nyström do): two copy-related nodes of one class that do not interfere merge when
-/// the neighbours of the merged node that are not trivially colourable themselves block fewer
-/// than p of its registers, so simplify still removes it and coalescing never makes the graph
-/// harder to colour. Returns each temp's representative. Only same-unit copies merge (phi operands,
-/// `mov`, `parallel_copy`); parts of vectors keep their own nodes and are biased in select.
-fn coalesce(
-    model: &mut RegModel,
-    class: &mut [Option<ClassId>],
-    adj: &mut [Vec<u32>],
-    length: &mut [u32],
-    partners: &[Vec<(u32, i32)>],
-    stats: &mut ColourStats,
-) -> Vec<u32> {
-    let n = class.len();
-    let mut rep: Vec<u32> = (0..n as u32).collect();
-    fn find(rep: &mut [u32], mut x: u32) -> u32 {
-        while rep[x as usize] != x {
-            rep[x as usize] = rep[rep[x as usize] as usize];
-            x = rep[x as usize];
-        }
-        x
-    }
-    let mut pairs: Vec<(u32, u32)> = (0..n as u32)
-        .flat_map(|a| {
-            partners[a as usize]
-                .iter()
-                .filter(move |&&(b, delta)| delta == 0 && a < b)
-                .map(move |&(b, _)| (a, b))
-        })
-        .collect();
-    pairs.sort_unstable();
-    pairs.dedup();
-    // Pressure of every node (Σ q over its neighbours), kept current as nodes merge.
-    let mut pressure: Vec<u32> = (0..n)
-        .map(|t| match class[t] {
-            Some(b) => adj[t]
-                .iter()
-                .filter_map(|&u| class[u as usize])
-                .map(|c| model.q(b, c))
-                .sum(),
-            None => 0,
-        })
-        .collect();
-    for (a, b) in pairs {
-        let (ra, rb) = (find(&mut rep, a), find(&mut rep, b));
-        if ra == rb {
-            continue;
-        }
-        let (Some(ca), Some(cb)) = (class[ra as usize], class[rb as usize]) else {
-            continue;
-        };
-        if ca != cb || adj[ra as usize].binary_search(&rb).is_ok() {
-            continue;
-        }
-        // Briggs: only neighbours that are not trivially colourable themselves can stop the
-        // merged node from being coloured; they must block less than p of its registers.
-        let merged = merge_sorted(&adj[ra as usize], &adj[rb as usize]);
-        let mut significant = 0;
-        for &u in &merged {
-            let Some(c) = class[u as usize] else { continue };
-            if pressure[u as usize] >= model.p(c) {
-                significant += model.q(ca, c);
-            }
-        }
-        if significant >= model.p(ca) {
-            continue;
-        }
-        for &u in &adj[rb as usize].clone() {
-            let list = &mut adj[u as usize];
-            if let Ok(i) = list.binary_search(&rb) {
-                list.remove(i);
-            }
-            match list.binary_search(&ra) {
-                // A neighbour of both now sees one node where it saw two.
-                Ok(_) => {
-                    let cu = class[u as usize].expect("a neighbour in the graph");
-                    pressure[u as usize] -= model.q(cu, cb);
+            // colour(a) = colour(b) + delta: set b starts at `at` units into set a.
+            let at = self.offset[a as usize] as i64 - self.offset[b as usize] as i64 - delta as i64;
+            let (span_a, span_b) = (self.span(model, sa) as i64, self.span(model, sb) as i64);
+            let a_holds_b = at >= 0 && at + span_b <= span_a;
+            let b_holds_a = at <= 0 && span_a - at <= span_b;
+            let (outer, inner, inner_at) = match (a_holds_b, b_holds_a) {
+                // Equal spans: the set with more members stays.
+                (true, true)
+                    if self.members[sb as usize].len() > self.members[sa as usize].len() =>
+                {
+                    (sb, sa, 0)
                 }
-                Err(i) => list.insert(i, ra),
+                (true, _) => (sa, sb, at as u32),
+                (false, true) => (sb, sa, (-at) as u32),
+                (false, false) => continue,
+            };
+            let (co, ci) = (
+                self.class[outer as usize].expect("a node"),
+                self.class[inner as usize].expect("a node"),
+            );
+            let inner_starts = model.starts(ci);
+            if !model
+                .starts(co)
+                .iter()
+                .all(|&r| inner_starts.binary_search(&(r + inner_at)).is_ok())
+            {
+                continue;
+            }
+            if self.members_clash(func, graph, outer, inner, inner_at) {
+                continue;
+            }
+            // The inner set's neighbours, then the outer set's, which stay marked.
+            let adj_inner = self.neighbours(inner);
+            let adj_outer = self.neighbours(outer);
+            let shared: Vec<bool> = adj_inner.iter().map(|&u| self.marked(u)).collect();
+            let mut merged: Vec<u32> = adj_outer.iter().copied().filter(|&u| u != inner).collect();
+            merged.extend(
+                adj_inner
+                    .iter()
+                    .zip(&shared)
+                    .filter(|&(&u, &both)| !both && u != outer)
+                    .map(|(&u, _)| u),
+            );
+            let briggs = {
+                let mut significant = 0;
+                for &u in &merged {
+                    let Some(c) = self.class[u as usize] else {
+                        continue;
+                    };
+                    if self.pressure[u as usize] >= model.p(c) {
+                        significant += model.q(co, c);
+                    }
+                }
+                significant < model.p(co)
+            };
+            // George: every neighbour of the inner set either already neighbours the outer one
+            // or stays trivially colourable when it sees the outer set's class instead.
+            let george = !briggs
+                && adj_inner.iter().zip(&shared).all(|(&u, &both)| {
+                    u == outer
+                        || both
+                        || self.class[u as usize].is_none_or(|c| {
+                            self.pressure[u as usize] - model.q(c, ci) + model.q(c, co) < model.p(c)
+                        })
+                });
+            if !briggs && !george {
+                continue;
+            }
+            self.merge(model, (outer, inner, inner_at), merged, &adj_inner, &shared);
+            stats.coalesced += 1;
+            stats.coalesced_george += george as u32;
+            stats.coalesced_at_offset += (delta != 0) as u32;
+        }
+        // Vector operands no temp joined are not nodes.
+        for s in n as usize..self.class.len() {
+            if self.members[s].iter().all(|&m| m >= n) {
+                self.class[s] = None;
             }
         }
-        pressure[ra as usize] = merged
-            .iter()
-            .filter_map(|&u| class[u as usize])
-            .map(|c| model.q(ca, c))
-            .sum();
-        adj[ra as usize] = merged;
-        adj[rb as usize].clear();
-        class[rb as usize] = None;
-        length[ra as usize] += length[rb as usize];
-        rep[rb as usize] = ra;
-        stats.coalesced += 1;
+        // Every list read through `rep` once more, and pressures from the exact lists.
+        for s in 0..self.class.len() as u32 {
+            self.adj[s as usize] = if self.class[s as usize].is_some() {
+                self.neighbours(s)
+            } else {
+                Vec::new()
+            };
+        }
+        for s in 0..self.class.len() {
+            if let Some(b) = self.class[s] {
+                self.pressure[s] = self.adj[s]
+                    .iter()
+                    .filter_map(|&u| self.class[u as usize])
+                    .map(|c| model.q(b, c))
+                    .sum();
+            }
+        }
     }
-    (0..n as u32).map(|t| find(&mut rep, t)).collect()
+
+    /// Whether two members of `outer` and `inner` (placed `inner_at` units into `outer`) would
+    /// share a unit while interfering. Walks the smaller set's members and their neighbours.
+    fn members_clash(
+        &self,
+        func: &Function,
+        graph: &Graph,
+        outer: u32,
+        inner: u32,
+        inner_at: u32,
+    ) -> bool {
+        let place = |t: u32| {
+            let base = if self.rep[t as usize] == inner {
+                inner_at
+            } else {
+                0
+            };
+            let lo = base + self.offset[t as usize];
+            (lo, lo + func.temps[t as usize].size as u32)
+        };
+        let (small, other) =
+            if self.members[inner as usize].len() <= self.members[outer as usize].len() {
+                (inner, outer)
+            } else {
+                (outer, inner)
+            };
+        self.temps_of(small).any(|m| {
+            let (lo, hi) = place(m);
+            graph.adj[m as usize].iter().any(|&u| {
+                self.rep[u as usize] == other && {
+                    let (ulo, uhi) = place(u);
+                    lo < uhi && ulo < hi
+                }
+            })
+        })
+    }
+
+    /// Merges `inner` into `outer` at `inner_at`; `merged` is the union of their neighbours
+    /// (`shared[i]`: whether `adj_inner[i]` neighbours `outer` too). Other sets' lists are left
+    /// as they are — an entry naming `inner` now stands for `outer` through `rep` — so a merge
+    /// costs the two lists, not an edit of every neighbour's list; only pressures change.
+    fn merge(
+        &mut self,
+        model: &mut RegModel,
+        (outer, inner, inner_at): (u32, u32, u32),
+        merged: Vec<u32>,
+        adj_inner: &[u32],
+        shared: &[bool],
+    ) {
+        let (co, ci) = (
+            self.class[outer as usize].expect("a node"),
+            self.class[inner as usize].expect("a node"),
+        );
+        for (&u, &both) in adj_inner.iter().zip(shared) {
+            if u == outer {
+                continue;
+            }
+            let cu = self.class[u as usize].expect("a neighbour in the graph");
+            self.pressure[u as usize] -= model.q(cu, ci);
+            if !both {
+                self.pressure[u as usize] += model.q(cu, co);
+            }
+        }
+        self.pressure[outer as usize] = merged
+            .iter()
+            .filter_map(|&u| self.class[u as usize])
+            .map(|c| model.q(co, c))
+            .sum();
+        self.adj[outer as usize] = merged;
+        self.adj[inner as usize] = Vec::new();
+        let moved = std::mem::take(&mut self.members[inner as usize]);
+        for &m in &moved {
+            self.rep[m as usize] = outer;
+            self.offset[m as usize] += inner_at;
+        }
+        self.members[outer as usize].extend(moved);
+        self.class[inner as usize] = None;
+        self.length[outer as usize] += self.length[inner as usize];
+        self.order[outer as usize] = self.order[outer as usize].min(self.order[inner as usize]);
+        self.weight[outer as usize] += self.weight[inner as usize];
+    }
+
+    /// The temps of set `s` (its members but vector operands' own ids).
+    fn temps_of(&self, s: u32) -> impl Iterator<Item = u32> + '_ {
+        self.members[s as usize]
+            .iter()
+            .copied()
+            .filter(|&m| (m as usize) < self.temps)
+    }
+
+    /// The sets next to set `s`, once each: its list read through `rep`. They stay marked
+    /// ([`Sets::marked`]) until the next call.
+    fn neighbours(&mut self, s: u32) -> Vec<u32> {
+        self.stamp += 1;
+        let mut out = Vec::with_capacity(self.adj[s as usize].len());
+        for &u in &self.adj[s as usize] {
+            let r = self.rep[u as usize];
+            if r != s && self.class[r as usize].is_some() && self.mark[r as usize] != self.stamp {
+                self.mark[r as usize] = self.stamp;
+                out.push(r);
+            }
+        }
+        out
+    }
+
+    /// Whether `u` was among the sets the last [`Sets::neighbours`] returned.
+    fn marked(&self, u: u32) -> bool {
+        self.mark[u as usize] == self.stamp
+    }
+
+    /// Simplify (Chaitin, with Briggs's optimistic pushing): trivially colourable sets leave
+    /// the graph so that they colour in live-range or definition order
+    /// (`Target::short_ranges_first`); when none is
+    /// left, the set of least spill cost — Σ uses × 10^loop depth / degree — is pushed
+    /// optimistically. Pressures are kept current as sets leave, so simplify is linear in the
+    /// edges plus a heap operation per optimistic push.
+    fn simplify(
+        &mut self,
+        model: &mut RegModel,
+        unspillable: &[bool],
+        stats: &mut ColourStats,
+    ) -> Vec<u32> {
+        let n = self.rep.len();
+        let nodes: Vec<u32> = (0..n as u32)
+            .filter(|&t| self.class[t as usize].is_some())
+            .collect();
+        let mut ready: Vec<u32> = nodes
+            .iter()
+            .copied()
+            .filter(|&t| {
+                self.pressure[t as usize] < model.p(self.class[t as usize].expect("a node"))
+            })
+            .collect();
+        // `ready` is a stack: what leaves the graph first colours last.
+        if model.target().short_ranges_first() {
+            ready.sort_unstable_by_key(|&t| self.length[t as usize]);
+        } else {
+            ready.sort_unstable_by_key(|&t| self.order[t as usize]);
+        }
+        let mut queued = vec![false; n];
+        for &t in &ready {
+            queued[t as usize] = true;
+        }
+        // Spill costs, lowest first; a set holding a temp spilling cannot help costs infinity.
+        let mut by_cost: BinaryHeap<(Reverse<Cost>, u32)> = nodes
+            .iter()
+            .map(|&t| {
+                let fixed = self
+                    .temps_of(t)
+                    .all(|m| unspillable.get(m as usize).copied().unwrap_or(false));
+                let degree = self.adj[t as usize].len().max(1) as f64;
+                let cost = if fixed {
+                    f64::INFINITY
+                } else {
+                    self.weight[t as usize] / degree
+                };
+                (Reverse(Cost(cost)), t)
+            })
+            .collect();
+        let mut removed = vec![false; n];
+        let mut stack: Vec<u32> = Vec::with_capacity(nodes.len());
+        let mut left = nodes.len();
+        while left > 0 {
+            let t = match ready.pop() {
+                Some(t) => t,
+                None => loop {
+                    let (_, t) = by_cost.pop().expect("nodes are left");
+                    if !removed[t as usize] {
+                        stats.optimistic += 1;
+                        break t;
+                    }
+                },
+            };
+            if removed[t as usize] {
+                continue;
+            }
+            removed[t as usize] = true;
+            left -= 1;
+            stack.push(t);
+            let c = self.class[t as usize].expect("a node");
+            for &u in &self.adj[t as usize] {
+                let u = u as usize;
+                let Some(b) = self.class[u] else { continue };
+                if removed[u] {
+                    continue;
+                }
+                self.pressure[u] = self.pressure[u].saturating_sub(model.q(b, c));
+                if !queued[u] && self.pressure[u] < model.p(b) {
+                    queued[u] = true;
+                    ready.push(u as u32);
+                }
+            }
+        }
+        stack
+    }
+
+    /// Select: sets come back in reverse order. A set's blocked starts are those at which one
+    /// of its members would overlap a coloured neighbour of that member; among the others, a
+    /// copy partner's colour (at the partner's offset) comes first, then the target's pick
+    /// (`Target::select_register`). A set with no start left is uncoloured, and its spillable
+    /// members are the colouring's spills.
+    fn select(
+        &self,
+        func: &Function,
+        model: &RegModel,
+        graph: &Graph,
+        mut stack: Vec<u32>,
+        unspillable: &[bool],
+        stats: &mut ColourStats,
+    ) -> Colouring {
+        let mut colour: Vec<Option<u32>> = vec![None; self.rep.len()];
+        let mut spill = Vec::new();
+        let mut cursor = [0u32; 2];
+        let mut blocked: Vec<bool> = Vec::new();
+        let mut free: Vec<u32> = Vec::new();
+        while let Some(s) = stack.pop() {
+            let c = self.class[s as usize].expect("a node");
+            let class = model.class(c);
+            let units = model.target().files()[class.file.index()].units;
+            blocked.clear();
+            blocked.resize(units as usize, false);
+            for m in self.temps_of(s) {
+                let (om, sm) = (self.offset[m as usize], func.temps[m as usize].size as u32);
+                for &u in &graph.adj[m as usize] {
+                    let ru = self.rep[u as usize];
+                    let Some(cu) = colour[ru as usize] else {
+                        continue;
+                    };
+                    let lo = cu + self.offset[u as usize];
+                    let hi = lo + func.temps[u as usize].size as u32;
+                    // Starts r with [r + om, r + om + sm) overlapping [lo, hi).
+                    let first = (lo + 1).saturating_sub(sm + om);
+                    let last = hi.saturating_sub(om).min(units);
+                    for r in first..last {
+                        blocked[r as usize] = true;
+                    }
+                }
+            }
+            free.clear();
+            free.extend(
+                model
+                    .starts(c)
+                    .iter()
+                    .copied()
+                    .filter(|&r| !blocked[r as usize]),
+            );
+            if free.is_empty() {
+                stats.uncoloured += 1;
+                spill.extend(
+                    self.temps_of(s)
+                        .filter(|&m| !unspillable.get(m as usize).copied().unwrap_or(false))
+                        .map(Temp),
+                );
+                continue;
+            }
+            let biased = self.temps_of(s).find_map(|m| {
+                graph.partners[m as usize]
+                    .iter()
+                    .find_map(|&(p, delta, _)| {
+                        let cp = colour[self.rep[p as usize] as usize]?;
+                        let r = (cp + self.offset[p as usize]) as i64 + delta as i64
+                            - self.offset[m as usize] as i64;
+                        let r = u32::try_from(r).ok()?;
+                        free.binary_search(&r).is_ok().then_some(r)
+                    })
+            });
+            colour[s as usize] = Some(
+                biased.unwrap_or_else(|| model.target().select_register(class, &free, &mut cursor)),
+            );
+        }
+        let homes = (0..func.temps.len())
+            .map(|t| {
+                let r = colour[self.rep[t] as usize]?;
+                Some(PhysReg::new(func.temps[t].file, r + self.offset[t]))
+            })
+            .collect();
+        spill.sort_unstable();
+        Colouring {
+            homes,
+            spill,
+            stats: ColourStats::default(),
+        }
+    }
 }
 
-/// The union of two ascending lists.
-fn merge_sorted(a: &[u32], b: &[u32]) -> Vec<u32> {
-    let mut out = Vec::with_capacity(a.len() + b.len());
-    let (mut i, mut j) = (0, 0);
-    while i < a.len() || j < b.len() {
-        let x = match (a.get(i), b.get(j)) {
-            (Some(&x), Some(&y)) if x < y => {
-                i += 1;
-                x
-            }
-            (Some(&x), Some(&y)) if y < x => {
-                j += 1;
-                y
-            }
-            (Some(&x), Some(_)) => {
-                i += 1;
-                j += 1;
-                x
-            }
-            (Some(&x), None) => {
-                i += 1;
-                x
-            }
-            (None, Some(&y)) => {
-                j += 1;
-                y
-            }
-            (None, None) => break,
-        };
-        out.push(x);
+/// A spill cost ordered as a number (never NaN: weights and degrees are positive).
+#[derive(Clone, Copy, PartialEq, Debug)]
+struct Cost(f64);
+
+impl Eq for Cost {}
+
+impl PartialOrd for Cost {
+    fn partial_cmp(&self, other: &Cost) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
     }
-    out
+}
+
+impl Ord for Cost {
+    fn cmp(&self, other: &Cost) -> std::cmp::Ordering {
+        self.0.total_cmp(&other.0)
+    }
 }
 
 /// The interference graph and what guides colouring.
 struct Graph {
     /// Neighbours of every temp, ascending.
     adj: Vec<Vec<u32>>,
-    /// Copy partners of every temp with the unit offset that makes the copy an identity.
-    partners: Vec<Vec<(u32, i32)>>,
+    /// Copy partners of every temp: (partner, unit offset that makes the copy an identity —
+    /// colour(temp) = colour(partner) + offset, weight 10^loop depth of the copy).
+    partners: Vec<Vec<(u32, i32, f64)>>,
     /// Instructions every temp is live across.
     length: Vec<u32>,
+    /// Σ over the temp's definition and uses of 10^loop depth (the spill cost's numerator).
+    weight: Vec<f64>,
+    /// Position of every temp's definition in layout order (a dominance order).
+    order: Vec<u32>,
+    /// Vector operands of instructions (not `create_vector`, whose definition is the vector)
+    /// that are more than one temp, and 10^loop depth of their instruction: their members are
+    /// coalesced into one node of the vector's class, so they are coloured in place.
+    groups: Vec<(VectorUse, f64)>,
+}
+
+/// 10^loop depth, capped so that deep nests stay finite.
+fn frequency(cfg: &Cfg, b: kiln_ir::Block) -> f64 {
+    10f64.powi(cfg.loop_depth(b).min(8) as i32)
 }
 
 /// Builds the interference graph, copy partners and live-range lengths of every temp.
 fn build(func: &Function, cfg: &Cfg, lv: &Liveness) -> Graph {
     let n = func.temps.len();
     let file_of = |t: Temp| func.temps[t.index()].file;
-    let mut edges: Vec<(u32, u32)> = Vec::new();
-    let mut partners: Vec<Vec<(u32, i32)>> = vec![Vec::new(); n];
+    // Neighbour lists, filled unsorted and with the few repeats (phi and all-lanes edges), then
+    // each sorted on its own: Σ d·log d rather than sorting every edge of the function.
+    let mut edges: Vec<Vec<u32>> = vec![Vec::new(); n];
+    let mut partners: Vec<Vec<(u32, i32, f64)>> = vec![Vec::new(); n];
     let mut length = vec![0u32; n];
+    let mut weight = vec![0f64; n];
+    let mut groups = Vec::new();
+    let mut order = vec![u32::MAX; n];
+    let insts = func.block_ids().flat_map(|b| &func.block(b).insts);
+    for (position, inst) in insts.enumerate() {
+        for d in &inst.defs {
+            order[d.temp.index()] = position as u32;
+        }
+    }
     let mut live = vec![false; n];
     let mut list: Vec<u32> = Vec::new();
-    let add = |a: Temp, b: Temp, edges: &mut Vec<(u32, u32)>| {
+    let add = |a: Temp, b: Temp, edges: &mut [Vec<u32>]| {
         if a != b && file_of(a) == file_of(b) {
-            edges.push((a.0.min(b.0), a.0.max(b.0)));
+            edges[a.index()].push(b.0);
+            edges[b.index()].push(a.0);
         }
     };
     for b in func.block_ids() {
+        let freq = frequency(cfg, b);
         list.clear();
         for t in lv.live_out[b.index()].iter() {
             live[t.index()] = true;
@@ -385,6 +792,9 @@ fn build(func: &Function, cfg: &Cfg, lv: &Liveness) -> Graph {
             list.retain(|&t| live[t as usize]);
             for &t in &list {
                 length[t as usize] += 1;
+            }
+            for t in inst.used_temps().chain(inst.defs.iter().map(|d| d.temp)) {
+                weight[t.index()] += freq;
             }
             if inst.op.is_phi() {
                 continue;
@@ -407,7 +817,20 @@ fn build(func: &Function, cfg: &Cfg, lv: &Liveness) -> Graph {
                     }
                 }
             }
-            copy_partners(func, inst, &mut partners);
+            copy_partners(func, inst, freq, &mut partners);
+            if inst.op != Opcode::CreateVector {
+                groups.extend(
+                    vector_uses(func, inst)
+                        .into_iter()
+                        .filter(|v| match v.members[..] {
+                            // One temp that is the whole vector needs no set; one beside
+                            // constants does (its start is aligned, the constants' units free).
+                            [(t, _)] => v.size > func.class(t).size as u32,
+                            _ => true,
+                        })
+                        .map(|v| (v, freq)),
+                );
+            }
             for t in inst.used_temps() {
                 if !live[t.index()] {
                     live[t.index()] = true;
@@ -426,8 +849,8 @@ fn build(func: &Function, cfg: &Cfg, lv: &Liveness) -> Graph {
                 add(d, other.defs[0].temp, &mut edges);
             }
             for t in phi.operands.iter().filter_map(|o| o.temp_id()) {
-                partners[d.index()].push((t.0, 0));
-                partners[t.index()].push((d.0, 0));
+                partners[d.index()].push((t.0, 0, freq));
+                partners[t.index()].push((d.0, 0, freq));
             }
         }
         for &t in &list {
@@ -463,28 +886,34 @@ fn build(func: &Function, cfg: &Cfg, lv: &Liveness) -> Graph {
             }
         }
     }
-    edges.sort_unstable();
-    edges.dedup();
-    let mut adj: Vec<Vec<u32>> = vec![Vec::new(); n];
-    for (a, b) in edges {
-        adj[a as usize].push(b);
-        adj[b as usize].push(a);
+    for list in edges.iter_mut() {
+        list.sort_unstable();
+        list.dedup();
     }
+    let adj = edges;
     Graph {
         adj,
         partners,
         length,
+        weight,
+        order,
+        groups,
     }
 }
 
 /// Copy partners of one instruction, with the unit offset that makes the copy an identity:
 /// `mov` and `parallel_copy` (0), the parts of `create_vector` and `split_vector` (their offset
 /// in the vector), and the members of a vector operand (their offsets from each other).
-fn copy_partners(func: &Function, inst: &kiln_ir::Inst, partners: &mut [Vec<(u32, i32)>]) {
+fn copy_partners(
+    func: &Function,
+    inst: &kiln_ir::Inst,
+    freq: f64,
+    partners: &mut [Vec<(u32, i32, f64)>],
+) {
     let mut pair = |a: Temp, b: Temp, delta: i32| {
         // colour(a) = colour(b) + delta
-        partners[a.index()].push((b.0, delta));
-        partners[b.index()].push((a.0, -delta));
+        partners[a.index()].push((b.0, delta, freq));
+        partners[b.index()].push((a.0, -delta, freq));
     };
     let size = |t: Temp| func.temps[t.index()].size as i32;
     match inst.op {

@@ -11,6 +11,7 @@ pub mod graph;
 pub mod parallel_copy;
 pub mod regset;
 pub mod spill;
+pub mod spill_everywhere;
 
 pub use regset::RegModel;
 
@@ -110,6 +111,14 @@ pub struct RaStats {
     /// take (it chose for them).
     pub uncoloured: u32,
     pub preferred_refused: u32,
+    /// Graph colouring: copy-related nodes merged, rounds of spilling everywhere, and whether
+    /// colouring gave up spilling and the SSA spiller spilled instead.
+    pub coalesced: u32,
+    pub spill_rounds: u32,
+    pub graph_fallback: bool,
+    /// Graph colouring: nodes and edges of the last interference graph built.
+    pub graph_nodes: u32,
+    pub graph_edges: u32,
     /// Per file: highest unit used + 1.
     pub registers_used: Vec<u32>,
     /// Per file: the maximum register demand before allocation (seed 000).
@@ -216,6 +225,7 @@ pub fn allocate_with_input(
     prepare(func, Opcode::Mov)?;
     let original = func.clone();
     let mut budget = limits.clone();
+    let mut graph_fallback = false;
     // Assignment can need more than the demand the spiller meets (a vector finding no aligned
     // block, SIMT interference the demand does not count): then spill to a lower budget and
     // assign again.
@@ -231,7 +241,27 @@ pub fn allocate_with_input(
         // After spilling, the input the checker compares with (its edges split the same way).
         let mut checked_input = None;
         let mut cfg = cfg;
-        if (0..limits.len()).any(|f| lv.max.0[f] > budget[f] as i32) {
+        let mut preferred = None;
+        if options.allocator == Allocator::Graph && !graph_fallback {
+            match colour_and_spill(&mut work, &cfg, &mut lv, &budget, &mut stats) {
+                Some((homes, v)) => {
+                    if let Some(v) = v {
+                        versions = Some(v);
+                        checked_input = Some(original.clone());
+                    }
+                    preferred = Some(homes);
+                }
+                None => {
+                    // Spilling everywhere did not make the graph colourable: spill with the
+                    // SSA spiller instead, and colour what it leaves.
+                    graph_fallback = true;
+                    stats.graph_fallback = true;
+                    work = original.clone();
+                    lv = compute_liveness(&mut work, &cfg);
+                }
+            }
+        }
+        if preferred.is_none() && (0..limits.len()).any(|f| lv.max.0[f] > budget[f] as i32) {
             let (s, v) =
                 spill::spill_with_versions(&mut work, &budget).map_err(|e| RaError::Budget {
                     block: e.block,
@@ -270,11 +300,14 @@ pub fn allocate_with_input(
         }
         stats.time_spill += t0.elapsed();
         let t1 = Instant::now();
-        let preferred = (options.allocator == Allocator::Graph).then(|| {
-            let (homes, s) = graph::colour(&work, &cfg, &lv, &limits);
-            stats.uncoloured = s.uncoloured;
-            homes
-        });
+        if preferred.is_none() && options.allocator == Allocator::Graph {
+            let c = graph::colour(&work, &cfg, &lv, &budget, &[]);
+            stats.uncoloured = c.stats.uncoloured;
+            stats.coalesced = c.stats.coalesced;
+            stats.graph_nodes = c.stats.nodes;
+            stats.graph_edges = c.stats.edges;
+            preferred = Some(c.homes);
+        }
         let assigned = assign::assign(&work, &cfg, &lv, &limits, preferred);
         stats.time_assign += t1.elapsed();
         let (mut out, a) = match assigned {
@@ -317,6 +350,62 @@ pub fn allocate_with_input(
         return Ok((stats, ssa));
     }
     unreachable!("the loop returns or fails")
+}
+
+/// Rounds of colouring and spilling everywhere before the graph allocator gives up on its own
+/// spilling and falls back to the SSA spiller.
+const SPILL_ROUNDS: u32 = 6;
+
+/// The graph allocator's build–colour–spill loop (Chaitin–Briggs): colour `work` within
+/// `budget`; while some nodes find no colour, spill them everywhere and colour again. Returns
+/// the homes, and the versions of the temps made by spilling (`None` when nothing spilled), or
+/// `None` when colouring still fails after [`SPILL_ROUNDS`] rounds (`work` is then spilled
+/// partly; the caller starts again from the input).
+#[allow(clippy::type_complexity)]
+fn colour_and_spill(
+    work: &mut Function,
+    cfg: &Cfg,
+    lv: &mut kiln_analysis::Liveness,
+    budget: &[u32],
+    stats: &mut RaStats,
+) -> Option<(Vec<Option<kiln_ir::PhysReg>>, Option<Vec<kiln_ir::Temp>>)> {
+    let mut versions: Vec<kiln_ir::Temp> = (0..work.temps.len()).map(kiln_ir::Temp::new).collect();
+    let mut unspillable = vec![false; work.temps.len()];
+    let mut slots = 0;
+    stats.spills = 0;
+    stats.reloads = 0;
+    stats.remats = 0;
+    stats.spill_rounds = 0;
+    for _ in 0..SPILL_ROUNDS {
+        let c = graph::colour(work, cfg, lv, budget, &unspillable);
+        stats.uncoloured = c.stats.uncoloured;
+        stats.coalesced = c.stats.coalesced;
+        stats.graph_nodes = c.stats.nodes;
+        stats.graph_edges = c.stats.edges;
+        if c.stats.uncoloured == 0 {
+            stats.spill_slots = slots;
+            let spilled = stats.spill_rounds > 0;
+            return Some((c.homes, spilled.then_some(versions)));
+        }
+        if c.spill.is_empty() {
+            return None;
+        }
+        let s = spill_everywhere::spill_everywhere(
+            work,
+            cfg,
+            lv,
+            &c.spill,
+            &mut versions,
+            &mut unspillable,
+            &mut slots,
+        );
+        stats.spills += s.spills;
+        stats.reloads += s.reloads;
+        stats.remats += s.remats;
+        stats.spill_rounds += 1;
+        *lv = compute_liveness(work, cfg);
+    }
+    None
 }
 
 fn structure(e: kiln_ir::cfg::StructureError) -> RaError {

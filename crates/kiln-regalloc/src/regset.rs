@@ -24,7 +24,7 @@ use std::sync::Arc;
 pub struct ClassId(pub u32);
 
 /// ⟨Regs, Conflict, Classes⟩ for one target, with memoised q-values.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct RegModel {
     target: Arc<dyn Target>,
     classes: Vec<RegClass>,
@@ -97,11 +97,17 @@ impl RegModel {
     }
 
     /// `p(B)`: how many registers class B has.
+    /// The target the model describes.
+    pub fn target(&self) -> &dyn Target {
+        &*self.target
+    }
+
     /// The allowed start units of a class, ascending.
     pub fn starts(&self, c: ClassId) -> &[u32] {
         &self.starts[c.0 as usize]
     }
 
+    #[inline]
     pub fn p(&self, b: ClassId) -> u32 {
         self.starts[b.0 as usize].len() as u32
     }
@@ -115,10 +121,16 @@ impl RegModel {
     /// `q(B, C)`: the most registers of B one register of C blocks. For each register c of C
     /// the blocked starts of B lie in `[c − size(B) + 1, c + size(C))`, counted from a prefix
     /// table: O(p(C)) the first time, O(1) after.
+    #[inline]
     pub fn q(&mut self, b: ClassId, c: ClassId) -> u32 {
-        if let Some(v) = self.q[b.0 as usize][c.0 as usize] {
-            return v;
+        match self.q[b.0 as usize][c.0 as usize] {
+            Some(v) => v,
+            None => self.compute_q(b, c),
         }
+    }
+
+    #[cold]
+    fn compute_q(&mut self, b: ClassId, c: ClassId) -> u32 {
         let (cb, cc) = (self.class(b), self.class(c));
         let v = if cb.file != cc.file {
             0

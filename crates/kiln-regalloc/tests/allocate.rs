@@ -304,23 +304,25 @@ fn many_small_programs() {
     assert!(unproven <= 40, "{unproven} not proven");
 }
 
-/// The graph-colouring allocator behind the same interface: every allocation checked and run
-/// against the SSA program, at a full and a spilling budget.
-#[test]
-fn graph_allocator_programs_agree() {
+/// The graph-colouring allocator behind the same interface on `count` generated programs from
+/// `first`: every allocation checked and run against the SSA program, at a full budget and at
+/// budgets that force its own spilling (spill everywhere, colour again). Returns the programs
+/// that spilled by colouring and those that fell back to the SSA spiller.
+fn graph_programs_agree(first: u64, count: u64) -> (u32, u32) {
     let mut failures = Vec::new();
     let mut unproven = 0;
-    for seed in 0..400u64 {
+    let (mut spilled, mut fallback) = (0, 0);
+    for seed in first..first + count {
         let cfg = if seed % 4 == 0 {
             GenConfig::high_pressure(seed)
         } else {
             GenConfig {
-                size: 20 + (seed % 120) as usize,
+                size: 20 + (seed % 60) as usize,
                 ..GenConfig::new(seed)
             }
         };
         let func = generate(&cfg);
-        let v = if seed % 2 == 0 { 256 } else { 16 };
+        let v = [256, 16, 12, 8][(seed % 4) as usize];
         let options = RaOptions {
             allocator: kiln_regalloc::Allocator::Graph,
             budget: vec![Some(v), Some(v / 2)],
@@ -328,7 +330,9 @@ fn graph_allocator_programs_agree() {
         };
         let mut alloc = func.clone();
         match allocate(&mut alloc, &options) {
-            Ok(_) => {
+            Ok(stats) => {
+                spilled += (stats.spill_rounds > 0 && !stats.graph_fallback) as u32;
+                fallback += stats.graph_fallback as u32;
                 let env = Env::for_function(&func, 16, seed);
                 if let Err(m) = compare(&func, &alloc, &env) {
                     failures.push(format!("seed {seed}: {m}"));
@@ -343,7 +347,31 @@ fn graph_allocator_programs_agree() {
         }
     }
     assert!(failures.is_empty(), "{}", report(&failures, None));
-    assert!(unproven <= 8, "{unproven} not proven");
+    assert!(unproven <= count as u32 / 50, "{unproven} not proven");
+    eprintln!(
+        "{count} programs: {spilled} spilled by colouring, {fallback} fell back, {unproven} unproven"
+    );
+    (spilled, fallback)
+}
+
+/// 5,000 programs in two halves (the test harness runs them side by side). At the spilling
+/// budgets, most programs spill by colouring alone.
+#[test]
+fn graph_allocator_programs_agree() {
+    let (spilled, fallback) = graph_programs_agree(0, 2500);
+    assert!(
+        spilled > 400 && fallback < spilled / 4,
+        "{spilled} / {fallback}"
+    );
+}
+
+#[test]
+fn graph_allocator_programs_agree_more() {
+    let (spilled, fallback) = graph_programs_agree(2500, 2500);
+    assert!(
+        spilled > 400 && fallback < spilled / 4,
+        "{spilled} / {fallback}"
+    );
 }
 
 /// The colouring alone, against `kiln_analysis::Interference` (tested against the path
@@ -351,6 +379,7 @@ fn graph_allocator_programs_agree() {
 /// node gets one.
 #[test]
 fn colouring_respects_interference() {
+    let (mut at_offset, mut george) = (0, 0);
     for seed in 0..150u64 {
         let mut func = generate(&GenConfig {
             size: 20 + (seed % 100) as usize,
@@ -358,8 +387,14 @@ fn colouring_respects_interference() {
         });
         let cfg = kiln_ir::Cfg::compute(&func).unwrap();
         let lv = kiln_analysis::compute_liveness(&mut func, &cfg);
-        let (homes, stats) = kiln_regalloc::graph::colour(&func, &cfg, &lv, &[256, 104]);
-        assert_eq!(stats.uncoloured, 0, "seed {seed}");
+        // A roomy budget colours every node; a tight one (odd seeds) leaves some uncoloured
+        // and needs George's test where Briggs's refuses.
+        let budget: &[u32] = if seed % 2 == 0 { &[256, 104] } else { &[10, 5] };
+        let kiln_regalloc::graph::Colouring { homes, stats, .. } =
+            kiln_regalloc::graph::colour(&func, &cfg, &lv, budget, &[]);
+        assert!(seed % 2 == 1 || stats.uncoloured == 0, "seed {seed}");
+        at_offset += stats.coalesced_at_offset;
+        george += stats.coalesced_george;
         let inter = kiln_analysis::Interference::new(&func, &cfg, &lv);
         let temps: Vec<kiln_ir::Temp> = (0..func.temps.len())
             .map(kiln_ir::Temp::new)
@@ -381,4 +416,10 @@ fn colouring_respects_interference() {
             }
         }
     }
+    // Vector parts merged at their offsets (seed 001's compound values), and merges only
+    // George's test allowed, are among what this checks.
+    assert!(
+        at_offset > 100 && george > 0,
+        "{at_offset} at offsets, {george} by George"
+    );
 }

@@ -3,11 +3,14 @@
 //! `vc4(threads=1)`, lowering what the QPU lacks the way Mesa's vc4 compiler does
 //! (`src/gallium/drivers/vc4/vc4_program.c`: `ntq_emit_alu`, `ntq_umul`, `ntq_rcp`, `ntq_rsq`,
 //! `ntq_ffloor`, `ntq_fceil`, `ntq_ffract`; NIR's `lower_fdiv`, `lower_fsqrt`, `lower_fpow`,
-//! `lower_ffma`).
+//! `lower_ffma`), and in the submodules: integer division and remainder (`divide`, after NIR's
+//! `nir_lower_idiv.c`), bit counting, reversal and bitfields (`bits`, after NIR's
+//! `nir_opt_algebraic.py` lowerings) and trigonometry (`trig`, after vc4's `ntq_fsin`/`ntq_fcos`
+//! and NIR's `nir_atan`, `nir_atan2` and `build_asin`).
 //!
 //! Not selected yet, and kept as generic ops: comparisons and `sel` (they become flag-setting
-//! ops and conditional writes once flags are modelled; the floor/ceil/fract/round/sqrt/sign
-//! lowerings use them for Mesa's conditional writes), `fddx`/`fddy` (mul-unit rotation), and
+//! ops and conditional writes once flags are modelled; the lowerings use them for Mesa's
+//! conditional writes), `fddx`/`fddy` (mul-unit rotation), and
 //! the interface and copy instructions. Everything else the QPU cannot do is refused with
 //! `unsupported: …`, naming every feature the function needs, before anything changes.
 //!
@@ -15,6 +18,12 @@
 //! uniform file `s` both map onto it). An instruction that defined a uniform-file value gets
 //! the `.all_lanes` flag, as does everything its lowering emits, so the set of linear values —
 //! and with it liveness and the verifier's rules — stays what it was.
+
+mod bits;
+mod divide;
+mod trig;
+
+pub use trig::{ACOS_P, ASIN_P, ASIN_SMALL, ATAN_COEFFICIENTS, sin_coefficients};
 
 use crate::ops::Op;
 use crate::target::Vc4Target;
@@ -62,11 +71,16 @@ fn refusal(func: &Function, inst: &Inst) -> Option<String> {
         TextureSample | TextureFetch => {
             "texture sampling (the TMU interface is not lowered yet)".into()
         }
-        Idiv | Udiv | Irem | Urem => format!("integer division ({})", inst.op),
-        Ibitcount | Ibitreverse | Ubfe | Ibfe | Bfi => format!("bit manipulation ({})", inst.op),
-        Fsin | Fcos => format!("trigonometry ({})", inst.op),
-        Fatan | Fatan2 | Fasin | Facos => format!("inverse trigonometry ({})", inst.op),
         Target(t) => format!("another target's opcode ({})", t.info().info.name),
+        op if !op.info().operands.accepts(inst.operands.len())
+            || !op.info().defs.accepts(inst.defs.len()) =>
+        {
+            format!(
+                "a malformed {op} ({} operands, {} definitions)",
+                inst.operands.len(),
+                inst.defs.len()
+            )
+        }
         _ if vector => format!("vector values ({})", inst.op),
         _ if inst.defs.iter().any(|d| d.fixed.is_some())
             || inst.operands.iter().any(|o| o.fixed.is_some()) =>
@@ -83,6 +97,47 @@ struct Emitter<'a> {
     q1: RegClass,
     flags: InstFlags,
     out: Vec<Inst>,
+    /// Per temp: bit 31 is known to be clear ([`sign_bit_clear`]).
+    nonneg: &'a [bool],
+}
+
+/// Per temp of a generic function: whether its value's bit 31 is known to be clear on every
+/// lane, from the op defining it (a mask without bit 31, a logical shift right, a remainder by
+/// a small constant, a bit count…) and what is known of its operands. One pass in layout
+/// order, where definitions come before their uses except through phis, which count as
+/// unknown.
+fn sign_bit_clear(func: &Function) -> Vec<bool> {
+    use Opcode::*;
+    let mut known = vec![false; func.temps.len()];
+    let small = |c: u32| c < SIGN;
+    for inst in func.blocks.iter().flat_map(|b| &b.insts) {
+        let [def] = inst.defs.as_slice() else {
+            continue;
+        };
+        let k = |i: usize| match inst.operands.get(i).map(|o| o.value) {
+            Some(Value::Temp(t)) => known.get(t.index()).copied().unwrap_or(false),
+            Some(Value::Const(c)) => small(c),
+            _ => false,
+        };
+        let c = |i: usize| match inst.operands.get(i).map(|o| o.value) {
+            Some(Value::Const(c)) => Some(c),
+            _ => None,
+        };
+        let clear = match inst.op {
+            Mov => k(0),
+            Iand | Umin => k(0) || k(1),
+            Ior | Ixor | Umax | Imax | Imin => k(0) && k(1),
+            Ushr => c(1).is_some_and(|s| s & 31 != 0),
+            Udiv => k(0) || c(1).is_some_and(|d| d >= 2),
+            Urem => k(0) || c(1).is_some_and(|d| d <= SIGN),
+            Ibitcount | Iclz | Ictz => true,
+            _ => false,
+        };
+        if let Some(slot) = known.get_mut(def.temp.index()) {
+            *slot = clear;
+        }
+    }
+    known
 }
 
 impl Emitter<'_> {
@@ -129,15 +184,39 @@ impl Emitter<'_> {
     }
 
     /// Mesa's `ntq_umul`: the low 32 bits of a·b from three 24-bit multiplies.
+    /// Constant pieces are folded, and a constant's zero high piece drops its product.
     fn umul(&mut self, a: Operand, b: Operand) -> Operand {
+        let (a, b) = match a.value {
+            Value::Const(_) => (b, a),
+            _ => (a, b),
+        };
         let a_hi = self.q(Op::Shr, &[a, ic(24)]);
-        let b_hi = self.q(Op::Shr, &[b, ic(24)]);
         let hilo = self.q(Op::Mul24, &[a_hi, b]);
-        let lohi = self.q(Op::Mul24, &[a, b_hi]);
         let lolo = self.q(Op::Mul24, &[a, b]);
-        let mid = self.q(Op::Add, &[hilo, lohi]);
+        let mid = match b.value {
+            Value::Const(c) if c >> 24 == 0 => hilo,
+            Value::Const(c) => {
+                let lohi = self.q(Op::Mul24, &[a, Operand::constant(c >> 24)]);
+                self.q(Op::Add, &[hilo, lohi])
+            }
+            _ => {
+                let b_hi = self.q(Op::Shr, &[b, ic(24)]);
+                let lohi = self.q(Op::Mul24, &[a, b_hi]);
+                self.q(Op::Add, &[hilo, lohi])
+            }
+        };
         let mid = self.q(Op::Shl, &[mid, ic(24)]);
         self.q(Op::Add, &[lolo, mid])
+    }
+
+    /// √x as `x · rsq(x)`, and x itself where that is NaN (x = 0, ∞ or NaN), so that
+    /// sqrt(±0) = ±0 and sqrt(∞) = ∞. (NIR's lower_fsqrt takes rcp(rsq(x)), which is NaN at 0
+    /// after the Newton–Raphson steps.)
+    fn sqrt(&mut self, x: Operand) -> Operand {
+        let r = self.rsq(x);
+        let y = self.q(Op::Fmul, &[x, r]);
+        let nan = self.g(Opcode::Fne, &[y, y]);
+        self.g(Opcode::Sel, &[nan, x, y])
     }
 
     /// `itof(ftoi(x))`: x truncated toward zero (for |x| < 2^31; 0 outside and for NaN).
@@ -171,7 +250,7 @@ impl Emitter<'_> {
                 Fmax => Op::Fmax,
                 Fexp2 => Op::Exp2,
                 Flog2 => Op::Log2,
-                I2f | U2f => Op::Itof,
+                I2f => Op::Itof,
                 F2i => Op::Ftoi,
                 _ => return None,
             })
@@ -219,15 +298,7 @@ impl Emitter<'_> {
                 self.q(Op::Fmul, &[a(0), r])
             }
             Frsq => self.rsq(a(0)),
-            // x · rsq(x), and x itself where that is NaN (x = 0, ∞ or NaN), so that
-            // sqrt(±0) = ±0 and sqrt(∞) = ∞. (NIR's lower_fsqrt takes rcp(rsq(x)), which is
-            // NaN at 0 after the Newton–Raphson steps.)
-            Fsqrt => {
-                let r = self.rsq(a(0));
-                let y = self.q(Op::Fmul, &[a(0), r]);
-                let nan = self.g(Fne, &[y, y]);
-                self.g(Sel, &[nan, a(0), y])
-            }
+            Fsqrt => self.sqrt(a(0)),
             // NIR's lower_fpow: exp2(log2(x) · y).
             Fpow => {
                 let l = self.q(Op::Log2, &[a(0)]);
@@ -285,11 +356,43 @@ impl Emitter<'_> {
                 let n = self.g(Sel, &[neg, fc(-1.0), fc(0.0)]);
                 self.g(Sel, &[pos, fc(1.0), n])
             }
+            // itof reads x as signed (Mesa's vc4 converts u2f with it alone). At and above
+            // 2^31, halve x keeping the lost bit as a sticky bit (round to odd), convert, and
+            // double: the one rounding is the one u2f would make.
+            U2f if match a(0).value {
+                Value::Temp(t) => self.nonneg.get(t.index()).copied().unwrap_or(false),
+                Value::Const(c) => c < SIGN,
+                Value::Undef(_) => false,
+            } =>
+            {
+                self.q(Op::Itof, &[a(0)])
+            }
+            U2f => {
+                let low = self.q(Op::Itof, &[a(0)]);
+                let half = self.q(Op::Shr, &[a(0), ic(1)]);
+                let odd = self.q(Op::And, &[a(0), ic(1)]);
+                let half = self.q(Op::Or, &[half, odd]);
+                let hf = self.q(Op::Itof, &[half]);
+                let high = self.q(Op::Fmul, &[hf, fc(2.0)]);
+                let big = self.g(Ilt, &[a(0), ic(0)]);
+                self.g(Sel, &[big, high, low])
+            }
             // ftoi, clamped below at 0 (ftoi is signed).
             F2u => {
                 let i = self.q(Op::Ftoi, &[a(0)]);
                 self.q(Op::Max, &[i, ic(0)])
             }
+            Udiv | Urem | Idiv | Irem => self.divide(inst.op, a(0), a(1)),
+            Ibitcount => self.bitcount(a(0)),
+            Ibitreverse => self.bitreverse(a(0)),
+            Ubfe | Ibfe => self.bitfield_extract(inst.op == Ibfe, a(0), a(1), a(2)),
+            Bfi => self.bitfield_insert(a(0), a(1), a(2), a(3)),
+            Fsin => self.sin(a(0), false),
+            Fcos => self.sin(a(0), true),
+            Fatan => self.atan(a(0)),
+            Fatan2 => self.atan2(a(0), a(1)),
+            Fasin => self.asin(a(0)),
+            Facos => self.acos(a(0)),
             _ => return None,
         })
     }
@@ -321,6 +424,7 @@ pub fn select(func: &mut Function) -> Result<(), Unsupported> {
         return Err(Unsupported(refused.into_iter().collect()));
     }
 
+    let nonneg = sign_bit_clear(func);
     let uniform_file: Vec<bool> = func
         .target
         .files()
@@ -360,6 +464,7 @@ pub fn select(func: &mut Function) -> Result<(), Unsupported> {
                 q1,
                 flags: inst.flags,
                 out: Vec::new(),
+                nonneg: &nonneg,
             };
             match e.lower(&inst) {
                 None => out.push(inst),
@@ -390,6 +495,7 @@ pub fn select(func: &mut Function) -> Result<(), Unsupported> {
         }
         func.blocks[b].insts = out;
     }
+    crate::narrow::narrow_classes(func);
     Ok(())
 }
 

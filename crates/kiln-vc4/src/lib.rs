@@ -9,6 +9,7 @@ pub mod harness;
 pub mod interface;
 pub mod isa;
 pub mod isel;
+pub mod narrow;
 pub mod ops;
 pub mod sim;
 pub mod target;

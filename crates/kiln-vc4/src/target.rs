@@ -24,7 +24,9 @@
 //! subsets are closed under intersection ([`close_under_intersection`]): class narrowing —
 //! intersecting the constraints of every use — always names one, or finds none (a copy).
 
-use kiln_ir::{FileId, Lanes, RegFile, RegSubset, Target, UnitMask, close_under_intersection};
+use kiln_ir::{
+    FileId, Lanes, RegClass, RegFile, RegSubset, Target, UnitMask, close_under_intersection,
+};
 use std::sync::Arc;
 
 /// Units of the `q` file.
@@ -183,6 +185,38 @@ impl Target for Vc4Target {
     /// The QPU's add, mul and SFU operations (`crate::ops`).
     fn opcodes(&self) -> &'static [kiln_ir::TargetOpInfo] {
         &crate::ops::VC4_OPS
+    }
+    /// Short-lived values colour first and take the accumulators (seed 002: Mesa sorts temps by
+    /// live-range length for this, and reports 12 % fewer instructions).
+    fn short_ranges_first(&self) -> bool {
+        true
+    }
+    /// Mesa's order (`vc4_register_allocate.c`, seed 002): r4 when the class allows it (only
+    /// an r4 writer's result may sit there, and taking it saves the move out of r4); then an
+    /// accumulator, round-robin (no write-to-read delay, and rotating leaves the scheduler
+    /// more instructions to pair); then A and B interleaved, round-robin (ra0, rb0, ra1, …), so
+    /// that the operands of an instruction tend to sit in different files.
+    fn select_register(&self, _class: RegClass, free: &[u32], cursor: &mut [u32; 2]) -> u32 {
+        let has = |u: u32| free.binary_search(&u).is_ok();
+        if has(R4) {
+            return R4;
+        }
+        for i in 0..4 {
+            let acc = (cursor[0] + i) % 4;
+            if has(acc) {
+                cursor[0] = acc + 1;
+                return acc;
+            }
+        }
+        for i in 0..64 {
+            let k = (cursor[1] + i) % 64;
+            let unit = if k % 2 == 0 { A0 + k / 2 } else { B0 + k / 2 };
+            if has(unit) {
+                cursor[1] = k + 1;
+                return unit;
+            }
+        }
+        free[0]
     }
 }
 

@@ -23,7 +23,30 @@ struct Counts {
     ran: usize,
     /// ... whose outputs agree within a relative 1e-3 (or 1e-3 absolute near 0).
     close: usize,
+    /// Selected programs that needed each of the longer lowerings (division, bit operations,
+    /// trigonometry, u2f).
+    lowered: BTreeMap<&'static str, usize>,
 }
+
+/// Generic ops whose lowering is a longer sequence, counted per selected program.
+const LOWERED: [&str; 16] = [
+    "idiv",
+    "udiv",
+    "irem",
+    "urem",
+    "ibitcount",
+    "ibitreverse",
+    "ubfe",
+    "ibfe",
+    "bfi",
+    "fsin",
+    "fcos",
+    "fatan",
+    "fatan2",
+    "fasin",
+    "facos",
+    "u2f",
+];
 
 fn close(a: u32, b: u32) -> bool {
     let (x, y) = (f32::from_bits(a), f32::from_bits(b));
@@ -69,12 +92,25 @@ fn corpus_selects_or_is_refused() {
                         );
                     }
                     c.selected += 1;
+                    for (name, _) in kiln_vc4::isel::opcode_counts(&generic) {
+                        if let Some(op) = LOWERED.iter().find(|&&op| op == name) {
+                            *c.lowered.entry(op).or_insert(0) += 1;
+                        }
+                    }
                     let mut env = kiln_interp::Env::with_ordinary_values(&generic, 16);
                     env.step_limit = 200_000;
-                    if let (Ok(w), Ok(g)) = (
+                    // The selected program runs more instructions (a lowered `fsin` is
+                    // about 35, an integer division about 100): it gets a larger limit.
+                    let mut env_selected = env.clone();
+                    env_selected.step_limit = 20 * env.step_limit;
+                    let runs = (
                         kiln_interp::run_ssa(&generic, &env),
-                        kiln_interp::run_ssa(&func, &env),
-                    ) {
+                        kiln_interp::run_ssa(&func, &env_selected),
+                    );
+                    if let (Ok(_), Err(e)) | (Err(e), _) = &runs {
+                        eprintln!("does not run: {}:{entry}: {e}", path.display());
+                    }
+                    if let (Ok(w), Ok(g)) = runs {
                         c.ran += 1;
                         let agree = w.slots.iter().all(|(slot, lanes)| {
                             lanes.iter().zip(&g.slots[slot]).all(|(a, b)| match (a, b) {
@@ -112,6 +148,15 @@ fn corpus_selects_or_is_refused() {
     eprintln!(
         "selected programs run before and after: {}, outputs within 1e-3: {}",
         c.ran, c.close
+    );
+    let lowered: Vec<String> = c
+        .lowered
+        .iter()
+        .map(|(op, n)| format!("{op} {n}"))
+        .collect();
+    eprintln!(
+        "selected programs using a lowered op: {}",
+        lowered.join(", ")
     );
     let mut reasons: Vec<_> = c.reasons.into_iter().collect();
     reasons.sort_by_key(|r| std::cmp::Reverse(r.1));

@@ -1,0 +1,221 @@
+//! Trigonometry from multiplies and adds.
+//!
+//! **sin, cos** (vc4's `ntq_shrink_sincos_input_range` and `ntq_fsin`, `vc4_program.c`): x is
+//! scaled to turns, x/2π; its fraction (x/2π minus its truncation) is folded into
+//! [−1/2, 1/2]; sin 2πf is then an odd polynomial in f. Mesa stops there with Taylor terms up
+//! to degree 9, which is off by up to 7·10⁻³ near ±π; kiln folds once more, into [−1/4, 1/4]
+//! (sin(π − t) = sin t, exact subtractions), and takes the Taylor terms up to degree 11, whose
+//! truncation error there is below 6·10⁻⁸. cos x is sin(x + π/2), a quarter turn added after
+//! scaling. The folded value is clamped to [−1/4, 1/4] so that the result stays in [−1, 1]
+//! where x/2π leaves the i32 range (`ftoi` gives 0 there), and ±∞ gives NaN (x − x is added).
+//!
+//! **atan, atan2** use NIR's polynomial for atan on [0, 1] (`nir_atan`,
+//! `nir_builtin_builder.c`): atan u ≈ u·P(u²), P of degree 5 with NIR's minimax coefficients.
+//! atan x folds |x| > 1 through π/2 − atan(1/|x|) as NIR does; atan2 takes
+//! min(|x|, |y|) / max(|x|, |y|) (scaled down by 2^-100 when the larger is huge, so that its
+//! reciprocal stays normal), then π/2 − a where |y| > |x|, π − a where x's sign bit is set, and
+//! y's sign. Unlike NIR's, the results for zeros and infinities are IEEE's: atan2(±0, +0) = ±0,
+//! atan2(±0, −0) = ±π, atan2(±∞, ±∞) = ±π/4 or ±3π/4.
+//!
+//! **asin, acos** are NIR's (`build_asin`, `vtn_glsl450.c`): for |x| ≥ 1/2,
+//! π/2 − √(1 − |x|)·(π/2 + |x|(π/4 − 1 + |x|(p0 + |x|·p1))), with NIR's separate p0, p1 for asin
+//! and acos; for asin below 1/2 NIR's rational approximation x(1 + x²·S(x²)/(1 + q·x²)).
+//! acos is computed as √(1 − |x|)·(…) for x ≥ 0 and π minus that for x < 0 — NIR's formula
+//! with π/2 − (π/2 − s) simplified, which keeps the relative precision near x = 1. |x| > 1
+//! gives NaN.
+
+use super::{Emitter, SIGN, fc, ic};
+use crate::ops::Op;
+use kiln_ir::{Opcode, Operand};
+use std::f64::consts::{FRAC_PI_2, FRAC_PI_4, PI};
+
+/// The Taylor coefficients of sin 2πf in f: (−1)^k (2π)^(2k+1) / (2k+1)!, k = 0 … 5.
+pub fn sin_coefficients() -> [f32; 6] {
+    let mut c = [0.0; 6];
+    let tau = 2.0 * PI;
+    let mut term = tau;
+    for (k, slot) in c.iter_mut().enumerate() {
+        *slot = term as f32;
+        let n = (2 * k + 2) as f64;
+        term *= -tau * tau / (n * (n + 1.0));
+    }
+    c
+}
+
+/// NIR's atan polynomial on [0, 1], coefficients of u, u³, …, u¹¹ (`nir_atan`,
+/// `src/compiler/nir/nir_builtin_builder.c`).
+pub const ATAN_COEFFICIENTS: [f32; 6] = [
+    0.999_979_3,
+    -0.332_675_64,
+    0.193_892_5,
+    -0.117_350_32,
+    0.053_681_378,
+    -0.012_132_321_5,
+];
+
+/// NIR's p0, p1 for asin (|x| ≥ 1/2) and for acos (`build_asin` callers,
+/// `src/compiler/spirv/vtn_glsl450.c`).
+pub const ASIN_P: [f32; 2] = [0.086_566_724, -0.031_029_55];
+pub const ACOS_P: [f32; 2] = [0.081_324_63, -0.023_633_18];
+
+/// NIR's rational asin for |x| < 1/2 (from the same file): numerator coefficients pS0, pS1,
+/// pS2 of x², x⁴, x⁶ and the denominator's qS1.
+pub const ASIN_SMALL: [f32; 4] = [0.166_665_87, -0.042_743_422, -0.008_656_363, -0.706_629_63];
+
+/// 2^100 and 2^-100: the scale of atan2's operands when the larger is huge.
+const HUGE: f32 = f32::from_bits((127 + 100) << 23);
+const TINY: f32 = f32::from_bits((127 - 100) << 23);
+
+impl Emitter<'_> {
+    /// p(z) by Horner's rule, coefficients from the highest power down to the constant.
+    fn horner(&mut self, z: Operand, coefficients: &[f32]) -> Operand {
+        let mut p = fc(coefficients[0]);
+        for &c in &coefficients[1..] {
+            let m = self.q(Op::Fmul, &[p, z]);
+            p = self.q(Op::Fadd, &[m, fc(c)]);
+        }
+        p
+    }
+
+    /// Where `cond` holds, `a − b`, else `b` (the folds below).
+    fn fold(&mut self, cond: Operand, a: f32, b: Operand) -> Operand {
+        let d = self.q(Op::Fsub, &[fc(a), b]);
+        self.g(Opcode::Sel, &[cond, d, b])
+    }
+
+    /// sin x, or cos x with `cos` (see the module comment).
+    pub(super) fn sin(&mut self, x: Operand, cos: bool) -> Operand {
+        let mut turns = self.q(Op::Fmul, &[x, fc((0.5 / PI) as f32)]);
+        if cos {
+            turns = self.q(Op::Fadd, &[turns, fc(0.25)]);
+        }
+        let t = self.trunc(turns);
+        let f = self.q(Op::Fsub, &[turns, t]);
+        // (−1, 1) → [−1/2, 1/2): exact subtractions of 1.
+        let hi = self.g(Opcode::Fle, &[fc(0.5), f]);
+        let less = self.q(Op::Fsub, &[f, fc(1.0)]);
+        let f = self.g(Opcode::Sel, &[hi, less, f]);
+        let lo = self.g(Opcode::Flt, &[f, fc(-0.5)]);
+        let more = self.q(Op::Fadd, &[f, fc(1.0)]);
+        let f = self.g(Opcode::Sel, &[lo, more, f]);
+        // [−1/2, 1/2) → [−1/4, 1/4]: sin 2π(1/2 − f) = sin 2πf.
+        let up = self.g(Opcode::Flt, &[fc(0.25), f]);
+        let f = self.fold(up, 0.5, f);
+        let down = self.g(Opcode::Flt, &[f, fc(-0.25)]);
+        let f = self.fold(down, -0.5, f);
+        // The QPU's fmin keeps a NaN first operand, its fmax a NaN second one.
+        let f = self.q(Op::Fmin, &[f, fc(0.25)]);
+        let f = self.q(Op::Fmax, &[fc(-0.25), f]);
+        let z = self.q(Op::Fmul, &[f, f]);
+        let mut c = sin_coefficients();
+        c.reverse();
+        let p = self.horner(z, &c);
+        let s = self.q(Op::Fmul, &[f, p]);
+        // 0 for finite x, NaN for ±∞ and NaN.
+        let nan = self.q(Op::Fsub, &[x, x]);
+        self.q(Op::Fadd, &[s, nan])
+    }
+
+    /// atan u for u ∈ [0, 1] (NaN stays NaN).
+    fn atan01(&mut self, u: Operand) -> Operand {
+        let z = self.q(Op::Fmul, &[u, u]);
+        let mut c = ATAN_COEFFICIENTS;
+        c.reverse();
+        let p = self.horner(z, &c);
+        self.q(Op::Fmul, &[u, p])
+    }
+
+    /// |x| as bits (exact, also for NaN).
+    fn abs_bits(&mut self, x: Operand) -> Operand {
+        self.q(Op::And, &[x, Operand::constant(!SIGN)])
+    }
+
+    /// `v` with the sign bit of `x` (v's own sign bit clear).
+    fn with_sign_of(&mut self, v: Operand, x: Operand) -> Operand {
+        let s = self.q(Op::And, &[x, Operand::constant(SIGN)]);
+        self.q(Op::Or, &[v, s])
+    }
+
+    pub(super) fn atan(&mut self, x: Operand) -> Operand {
+        let a = self.abs_bits(x);
+        let big = self.g(Opcode::Flt, &[fc(1.0), a]);
+        // ∞ becomes 2^100, whose reciprocal is still normal.
+        let capped = self.q(Op::Fmin, &[a, fc(HUGE)]);
+        let r = self.rcp(capped);
+        let u = self.g(Opcode::Sel, &[big, r, a]);
+        let t = self.atan01(u);
+        let t = self.fold(big, FRAC_PI_2 as f32, t);
+        self.with_sign_of(t, x)
+    }
+
+    /// atan2(y, x), the angle of the point (x, y).
+    pub(super) fn atan2(&mut self, y: Operand, x: Operand) -> Operand {
+        let ax = self.abs_bits(x);
+        let ay = self.abs_bits(y);
+        let num = self.q(Op::Fmin, &[ax, ay]);
+        let den = self.q(Op::Fmax, &[ax, ay]);
+        let huge = self.g(Opcode::Fle, &[fc(HUGE), den]);
+        let scale = self.g(Opcode::Sel, &[huge, fc(TINY), fc(1.0)]);
+        let den_s = self.q(Op::Fmul, &[den, scale]);
+        let den_s = self.q(Op::Fmin, &[den_s, fc(HUGE)]);
+        let num_s = self.q(Op::Fmul, &[num, scale]);
+        let r = self.rcp(den_s);
+        let ratio = self.q(Op::Fmul, &[num_s, r]);
+        // Equal magnitudes (also both infinite) give 1, both zero 0.
+        let equal = self.g(Opcode::Feq, &[num, den]);
+        let zero = self.g(Opcode::Feq, &[den, fc(0.0)]);
+        let one = self.g(Opcode::Sel, &[zero, fc(0.0), fc(1.0)]);
+        let u = self.g(Opcode::Sel, &[equal, one, ratio]);
+        let t = self.atan01(u);
+        let steep = self.g(Opcode::Flt, &[ax, ay]);
+        let t = self.fold(steep, FRAC_PI_2 as f32, t);
+        let left = self.g(Opcode::Ilt, &[x, ic(0)]);
+        let t = self.fold(left, PI as f32, t);
+        let t = self.with_sign_of(t, y);
+        let nx = self.g(Opcode::Fne, &[x, x]);
+        let ny = self.g(Opcode::Fne, &[y, y]);
+        let nan = self.q(Op::Or, &[nx, ny]);
+        self.g(Opcode::Sel, &[nan, fc(f32::NAN), t])
+    }
+
+    /// √(1 − |x|)·(π/2 + |x|(π/4 − 1 + |x|(p0 + |x|·p1))) for a = |x|.
+    fn asin_tail(&mut self, a: Operand, p: [f32; 2]) -> Operand {
+        let q = self.horner(a, &[p[1], p[0], (FRAC_PI_4 - 1.0) as f32, FRAC_PI_2 as f32]);
+        let om = self.q(Op::Fsub, &[fc(1.0), a]);
+        let s = self.sqrt(om);
+        self.q(Op::Fmul, &[s, q])
+    }
+
+    /// NaN where |x| > 1, else `v`.
+    fn in_domain(&mut self, a: Operand, v: Operand) -> Operand {
+        let out = self.g(Opcode::Flt, &[fc(1.0), a]);
+        self.g(Opcode::Sel, &[out, fc(f32::NAN), v])
+    }
+
+    pub(super) fn asin(&mut self, x: Operand) -> Operand {
+        let a = self.abs_bits(x);
+        let tail = self.asin_tail(a, ASIN_P);
+        let large = self.q(Op::Fsub, &[fc(FRAC_PI_2 as f32), tail]);
+        let [s0, s1, s2, q1] = ASIN_SMALL;
+        let z = self.q(Op::Fmul, &[a, a]);
+        let n = self.horner(z, &[s2, s1, s0]);
+        let n = self.q(Op::Fmul, &[n, z]);
+        let d = self.horner(z, &[q1, 1.0]);
+        let r = self.rcp(d);
+        let ratio = self.q(Op::Fmul, &[n, r]);
+        let ar = self.q(Op::Fmul, &[a, ratio]);
+        let small = self.q(Op::Fadd, &[a, ar]);
+        let below = self.g(Opcode::Flt, &[a, fc(0.5)]);
+        let v = self.g(Opcode::Sel, &[below, small, large]);
+        let v = self.in_domain(a, v);
+        self.with_sign_of(v, x)
+    }
+
+    pub(super) fn acos(&mut self, x: Operand) -> Operand {
+        let a = self.abs_bits(x);
+        let t = self.asin_tail(a, ACOS_P);
+        let negative = self.g(Opcode::Ilt, &[x, ic(0)]);
+        let v = self.fold(negative, PI as f32, t);
+        self.in_domain(a, v)
+    }
+}
