@@ -446,7 +446,7 @@ impl Emitter<'_> {
             let to = if a.is_none() && !self.packing {
                 a = Some(SCRATCH_A);
                 Reg::A(SCRATCH_A)
-            } else if b.is_none() {
+            } else if b.is_none() && !self.w_in_rb14 {
                 b = Some(Src::B(SCRATCH_B));
                 Reg::B(SCRATCH_B)
             } else {
@@ -710,10 +710,11 @@ impl Emitter<'_> {
             }
             Some(InputKind::FragCoord(2)) => {
                 // rb15 is read before any input is written (the interface pass orders them).
+                // The scale goes through r5 (rb14 holds W; no varying has been read yet, and the
+                // value is the same in every lane, so r5's per-quad write is exact).
                 self.push_alu(builder::qpu_a(AddOp::Itof, d, Reg::B(15), Reg::B(15))?);
-                let ds = d_src_opt(d).ok_or_else(|| internal("input to a non-register"))?;
-                let r = self.place(&[ds, Src::Big(FRAG_Z_SCALE)])?;
-                self.push_alu(builder::qpu_m(MulOp::Fmul, d, r[0], r[1])?);
+                self.push(builder::load_imm(Reg::Acc(5), FRAG_Z_SCALE)?);
+                self.push_alu(builder::qpu_m(MulOp::Fmul, d, d, Reg::Acc(5))?);
                 Ok(())
             }
             Some(InputKind::FragCoord(3)) => {
