@@ -36,6 +36,10 @@ pub enum CorpusCommand {
     /// Lower, optimise and allocate every entry point, checking every allocation; print
     /// shader-db-style totals.
     Regalloc(crate::cli::regalloc::CorpusRegallocArgs),
+    /// Compile every entry point for vc4 and, with --check, run each compiled one in the
+    /// simulator against the interpreter; report compiled / unsupported (by reason) /
+    /// mismatched / failed.
+    Compile(crate::cli::compile::CorpusCompileArgs),
 }
 
 #[derive(Debug, Args)]
@@ -146,6 +150,7 @@ pub fn corpus(cmd: CorpusCommand) -> miette::Result<()> {
     let args = match cmd {
         CorpusCommand::Lower(args) => args,
         CorpusCommand::Regalloc(args) => return crate::cli::regalloc::corpus_regalloc(args),
+        CorpusCommand::Compile(args) => return crate::cli::compile::corpus_compile(args),
     };
     if args.stats || args.opt {
         return crate::cli::opt::corpus_stats(&args);

@@ -1,5 +1,6 @@
 //! Command-line interface: one module per group of subcommands.
 
+pub mod compile;
 pub mod front;
 pub mod interp;
 pub mod ir;
@@ -40,6 +41,8 @@ pub enum Command {
     Opt(opt::OptArgs),
     /// Allocate registers for a `.kir` function and print the allocated form (checked).
     Regalloc(regalloc::RegallocArgs),
+    /// Compile a shader to VideoCore IV QPU code (binary, disassembly, statistics).
+    Compile(compile::CompileArgs),
     /// Work on a directory of shaders.
     #[command(subcommand)]
     Corpus(front::CorpusCommand),
@@ -58,6 +61,7 @@ impl Cli {
             Command::Lower(a) => front::lower(a),
             Command::Opt(a) => opt::opt(a),
             Command::Regalloc(a) => regalloc::regalloc(a),
+            Command::Compile(a) => compile::compile_cmd(a),
             Command::Corpus(c) => front::corpus(c),
         }
     }

@@ -3,10 +3,17 @@
 //!
 //! See `docs/vc4.md` for the design and `../shared/vc4/README.md` for the ISA facts.
 
+pub mod compile;
+pub mod emit;
+pub mod harness;
+pub mod interface;
 pub mod isa;
 pub mod isel;
 pub mod narrow;
 pub mod ops;
 pub mod sim;
 pub mod target;
+pub mod texture;
+pub mod uniforms;
+pub mod vertex;
 pub mod words;

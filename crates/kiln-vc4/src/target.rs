@@ -38,6 +38,9 @@ pub const B0: u32 = A0 + 32;
 pub const R4: u32 = 4;
 /// The register the emitter keeps free in each file.
 const RESERVED: u32 = 14;
+/// The file-A register that holds the execute mask of divergent control flow (per lane: 0 when
+/// the lane runs, else the block it waits for), reserved in the `exec=1` variant.
+pub const EXEC_REG: u8 = 13;
 
 /// The file every allocatable value lives in.
 pub const Q: FileId = FileId(0);
@@ -75,6 +78,7 @@ impl QpuReg {
 #[derive(Clone, Debug)]
 pub struct Vc4Target {
     threads: u32,
+    exec: bool,
     files: [RegFile; 1],
     subsets: Vec<RegSubset>,
 }
@@ -83,10 +87,16 @@ impl Vc4Target {
     /// `threads` is 1 (all 32 registers of A and B) or 2 (a threaded fragment shader: the lower
     /// 16 of each).
     pub fn new(threads: u32) -> Vc4Target {
+        Vc4Target::with_exec(threads, false)
+    }
+
+    /// The target with ra13 also reserved, for the execute mask of divergent control flow
+    /// (`vc4(threads=N, exec=1)`; the emitter retargets a function to it before allocation).
+    pub fn with_exec(threads: u32, exec: bool) -> Vc4Target {
         let per_file = if threads == 2 { 16 } else { 32 };
         let file_regs = |base: u32| {
             (0..per_file)
-                .filter(|&i| i != RESERVED)
+                .filter(move |&i| i != RESERVED && !(exec && base == A0 && i == EXEC_REG as u32))
                 .map(move |i| base + i)
         };
         let a: Vec<u32> = file_regs(A0).collect();
@@ -107,6 +117,7 @@ impl Vc4Target {
         ]);
         Vc4Target {
             threads,
+            exec,
             files: [RegFile {
                 name: "q".into(),
                 units: UNITS,
@@ -124,21 +135,29 @@ impl Vc4Target {
         self.threads
     }
 
+    /// Whether ra13 is reserved for the execute mask.
+    pub fn exec(&self) -> bool {
+        self.exec
+    }
+
     /// Builds the target from the parameters of a `target vc4(threads=N)` line.
     pub fn from_params(params: &[(String, u32)]) -> Result<Arc<dyn Target>, String> {
         let mut threads = 1;
+        let mut exec = false;
         for (k, v) in params {
             match (k.as_str(), v) {
                 ("threads", 1 | 2) => threads = *v,
                 ("threads", _) => return Err("parameter `threads` must be 1 or 2".into()),
+                ("exec", 0 | 1) => exec = *v == 1,
+                ("exec", _) => return Err("parameter `exec` must be 0 or 1".into()),
                 _ => {
                     return Err(format!(
-                        "unknown parameter `{k}` of target vc4 (known: threads)"
+                        "unknown parameter `{k}` of target vc4 (known: threads, exec)"
                     ));
                 }
             }
         }
-        Ok(Vc4Target::arc(threads))
+        Ok(Arc::new(Vc4Target::with_exec(threads, exec)))
     }
 }
 
@@ -147,7 +166,11 @@ impl Target for Vc4Target {
         "vc4"
     }
     fn params(&self) -> Vec<(String, u32)> {
-        vec![("threads".into(), self.threads)]
+        let mut p = vec![("threads".into(), self.threads)];
+        if self.exec {
+            p.push(("exec".into(), 1));
+        }
+        p
     }
     fn files(&self) -> &[RegFile] {
         &self.files

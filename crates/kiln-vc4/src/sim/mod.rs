@@ -131,6 +131,11 @@ pub struct Qpu {
     pub cycles: u64,
     /// Fragment batch origin in the tile buffer (x_pix / y_pix, TLB writes).
     pub frag_xy: (u32, u32),
+    /// Varyings waiting to be read, in order: each read of the varying address pops one
+    /// (value, C coefficient) pair, returns the value and writes C to r5 (the hardware hands
+    /// the shader `(A·x + B·y)` and C; `vary × W + r5` interpolates). Empty: reads give 0 and
+    /// leave r5 alone.
+    pub varyings: VecDeque<([u32; 16], [u32; 16])>,
     pending: [Option<RfWrite>; 2],
     sfu: Option<([u32; 16], u64)>,
     branch: Option<(u32, u8)>,
@@ -156,6 +161,7 @@ impl Qpu {
             instructions: 0,
             cycles: 0,
             frag_xy: (0, 0),
+            varyings: VecDeque::new(),
             pending: [None, None],
             sfu: None,
             branch: None,
@@ -486,6 +492,13 @@ fn read_raddr(
             if file_a { x } else { y }
         }),
         raddr::VPM => sx.vpm.read(&mut qpu.vpm),
+        raddr::VARYING => match qpu.varyings.pop_front() {
+            Some((v, c)) => {
+                qpu.acc[5] = c;
+                v
+            }
+            None => [0; 16],
+        },
         raddr::MUTEX => {
             *sx.mutex = Some(sx.q);
             [0; 16]

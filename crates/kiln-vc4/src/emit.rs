@@ -1,0 +1,1221 @@
+//! The QPU emitter: an allocated vc4 fragment shader (instruction selection, the interface pass,
+//! register allocation) to QPU instructions, a uniform table and the varying order. It follows
+//! Mesa's `vc4_qpu_emit.c` (`vc4_generate_code`: operands through the allocation map, read-file
+//! conflicts through ra14/rb14, SFU results moved out of r4, the program end) and
+//! `vc4_program.c` (`emit_frag_end`, `ntq_emit_if` and the loop and jump emission for the
+//! execute mask).
+//!
+//! One ALU operation per instruction; pairing and scheduling come later. The emitter keeps the
+//! hardware's rules as it goes:
+//!
+//! - at most one file-A and one file-B read (a small immediate takes the B read): a second
+//!   operand in the same file, or a 32-bit constant, is first copied to ra14 or rb14;
+//! - a file register is not read by the instruction after the one that wrote it: a `nop` goes
+//!   between;
+//! - an SFU result is read from r4 in the third instruction after the SFU write;
+//! - every branch has three delay slots (`nop`s), its target relocated when the layout is known.
+//!
+//! **Control flow.** A uniform `if` or loop becomes QPU branches on the condition of the
+//! active lanes. Divergent control flow uses Mesa's execute mask in ra13: 0 in a lane that
+//! runs, else the index of the block the lane waits for. A divergent `if` sets ra13 to the
+//! else block (or endif) in the lanes whose condition is false; the end of the then side sets
+//! it to the endif in the lanes that ran; a divergent `break` (`continue`) sets it to the loop
+//! exit (header); each block that lanes wait for first wakes them (`ra13 == block → 0`); a
+//! divergent loop's back edge wakes the lanes waiting for the header and loops while any lane
+//! runs. Inside divergent control flow every per-lane write is conditional on `ra13 == 0`
+//! (flags from `or.setf -, ra13, ra13`, then `.zs`); writes of linear values (`.all_lanes`)
+//! are not. A region no lane runs is branched over.
+//!
+//! **Comparisons and `sel`** go through the flags, as Mesa's `ntq_emit_comparison`: an op that
+//! sets them (`fsub`/`fmax` for floats, `xor`/`max`/`sub` for integers), then two conditional
+//! moves of ~0 and 0 (under a mask: into ra14, then one masked move).
+
+use crate::interface::{InputKind, OutputKind, ShaderInfo};
+use crate::isa::builder::{self, Reg};
+use crate::isa::{
+    AddOp, AluInstr, BranchCond, Cond, Instr, MulOp, Mux, Signal, Unpack, raddr, small_imm_value,
+    waddr,
+};
+use crate::target::{EXEC_REG, QpuReg};
+use crate::uniforms::Uniform;
+use kiln_ir::{Block, Cfg, Function, Inst, Opcode, Operand, Value};
+use std::fmt;
+
+/// Why emission failed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum EmitError {
+    /// The function uses what the emitter does not do (`unsupported: …`).
+    Unsupported(String),
+    /// The input broke an assumption of the emitter (a bug before or in it).
+    Internal(String),
+}
+
+impl fmt::Display for EmitError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            EmitError::Unsupported(m) => write!(f, "unsupported: {m}"),
+            EmitError::Internal(m) => write!(f, "internal emitter error: {m}"),
+        }
+    }
+}
+
+impl std::error::Error for EmitError {}
+
+fn internal(m: impl Into<String>) -> EmitError {
+    EmitError::Internal(m.into())
+}
+
+impl From<builder::BuildError> for EmitError {
+    fn from(e: builder::BuildError) -> EmitError {
+        EmitError::Internal(format!("builder: {e}"))
+    }
+}
+
+/// Where the outputs go.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OutputMode {
+    /// Colour to the tile buffer, RGBA8 packed (byte 0 = r … byte 3 = a), after a scoreboard
+    /// wait, as Mesa's `emit_frag_end` does for an RGBA8 target without blending.
+    Tlb,
+    /// Debug path: each output value, raw 32 bits, to one VPM row (generic 32-bit horizontal
+    /// writes from row 0), in the order of [`Emitted::output_rows`].
+    Vpm,
+}
+
+/// An emitted program.
+#[derive(Clone, Debug)]
+pub struct Emitted {
+    pub instrs: Vec<Instr>,
+    /// The uniform stream's table, one entry per read in program order.
+    pub uniforms: Vec<Uniform>,
+    /// Input slots read from a FIFO, in order: varyings (fragment shaders) or VPM rows
+    /// (vertex attributes, row k = `varyings[k]`).
+    pub varyings: Vec<u32>,
+    /// Output slots in the order they were written ([`OutputMode::Vpm`]: VPM row k holds
+    /// `output_rows[k]`).
+    pub output_rows: Vec<u32>,
+}
+
+impl Emitted {
+    pub fn words(&self) -> Vec<u64> {
+        self.instrs.iter().map(Instr::encode).collect()
+    }
+}
+
+/// An operand as the emitter sees it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Src {
+    Acc(u8),
+    A(u8),
+    B(u8),
+    /// A small-immediate code.
+    Imm(u8),
+    /// A 32-bit constant no small immediate encodes.
+    Big(u32),
+}
+
+fn small_imm_code(v: u32) -> Option<u8> {
+    (0..48u8).find(|&c| small_imm_value(c) == Some(v))
+}
+
+fn src_of_const(c: u32) -> Src {
+    small_imm_code(c).map_or(Src::Big(c), Src::Imm)
+}
+
+fn reg_of(unit: u32) -> Result<Src, EmitError> {
+    match QpuReg::from_unit(unit) {
+        Some(QpuReg::Acc(4)) => Err(internal("a value allocated to r4")),
+        Some(QpuReg::Acc(n)) => Ok(Src::Acc(n)),
+        Some(QpuReg::A(n)) => Ok(Src::A(n)),
+        Some(QpuReg::B(n)) => Ok(Src::B(n)),
+        None => Err(internal(format!("unit {unit} is no QPU register"))),
+    }
+}
+
+fn dst_reg(unit: u32) -> Result<Reg, EmitError> {
+    Ok(match reg_of(unit)? {
+        Src::Acc(n) => Reg::Acc(n),
+        Src::A(n) => Reg::A(n),
+        Src::B(n) => Reg::B(n),
+        _ => unreachable!("reg_of gives registers"),
+    })
+}
+
+const SCRATCH_A: u8 = 14;
+const SCRATCH_B: u8 = 14;
+const EXEC: Reg = Reg::A(EXEC_REG);
+/// What the execute mask holds in a discarded lane: no block has this index.
+const DISCARDED: u32 = 0xffff_ffff;
+/// `gl_FragCoord.z` = the 24-bit payload depth × this (1 / 0xffffff as an f32).
+pub const FRAG_Z_SCALE: u32 = 0x3380_0001;
+/// Small-immediate codes.
+const IMM_0: u8 = 0;
+const IMM_MINUS_1: u8 = 31;
+const IMM_HALF: u8 = 47;
+
+/// What the flags hold.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Flags {
+    Unknown,
+    /// Z set exactly in the lanes that run (`ra13 == 0`).
+    Exec,
+}
+
+/// The file registers an instruction reads (true = A).
+fn file_reads(i: &Instr) -> Vec<(bool, u8)> {
+    let mut out = Vec::new();
+    if let Instr::Alu(a) = i {
+        let mut muxes = Vec::new();
+        if a.op_add != AddOp::Nop {
+            muxes.extend([a.add_a, a.add_b]);
+        }
+        if a.op_mul != MulOp::Nop {
+            muxes.extend([a.mul_a, a.mul_b]);
+        }
+        for m in muxes {
+            if m == Mux::A && a.raddr_a < 32 {
+                out.push((true, a.raddr_a));
+            }
+            if m == Mux::B && a.sig != Signal::SmallImm && a.raddr_b < 32 {
+                out.push((false, a.raddr_b));
+            }
+        }
+    }
+    out
+}
+
+/// The file registers an instruction writes (true = A).
+fn file_writes(i: &Instr) -> Vec<(bool, u8)> {
+    let mut out = Vec::new();
+    let (w, add, mul) = match i {
+        Instr::Alu(a) => (&a.w, a.op_add != AddOp::Nop, a.op_mul != MulOp::Nop),
+        Instr::LoadImm(l) => (&l.w, true, true),
+        _ => return out,
+    };
+    if add && w.waddr_add < 32 {
+        out.push((w.add_to_a(), w.waddr_add));
+    }
+    if mul && w.waddr_mul < 32 {
+        out.push((w.mul_to_a(), w.waddr_mul));
+    }
+    out
+}
+
+struct Emitter<'a> {
+    func: &'a Function,
+    info: &'a ShaderInfo,
+    cfg: Cfg,
+    linear: Vec<bool>,
+    /// Blocks inside divergent control flow (writes there are masked).
+    masked: Vec<bool>,
+    /// Blocks whose start wakes the lanes waiting for them.
+    wakes: Vec<bool>,
+    /// Blocks outside every if and loop: they run exactly once.
+    once: Vec<bool>,
+    exec: bool,
+    out: Vec<Instr>,
+    labels: Vec<Option<usize>>,
+    branches: Vec<(usize, Block)>,
+    flags: Flags,
+    uniforms: Vec<Uniform>,
+    varyings: Vec<u32>,
+    outputs: Vec<(u32, Operand)>,
+    /// W copied to rb14 for the varying reads of the prologue.
+    w_in_rb14: bool,
+    /// Where outputs go.
+    mode: OutputMode,
+    /// ra14 holds the colour being packed (no fix-up may use it).
+    packing: bool,
+    /// The VPM write setup is done.
+    vpm_setup: bool,
+    /// The function discards lanes (seen a `discard`).
+    discards: bool,
+    /// The uniform stream points away from the main stream (a lookup inside control flow).
+    stream_moved: bool,
+    /// The lookup whose texel r4 holds: (unit, s, t), valid until the next other instruction.
+    tex_in_r4: Option<(u32, Src, Src)>,
+    /// VPM attribute reads: done so far, and in all.
+    attributes: u32,
+    attribute_count: u32,
+}
+
+/// Emits an allocated, interface-lowered vc4 fragment shader.
+pub fn emit(func: &Function, info: &ShaderInfo, mode: OutputMode) -> Result<Emitted, EmitError> {
+    if !func.allocated || func.target.name() != "vc4" {
+        return Err(internal("the function is not an allocated vc4 function"));
+    }
+    let cfg = Cfg::compute(func).map_err(|e| internal(e.message))?;
+    let n = func.blocks.len();
+    let mut masked = vec![false; n];
+    let mut wakes = vec![false; n];
+    for i in cfg.ifs.iter().filter(|i| i.divergent) {
+        for m in &mut masked[i.then_start.index()..i.endif.index()] {
+            *m = true;
+        }
+        if i.else_start < i.endif {
+            wakes[i.else_start.index()] = true;
+        }
+        wakes[i.endif.index()] = true;
+    }
+    for l in &cfg.loops {
+        if l.divergent || l.divergent_continue {
+            for m in &mut masked[l.header.index()..l.exit.index()] {
+                *m = true;
+            }
+        }
+        if l.divergent {
+            wakes[l.exit.index()] = true;
+        }
+    }
+    let mut once = vec![true; n];
+    for i in &cfg.ifs {
+        for o in &mut once[i.then_start.index()..i.endif.index()] {
+            *o = false;
+        }
+    }
+    for l in &cfg.loops {
+        for o in &mut once[l.header.index()..l.exit.index()] {
+            *o = false;
+        }
+    }
+    let exec = crate::interface::needs_exec(func, &cfg);
+    // After a discard, discarded lanes wait for no block: everything after runs masked.
+    let first_discard = func
+        .blocks
+        .iter()
+        .position(|b| b.insts.iter().any(|i| i.op == Opcode::Discard));
+    if let Some(d) = first_discard {
+        masked[d..].fill(true);
+    }
+    let target_exec = func
+        .target
+        .params()
+        .iter()
+        .any(|(k, v)| k == "exec" && *v == 1);
+    if exec && !target_exec {
+        return Err(internal(
+            "divergent control flow on a target without the execute-mask register (run the interface pass)",
+        ));
+    }
+    let mut e = Emitter {
+        func,
+        info,
+        linear: func.linear_temps(),
+        cfg,
+        masked,
+        wakes,
+        once,
+        exec,
+        out: Vec::new(),
+        labels: vec![None; n],
+        branches: Vec::new(),
+        flags: Flags::Unknown,
+        uniforms: Vec::new(),
+        varyings: Vec::new(),
+        outputs: Vec::new(),
+        w_in_rb14: false,
+        mode,
+        tex_in_r4: None,
+        stream_moved: false,
+        discards: false,
+        packing: false,
+        vpm_setup: false,
+        attributes: 0,
+        attribute_count: func.blocks[0]
+            .insts
+            .iter()
+            .filter(|i| {
+                i.op == Opcode::Input
+                    && matches!(
+                        info.inputs.get(&i.imms[0]),
+                        Some(InputKind::Attribute | InputKind::IndexAttribute { .. })
+                    )
+            })
+            .count() as u32,
+    };
+    e.run(mode)?;
+    let output_rows = e.outputs.iter().map(|(s, _)| *s).collect();
+    Ok(Emitted {
+        instrs: e.out,
+        uniforms: e.uniforms,
+        varyings: e.varyings,
+        output_rows,
+    })
+}
+
+impl Emitter<'_> {
+    // ---- instruction stream -------------------------------------------------------------
+
+    /// Appends `i`, with a `nop` first when it reads a file register the previous instruction
+    /// wrote.
+    fn push(&mut self, i: Instr) {
+        if let Some(prev) = self.out.last() {
+            let w = file_writes(prev);
+            if file_reads(&i).iter().any(|r| w.contains(r)) {
+                self.out.push(Instr::nop());
+            }
+        }
+        if let Instr::Alu(a) = &i
+            && a.w.sf
+        {
+            self.flags = Flags::Unknown;
+        }
+        if let Instr::LoadImm(l) = &i
+            && l.w.sf
+        {
+            self.flags = Flags::Unknown;
+        }
+        self.out.push(i);
+    }
+
+    fn push_alu(&mut self, a: AluInstr) {
+        self.push(Instr::Alu(a));
+    }
+
+    fn nop(&mut self) {
+        self.out.push(Instr::nop());
+    }
+
+    fn branch(&mut self, cond: BranchCond, target: Block) {
+        self.branches.push((self.out.len(), target));
+        self.out.push(builder::branch(cond, true, 0));
+        for _ in 0..3 {
+            self.out.push(Instr::nop());
+        }
+        self.flags = Flags::Unknown;
+    }
+
+    // ---- operands -----------------------------------------------------------------------
+
+    fn src(&self, op: &Operand) -> Result<Src, EmitError> {
+        match op.value {
+            Value::Const(c) => Ok(src_of_const(c)),
+            Value::Undef(_) => Ok(Src::Imm(IMM_0)),
+            Value::Temp(t) => {
+                let r = op
+                    .reg
+                    .ok_or_else(|| internal(format!("operand {t} has no register")))?;
+                reg_of(r.unit())
+            }
+        }
+    }
+
+    fn def_reg(&self, inst: &Inst, k: usize) -> Result<Reg, EmitError> {
+        let d = inst
+            .defs
+            .get(k)
+            .ok_or_else(|| internal(format!("`{}` lacks definition {k}", inst.op)))?;
+        let r = d
+            .reg
+            .ok_or_else(|| internal(format!("definition {} has no register", d.temp)))?;
+        dst_reg(r.unit())
+    }
+
+    /// Makes `srcs` readable by one instruction: at most one A and one B address (small
+    /// immediates take B); the others, and 32-bit constants, are first copied to ra14/rb14.
+    fn place(&mut self, srcs: &[Src]) -> Result<Vec<Reg>, EmitError> {
+        let mut a: Option<u8> = None;
+        let mut b: Option<Src> = None;
+        let mut regs: Vec<Option<Reg>> = vec![None; srcs.len()];
+        let mut later = Vec::new();
+        for (k, &s) in srcs.iter().enumerate() {
+            match s {
+                Src::Acc(n) => regs[k] = Some(Reg::Acc(n)),
+                Src::A(n) if a.is_none() || a == Some(n) => {
+                    a = Some(n);
+                    regs[k] = Some(Reg::A(n));
+                }
+                Src::B(_) | Src::Imm(_) if b.is_none() || b == Some(s) => {
+                    b = Some(s);
+                    regs[k] = Some(match s {
+                        Src::B(n) => Reg::B(n),
+                        Src::Imm(c) => Reg::SmallImm(c),
+                        _ => unreachable!(),
+                    });
+                }
+                _ => later.push(k),
+            }
+        }
+        let mut moved: Vec<(Src, Reg)> = Vec::new();
+        for k in later {
+            let s = srcs[k];
+            if let Some(&(_, r)) = moved.iter().find(|(x, _)| *x == s) {
+                regs[k] = Some(r);
+                continue;
+            }
+            let to = if a.is_none() && !self.packing {
+                a = Some(SCRATCH_A);
+                Reg::A(SCRATCH_A)
+            } else if b.is_none() && !self.w_in_rb14 {
+                b = Some(Src::B(SCRATCH_B));
+                Reg::B(SCRATCH_B)
+            } else {
+                return Err(internal(
+                    "no scratch register for a read-file fix-up (ra14 holds the colour)",
+                ));
+            };
+            self.copy_to(to, s, Cond::Always)?;
+            moved.push((s, to));
+            regs[k] = Some(to);
+        }
+        Ok(regs.into_iter().map(|r| r.expect("placed")).collect())
+    }
+
+    /// `to ← s` under `cond`.
+    fn copy_to(&mut self, to: Reg, s: Src, cond: Cond) -> Result<(), EmitError> {
+        match s {
+            Src::Big(c) => {
+                let mut i = builder::load_imm(to, c)?;
+                if let Instr::LoadImm(l) = &mut i {
+                    l.w.cond_add = cond;
+                }
+                self.push(i);
+            }
+            _ => {
+                let r = self.place(&[s])?[0];
+                self.push_alu(builder::mov(to, r)?.cond_add(cond));
+            }
+        }
+        Ok(())
+    }
+
+    // ---- masks and flags ----------------------------------------------------------------
+
+    /// Whether `inst` writes only the lanes that run (and so needs the mask here).
+    fn needs_mask(&self, b: Block, inst: &Inst) -> bool {
+        self.masked[b.index()]
+            && !(inst.writes_all_lanes()
+                || inst.op == Opcode::LinearPhi
+                || inst.defs.iter().any(|d| self.linear[d.temp.index()]))
+    }
+
+    /// Sets Z in exactly the lanes that run.
+    fn exec_flags(&mut self) -> Result<(), EmitError> {
+        if self.flags != Flags::Exec {
+            self.push_alu(builder::mov(Reg::Nop, EXEC)?.sf());
+            self.flags = Flags::Exec;
+        }
+        Ok(())
+    }
+
+    /// The condition a write of `inst` takes: `.zs` after the execute flags when masked.
+    fn write_cond(&mut self, b: Block, inst: &Inst) -> Result<Cond, EmitError> {
+        if self.needs_mask(b, inst) {
+            self.exec_flags()?;
+            Ok(Cond::Zs)
+        } else {
+            Ok(Cond::Always)
+        }
+    }
+
+    /// `ra13 ← value` in the lanes that run (Z from [`exec_flags`]).
+    fn set_exec_waiting(&mut self, value: u32) -> Result<(), EmitError> {
+        self.exec_flags()?;
+        let mut i = builder::load_imm(EXEC, value)?;
+        if let Instr::LoadImm(l) = &mut i {
+            l.w.cond_add = Cond::Zs;
+        }
+        self.push(i);
+        self.flags = Flags::Unknown;
+        Ok(())
+    }
+
+    /// Lanes waiting for `b` run again.
+    fn wake(&mut self, b: Block) -> Result<(), EmitError> {
+        let idx = self.place(&[Src::A(EXEC_REG), src_of_const(b.0)])?;
+        self.push_alu(builder::qpu_a(AddOp::Sub, Reg::Nop, idx[0], idx[1])?.sf());
+        self.push_alu(builder::mov(EXEC, Reg::SmallImm(IMM_0))?.cond_add(Cond::Zs));
+        self.flags = Flags::Unknown;
+        Ok(())
+    }
+
+    /// Whether the blocks `[from, to)` write nothing in all lanes, so that running them with no
+    /// lane active changes nothing and they may be branched over (the interpreter runs them).
+    fn skippable(&self, from: Block, to: Block) -> bool {
+        self.func.blocks[from.index()..to.index()]
+            .iter()
+            .flat_map(|blk| &blk.insts)
+            .all(|i| {
+                !(i.writes_all_lanes()
+                    || i.op == Opcode::LinearPhi
+                    || i.defs.iter().any(|d| self.linear[d.temp.index()]))
+            })
+    }
+
+    /// Branches to `target` when no lane runs.
+    fn skip_if_none_run(&mut self, target: Block) -> Result<(), EmitError> {
+        self.exec_flags()?;
+        self.branch(BranchCond::AllZc, target);
+        Ok(())
+    }
+
+    // ---- the program --------------------------------------------------------------------
+
+    fn run(&mut self, mode: OutputMode) -> Result<(), EmitError> {
+        let func = self.func;
+        let needs_w = func.blocks[0].insts.iter().any(|i| {
+            i.op == Opcode::Input
+                && matches!(
+                    self.info.inputs.get(&i.imms[0]),
+                    Some(InputKind::Varying | InputKind::FragCoord(3))
+                )
+        });
+        if needs_w {
+            self.push_alu(builder::mov(Reg::B(SCRATCH_B), Reg::A(15))?);
+            self.w_in_rb14 = true;
+        }
+        if self.exec {
+            self.push(builder::load_imm(EXEC, 0)?);
+        }
+        for b in func.block_ids() {
+            self.labels[b.index()] = Some(self.out.len());
+            self.flags = Flags::Unknown;
+            self.tex_in_r4 = None;
+            let block = func.block(b);
+            let nphi = block.phi_count();
+            if self.wakes[b.index()] {
+                self.wake(b)?;
+            }
+            if let Some(i) = self
+                .cfg
+                .ifs
+                .iter()
+                .find(|i| i.divergent && i.else_start == b && i.else_start < i.endif)
+            {
+                let endif = i.endif;
+                if self.skippable(b, endif) {
+                    self.skip_if_none_run(endif)?;
+                }
+            }
+            for inst in &block.insts[nphi..] {
+                if inst.op != Opcode::Input {
+                    self.w_in_rb14 = false;
+                }
+                if inst.op.is_terminator() {
+                    self.terminator(b, inst, mode)?;
+                } else {
+                    self.inst(b, inst)?;
+                }
+            }
+        }
+        // Relocate: relative branches count from the branch + 4 instructions.
+        for &(at, target) in &self.branches {
+            let to = self.labels[target.index()].ok_or_else(|| internal("unplaced block"))?;
+            let imm = 8 * (to as i64 - (at as i64 + 4));
+            if let Instr::Branch(br) = &mut self.out[at] {
+                br.imm = imm as i32;
+            }
+        }
+        Ok(())
+    }
+
+    fn inst(&mut self, b: Block, inst: &Inst) -> Result<(), EmitError> {
+        if !matches!(inst.op, Opcode::Target(t) if t.0.unit == "tmu") {
+            self.tex_in_r4 = None;
+        }
+        match inst.op {
+            Opcode::Input => self.input(inst),
+            Opcode::Uniform => {
+                // The stream is a FIFO: every read must run exactly once, in order.
+                if !self.once[b.index()] {
+                    return Err(EmitError::Unsupported(
+                        "a uniform read inside control flow (rematerialised by the allocator)"
+                            .into(),
+                    ));
+                }
+                if self.stream_moved {
+                    return Err(EmitError::Unsupported(
+                        "a uniform read after a texture lookup inside control flow (rematerialised by the allocator)"
+                            .into(),
+                    ));
+                }
+                let d = self.def_reg(inst, 0)?;
+                self.uniforms.push(Uniform::of_slot(inst.imms[0]));
+                let cond = self.write_cond(b, inst)?;
+                self.push_alu(builder::mov(d, Reg::ReadA(raddr::UNIFORM))?.cond_add(cond));
+                Ok(())
+            }
+            Opcode::Output => self.output(b, inst, self.mode),
+            Opcode::Discard => {
+                // The running lanes stop for good: they wait for a block that never comes.
+                self.discards = true;
+                self.set_exec_waiting(DISCARDED)
+            }
+            Opcode::Mov => {
+                let cond = self.write_cond(b, inst)?;
+                let d = self.def_reg(inst, 0)?;
+                let s = self.src(&inst.operands[0])?;
+                self.copy_to(d, s, cond)
+            }
+            Opcode::ParallelCopy => self.parallel_copy(b, inst),
+            Opcode::Sel => self.sel(b, inst),
+            Opcode::Ieq
+            | Opcode::Ine
+            | Opcode::Ilt
+            | Opcode::Ile
+            | Opcode::Ult
+            | Opcode::Ule
+            | Opcode::Feq
+            | Opcode::Fne
+            | Opcode::Flt
+            | Opcode::Fle => self.compare(b, inst),
+            Opcode::Target(t) => self.target_op(b, inst, t.0),
+            op => Err(EmitError::Unsupported(format!("`{op}` in the emitter"))),
+        }
+    }
+
+    fn input(&mut self, inst: &Inst) -> Result<(), EmitError> {
+        let d = self.def_reg(inst, 0)?;
+        let slot = inst.imms[0];
+        match self.info.inputs.get(&slot) {
+            Some(InputKind::Varying) => {
+                if !self.w_in_rb14 {
+                    return Err(internal("a varying read after the prologue"));
+                }
+                self.varyings.push(slot);
+                // d = vary × W (W in rb14), then d += r5 (the C coefficient).
+                self.push_alu(builder::qpu_m(
+                    MulOp::Fmul,
+                    d,
+                    Reg::ReadA(raddr::VARYING),
+                    Reg::B(SCRATCH_B),
+                )?);
+                self.push_alu(builder::qpu_a(AddOp::Fadd, d, d, Reg::Acc(5))?);
+                Ok(())
+            }
+            Some(InputKind::Attribute | InputKind::IndexAttribute { .. }) => {
+                // Generic VPM reads (32-bit, horizontal, stride 1), 16 per setup.
+                let k = self.attributes;
+                if k % 16 == 0 {
+                    let num = (self.attribute_count - k).min(16) & 15;
+                    let setup = (num << 20) | (1 << 12) | (1 << 11) | (2 << 8) | k;
+                    self.push(builder::load_imm(Reg::IoA(waddr::VPM_SETUP), setup)?);
+                }
+                self.attributes += 1;
+                self.varyings.push(slot);
+                self.push_alu(builder::mov(d, Reg::ReadA(raddr::VPM))?);
+                Ok(())
+            }
+            Some(InputKind::FragCoord(c @ (0 | 1))) => {
+                let xy = if *c == 0 {
+                    Reg::ReadA(raddr::XY_COORD)
+                } else {
+                    Reg::ReadB(raddr::XY_COORD)
+                };
+                self.push_alu(builder::qpu_a(AddOp::Itof, d, xy, xy)?);
+                let ds = d_src_opt(d).ok_or_else(|| internal("input to a non-register"))?;
+                let r = self.place(&[ds, Src::Imm(IMM_HALF)])?;
+                self.push_alu(builder::qpu_a(AddOp::Fadd, d, r[0], r[1])?);
+                Ok(())
+            }
+            Some(InputKind::FragCoord(2)) => {
+                // rb15 is read before any input is written (the interface pass orders them).
+                // The scale goes through r5 (rb14 holds W; no varying has been read yet, and the
+                // value is the same in every lane, so r5's per-quad write is exact).
+                self.push_alu(builder::qpu_a(AddOp::Itof, d, Reg::B(15), Reg::B(15))?);
+                self.push(builder::load_imm(Reg::Acc(5), FRAG_Z_SCALE)?);
+                self.push_alu(builder::qpu_m(MulOp::Fmul, d, d, Reg::Acc(5))?);
+                Ok(())
+            }
+            Some(InputKind::FragCoord(3)) => {
+                if !self.w_in_rb14 {
+                    return Err(internal("gl_FragCoord.w after the prologue"));
+                }
+                self.push_alu(builder::mov(Reg::Io(waddr::SFU_RECIP), Reg::B(SCRATCH_B))?);
+                self.nop();
+                self.nop();
+                self.push_alu(builder::mov(d, Reg::Acc(4))?);
+                Ok(())
+            }
+            other => Err(EmitError::Unsupported(format!(
+                "input slot {slot} ({other:?})"
+            ))),
+        }
+    }
+
+    fn target_op(
+        &mut self,
+        b: Block,
+        inst: &Inst,
+        info: &'static kiln_ir::TargetOpInfo,
+    ) -> Result<(), EmitError> {
+        let name = info
+            .info
+            .name
+            .strip_prefix("qpu_")
+            .ok_or_else(|| internal(format!("`{}` is no vc4 opcode", info.info.name)))?;
+        let srcs: Vec<Src> = inst
+            .operands
+            .iter()
+            .map(|o| self.src(o))
+            .collect::<Result<_, _>>()?;
+        if info.unit == "tmu" {
+            return self.texture(b, inst, &srcs);
+        }
+        let (x, y) = match srcs.as_slice() {
+            [x] => (*x, *x),
+            [x, y] => (*x, *y),
+            _ => return Err(internal(format!("`{name}` with {} operands", srcs.len()))),
+        };
+        let d = self.def_reg(inst, 0)?;
+        match info.unit {
+            "add" => {
+                let op = AddOp::from_name(name)
+                    .ok_or_else(|| internal(format!("no add op `{name}`")))?;
+                let r = self.place(&[x, y])?;
+                let cond = self.write_cond(b, inst)?;
+                self.push_alu(builder::qpu_a(op, d, r[0], r[1])?.cond_add(cond));
+            }
+            "mul" => {
+                let op = MulOp::from_name(name)
+                    .ok_or_else(|| internal(format!("no mul op `{name}`")))?;
+                let r = self.place(&[x, y])?;
+                let cond = self.write_cond(b, inst)?;
+                self.push_alu(builder::qpu_m(op, d, r[0], r[1])?.cond_mul(cond));
+            }
+            "sfu" => {
+                let addr = match name {
+                    "recip" => waddr::SFU_RECIP,
+                    "recipsqrt" => waddr::SFU_RECIPSQRT,
+                    "exp2" => waddr::SFU_EXP,
+                    "log2" => waddr::SFU_LOG,
+                    _ => return Err(internal(format!("no SFU op `{name}`"))),
+                };
+                let r = self.place(&[x])?;
+                self.push_alu(builder::mov(Reg::Io(addr), r[0])?);
+                self.nop();
+                self.nop();
+                let cond = self.write_cond(b, inst)?;
+                self.push_alu(builder::mov(d, Reg::Acc(4))?.cond_add(cond));
+            }
+            u => return Err(internal(format!("unit `{u}`"))),
+        }
+        Ok(())
+    }
+
+    /// `qpu_tex U, k, s, t`: one TMU0 lookup (t, then s, each taking a configuration uniform),
+    /// `ldtmu0`, and byte k of r4 as a float (the r4 unpack).
+    fn texture(&mut self, b: Block, inst: &Inst, srcs: &[Src]) -> Result<(), EmitError> {
+        let (Some(unit), Some(k)) = (
+            crate::texture::constant(&inst.operands[0].value),
+            crate::texture::constant(&inst.operands[1].value),
+        ) else {
+            return Err(internal(
+                "qpu_tex with a unit or component that is not constant",
+            ));
+        };
+        let at = srcs.get(4).copied();
+        if at.is_none() && !self.once[b.index()] {
+            return Err(internal(
+                "a lookup from the main uniform stream inside control flow",
+            ));
+        }
+        let d = self.def_reg(inst, 0)?;
+        let key = (unit, srcs[2], srcs[3]);
+        // The texel of the previous lookup is still in r4 when the previous instruction was a
+        // lookup at the same coordinates (another component of one sample).
+        if self.tex_in_r4 != Some(key) {
+            if let Some(a) = at {
+                // The configuration words from their own address; no uniform read in the next
+                // two instructions.
+                let r = self.place(&[a])?[0];
+                self.push_alu(builder::mov(Reg::Io(waddr::UNIFORMS_ADDRESS), r)?);
+                self.stream_moved = true;
+                self.nop();
+                self.nop();
+            }
+            let t = self.place(&[srcs[3]])?[0];
+            self.push_alu(builder::mov(Reg::Io(waddr::TMU0_T), t)?);
+            let s = self.place(&[srcs[2]])?[0];
+            self.push_alu(builder::mov(Reg::Io(waddr::TMU0_S), s)?);
+            if at.is_none() {
+                self.uniforms.push(Uniform::TextureP0(unit));
+                self.uniforms.push(Uniform::TextureP1(unit));
+            }
+            let mut ld = AluInstr::nop();
+            ld.sig = Signal::LoadTmu0;
+            self.push_alu(ld);
+        }
+        let unpack = [Unpack::U8a, Unpack::U8b, Unpack::U8c, Unpack::U8d][k as usize & 3];
+        let cond = self.write_cond(b, inst)?;
+        self.push_alu(
+            builder::qpu_a(AddOp::Fmax, d, Reg::Acc(4), Reg::Acc(4))?
+                .pack(true, 0)
+                .unpack(unpack)
+                .cond_add(cond),
+        );
+        let ds = d_src_opt(d);
+        self.tex_in_r4 = (ds != Some(srcs[2]) && ds != Some(srcs[3])).then_some(key);
+        Ok(())
+    }
+
+    /// Sets flags so that `cond` holds where the comparison is true.
+    fn compare_flags(&mut self, inst: &Inst) -> Result<Cond, EmitError> {
+        let a = self.src(&inst.operands[0])?;
+        let c = self.src(&inst.operands[1])?;
+        // (op, swap operands, condition where true)
+        let (op, swap, cond) = match inst.op {
+            Opcode::Ieq => (AddOp::Xor, false, Cond::Zs),
+            Opcode::Ine => (AddOp::Xor, false, Cond::Zc),
+            // max sets C where its first operand is greater (signed).
+            Opcode::Ilt => (AddOp::Max, true, Cond::Cs),
+            Opcode::Ile => (AddOp::Max, false, Cond::Cc),
+            // sub sets C on borrow: a <u b.
+            Opcode::Ult => (AddOp::Sub, false, Cond::Cs),
+            Opcode::Ule => (AddOp::Sub, true, Cond::Cc),
+            Opcode::Feq => (AddOp::Fsub, false, Cond::Zs),
+            Opcode::Fne => (AddOp::Fsub, false, Cond::Zc),
+            // fmax sets C where its first operand is greater.
+            Opcode::Flt => (AddOp::Fmax, true, Cond::Cs),
+            Opcode::Fle => (AddOp::Fmax, false, Cond::Cc),
+            op => return Err(internal(format!("`{op}` is no comparison"))),
+        };
+        let (x, y) = if swap { (c, a) } else { (a, c) };
+        let r = self.place(&[x, y])?;
+        self.push_alu(builder::qpu_a(op, Reg::Nop, r[0], r[1])?.sf());
+        Ok(cond)
+    }
+
+    fn compare(&mut self, b: Block, inst: &Inst) -> Result<(), EmitError> {
+        let d = self.def_reg(inst, 0)?;
+        let masked = self.needs_mask(b, inst);
+        let cond = self.compare_flags(inst)?;
+        let to = if masked { Reg::A(SCRATCH_A) } else { d };
+        self.push_alu(builder::mov(to, Reg::SmallImm(IMM_MINUS_1))?.cond_add(cond));
+        self.push_alu(builder::mov(to, Reg::SmallImm(IMM_0))?.cond_add(invert(cond)));
+        if masked {
+            self.exec_flags()?;
+            self.push_alu(builder::mov(d, Reg::A(SCRATCH_A))?.cond_add(Cond::Zs));
+        }
+        Ok(())
+    }
+
+    fn sel(&mut self, b: Block, inst: &Inst) -> Result<(), EmitError> {
+        let d = self.def_reg(inst, 0)?;
+        let masked = self.needs_mask(b, inst);
+        let c = self.src(&inst.operands[0])?;
+        let x = self.src(&inst.operands[1])?;
+        let y = self.src(&inst.operands[2])?;
+        let to = if masked { Reg::A(SCRATCH_A) } else { d };
+        if x == y {
+            self.copy_to(to, x, Cond::Always)?;
+        } else {
+            // Z where c == 0: x where Z is clear, y where it is set. Each lane reads its own
+            // operands before the write, so any register assignment works; write first the one
+            // that is the destination, so that the other read never follows a write of it.
+            let r = self.place(&[c])?;
+            self.push_alu(builder::mov(Reg::Nop, r[0])?.sf());
+            let to_src = d_src_opt(to);
+            if Some(x) == to_src {
+                self.copy_to(to, y, Cond::Zs)?;
+            } else if Some(y) == to_src {
+                self.copy_to(to, x, Cond::Zc)?;
+            } else {
+                self.copy_to(to, x, Cond::Zc)?;
+                self.copy_to(to, y, Cond::Zs)?;
+            }
+        }
+        if masked {
+            self.exec_flags()?;
+            self.push_alu(builder::mov(d, Reg::A(SCRATCH_A))?.cond_add(Cond::Zs));
+        }
+        Ok(())
+    }
+
+    fn parallel_copy(&mut self, b: Block, inst: &Inst) -> Result<(), EmitError> {
+        use kiln_regalloc::parallel_copy::{Source, Step, sequentialize};
+        let mut copies = Vec::new();
+        for (d, o) in inst.defs.iter().zip(&inst.operands) {
+            let du = d
+                .reg
+                .ok_or_else(|| internal("copy without register"))?
+                .unit();
+            let s = match o.value {
+                Value::Const(c) => Source::Const(c),
+                Value::Undef(_) => continue,
+                Value::Temp(_) => {
+                    let su = o
+                        .reg
+                        .ok_or_else(|| internal("copy without register"))?
+                        .unit();
+                    if su == du {
+                        continue;
+                    }
+                    Source::Unit(su)
+                }
+            };
+            copies.push((du, s));
+        }
+        if copies.is_empty() {
+            return Ok(());
+        }
+        let cond = self.write_cond(b, inst)?;
+        let scratch = QpuReg::A(SCRATCH_A).unit();
+        let free = (!self.packing).then_some(scratch);
+        for step in sequentialize(&copies, free) {
+            // The scratch unit is free: its moves need no mask.
+            match step {
+                Step::Move { dst, src } => {
+                    let s = match src {
+                        Source::Unit(u) => reg_of(u)?,
+                        Source::Const(c) => src_of_const(c),
+                    };
+                    let c = if dst == scratch { Cond::Always } else { cond };
+                    if cond == Cond::Zs && c == Cond::Zs {
+                        self.exec_flags()?;
+                    }
+                    self.copy_to(dst_reg(dst)?, s, c)?;
+                }
+                Step::Swap { a, b: bb } => {
+                    // Three xors, each lane on its own.
+                    let (ra, rb) = (reg_of(a)?, reg_of(bb)?);
+                    let (da, db) = (dst_reg(a)?, dst_reg(bb)?);
+                    for (d, x, y) in [(da, ra, rb), (db, rb, ra), (da, ra, rb)] {
+                        if cond == Cond::Zs {
+                            self.exec_flags()?;
+                        }
+                        let r = self.place(&[x, y])?;
+                        self.push_alu(builder::qpu_a(AddOp::Xor, d, r[0], r[1])?.cond_add(cond));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    // ---- control flow -------------------------------------------------------------------
+
+    /// Sets Z where the branch condition is false, in the lanes that run (others: Z clear).
+    fn condition_flags(&mut self, b: Block, c: &Operand) -> Result<(), EmitError> {
+        let s = self.src(c)?;
+        if self.masked[b.index()] {
+            self.exec_flags()?;
+            let r = self.place(&[s])?;
+            self.push_alu(builder::mov(Reg::Nop, r[0])?.sf().cond_add(Cond::Zs));
+        } else {
+            let r = self.place(&[s])?;
+            self.push_alu(builder::mov(Reg::Nop, r[0])?.sf());
+        }
+        self.flags = Flags::Unknown;
+        Ok(())
+    }
+
+    fn terminator(&mut self, b: Block, inst: &Inst, mode: OutputMode) -> Result<(), EmitError> {
+        let next = Block(b.0 + 1);
+        match inst.op {
+            Opcode::Return => self.end(mode),
+            Opcode::Jump => {
+                // The end of a divergent if's then side with an else: its lanes wait for the
+                // endif.
+                if let Some(i) =
+                    self.cfg.ifs.iter().find(|i| {
+                        i.divergent && i.else_start.0 == b.0 + 1 && i.else_start < i.endif
+                    })
+                {
+                    let endif = i.endif;
+                    self.set_exec_waiting(endif.0)?;
+                }
+                let succ = self.cfg.linear.succs[b.index()][0];
+                if succ != next {
+                    self.branch(BranchCond::Always, succ);
+                }
+                Ok(())
+            }
+            Opcode::If => {
+                let (t, e, m) = (inst.targets[0], inst.targets[1], inst.targets[2]);
+                if t != next {
+                    return Err(internal("then block does not follow its if"));
+                }
+                self.condition_flags(b, &inst.operands[0])?;
+                if inst.flags.divergent {
+                    let mut i = builder::load_imm(EXEC, e.0)?;
+                    if let Instr::LoadImm(l) = &mut i {
+                        l.w.cond_add = Cond::Zs;
+                    }
+                    self.push(i);
+                    self.flags = Flags::Unknown;
+                    if self.skippable(t, e) {
+                        self.skip_if_none_run(e)?;
+                    }
+                } else {
+                    // Uniform: the running lanes agree; any of them false → else (or endif).
+                    let _ = m;
+                    self.branch(BranchCond::AnyZs, e);
+                    if self.masked[b.index()] {
+                        // No lane runs (the interpreter then goes by lane 0, as here): some lane
+                        // runs → then; else lane 0's condition decides.
+                        self.exec_flags()?;
+                        self.branch(BranchCond::AnyZs, t);
+                        let r = self.place(&[self.src(&inst.operands[0])?])?;
+                        self.push_alu(builder::mov(Reg::Nop, Reg::ReadA(raddr::ELEMENT_QPU))?.sf());
+                        self.push_alu(builder::mov(Reg::Nop, r[0])?.sf().cond_add(Cond::Zs));
+                        self.branch(BranchCond::AnyZs, e);
+                    }
+                }
+                Ok(())
+            }
+            Opcode::Loop => {
+                if inst.targets[0] != next {
+                    return Err(internal("loop header does not follow its preheader"));
+                }
+                Ok(())
+            }
+            Opcode::Break | Opcode::Continue => {
+                let l = self.cfg.loop_of[b.index()]
+                    .ok_or_else(|| internal("break or continue outside a loop"))?;
+                let (header, exit, divergent_loop) = {
+                    let li = &self.cfg.loops[l];
+                    (li.header, li.exit, li.divergent)
+                };
+                let divergent = self.cfg.divergent_jump[b.index()];
+                if divergent {
+                    let to = if inst.op == Opcode::Break {
+                        exit
+                    } else {
+                        header
+                    };
+                    self.set_exec_waiting(to.0)?;
+                    let succ = self.cfg.linear.succs[b.index()][0];
+                    if succ != next {
+                        self.branch(BranchCond::Always, succ);
+                    }
+                    return Ok(());
+                }
+                if inst.op == Opcode::Break {
+                    self.branch(BranchCond::Always, exit);
+                    return Ok(());
+                }
+                // A uniform back edge.
+                if self.cfg.loops[l].divergent_continue {
+                    self.wake(header)?;
+                }
+                if divergent_loop {
+                    self.exec_flags()?;
+                    self.branch(BranchCond::AnyZs, header);
+                    if exit != next {
+                        self.branch(BranchCond::Always, exit);
+                    }
+                } else {
+                    self.branch(BranchCond::Always, header);
+                }
+                Ok(())
+            }
+            op => Err(internal(format!("`{op}` is not a terminator"))),
+        }
+    }
+
+    /// One output, where the function writes it (its register may be reused right after):
+    /// packed into ra14's byte for the tile buffer, or written to the next VPM row.
+    fn output(&mut self, b: Block, inst: &Inst, mode: OutputMode) -> Result<(), EmitError> {
+        if self.masked[b.index()] && !self.discards {
+            return Err(internal("an output inside divergent control flow"));
+        }
+        let slot = inst.imms[0];
+        let op = inst.operands[0];
+        match mode {
+            OutputMode::Tlb => {
+                let Some(OutputKind::Color(c @ 0..4)) = self.info.outputs.get(&slot).cloned()
+                else {
+                    return Err(EmitError::Unsupported(format!(
+                        "output slot {slot} to the tile buffer"
+                    )));
+                };
+                if !self.packing {
+                    // Components the shader does not write stay 0.
+                    let all = (0..4).all(|k| {
+                        self.info
+                            .outputs
+                            .values()
+                            .any(|o| *o == OutputKind::Color(k))
+                    });
+                    if !all {
+                        self.push(builder::load_imm(Reg::A(SCRATCH_A), 0)?);
+                    }
+                    self.packing = true;
+                }
+                let s = match self.src(&op)? {
+                    Src::Big(v) => {
+                        self.push(builder::load_imm(Reg::B(SCRATCH_B), v)?);
+                        Reg::B(SCRATCH_B)
+                    }
+                    s => self.place(&[s])?[0],
+                };
+                // Mul-unit float → unorm8 pack into byte c (Mesa's RGBA8 colour).
+                self.push_alu(
+                    builder::qpu_m(MulOp::V8min, Reg::A(SCRATCH_A), s, s)?.pack(true, 4 + c as u8),
+                );
+            }
+            OutputMode::Vpm => {
+                if !self.vpm_setup {
+                    // Generic block writes: 32-bit, horizontal, stride 1, from row 0.
+                    self.push(builder::load_imm(Reg::IoB(waddr::VPM_SETUP), 0x1a00)?);
+                    self.vpm_setup = true;
+                }
+                let r = match self.src(&op)? {
+                    Src::Big(v) => {
+                        self.push(builder::load_imm(Reg::A(SCRATCH_A), v)?);
+                        Reg::A(SCRATCH_A)
+                    }
+                    s => self.place(&[s])?[0],
+                };
+                self.push_alu(builder::mov(Reg::Io(waddr::VPM), r)?);
+            }
+        }
+        self.outputs.push((slot, op));
+        Ok(())
+    }
+
+    /// The program end: the colour write (tile buffer), then `thrend` and its two delay slots.
+    fn end(&mut self, mode: OutputMode) -> Result<(), EmitError> {
+        if mode == OutputMode::Tlb {
+            if !self.packing {
+                self.push(builder::load_imm(Reg::A(SCRATCH_A), 0)?);
+            }
+            // The first two instructions may not touch the TLB or wait on the scoreboard.
+            while self.out.len() < 2 {
+                self.nop();
+            }
+            // Discarded lanes keep the tile buffer's colour (Mesa's conditional TLB write).
+            let cond = if self.discards {
+                self.exec_flags()?;
+                Cond::Zs
+            } else {
+                Cond::Always
+            };
+            let mut wait = AluInstr::nop();
+            wait.sig = Signal::ScoreboardWait;
+            self.push_alu(wait);
+            self.push_alu(
+                builder::mov(Reg::Io(waddr::TLB_COLOR_ALL), Reg::A(SCRATCH_A))?.cond_add(cond),
+            );
+        }
+        let mut end = AluInstr::nop();
+        end.sig = Signal::ProgramEnd;
+        self.push_alu(end);
+        self.nop();
+        self.nop();
+        Ok(())
+    }
+}
+
+fn invert(c: Cond) -> Cond {
+    match c {
+        Cond::Zs => Cond::Zc,
+        Cond::Zc => Cond::Zs,
+        Cond::Ns => Cond::Nc,
+        Cond::Nc => Cond::Ns,
+        Cond::Cs => Cond::Cc,
+        Cond::Cc => Cond::Cs,
+        Cond::Always => Cond::Never,
+        Cond::Never => Cond::Always,
+    }
+}
+
+fn d_src_opt(d: Reg) -> Option<Src> {
+    match d {
+        Reg::Acc(n) => Some(Src::Acc(n)),
+        Reg::A(n) => Some(Src::A(n)),
+        Reg::B(n) => Some(Src::B(n)),
+        _ => None,
+    }
+}

@@ -1,0 +1,255 @@
+//! The differential harness: runs an emitted fragment shader in the simulator for one batch of
+//! 16 pixels and compares what it wrote with the reference interpreter running the SSA function
+//! on the same inputs.
+//!
+//! Inputs: every varying is handed to the QPU as value `v` with W = 1.0 (ra15) and C = 0 (r5),
+//! so `vary × W + r5` is `v` exactly (denormals flushed, −0 becomes +0); `gl_FragCoord.xy` is
+//! the lane's pixel (`sim::tlb::lane_xy` of the batch origin (0, 0)) + 0.5. The uniform stream
+//! is the table resolved against the same uniform words the interpreter reads.
+//!
+//! Comparison: against the *selected* SSA function ([`crate::compile::Compiled::ssa`]), whose
+//! vc4 opcodes the interpreter evaluates with the simulator's own lane functions, so SFU math
+//! and truncating float adds agree bit for bit; what can still differ is documented in
+//! docs/vc4.md (comparisons of denormals and NaNs go through QPU flags). The VPM debug path
+//! compares each output's 32 bits (NaN equals NaN); the tile-buffer path compares the RGBA8
+//! bytes with the interpreter's floats packed by the same rule as the QPU's mul-unit pack.
+
+use crate::emit::{Emitted, OutputMode};
+use crate::interface::{InputKind, ShaderInfo};
+use crate::isa::{AddOp, MulOp};
+use crate::sim::{Machine, Program, alu, tlb, tmu};
+use crate::uniforms::Uniform;
+use kiln_interp::{Env, Outputs};
+use kiln_ir::Function;
+
+const BASE: u32 = 0x1_0000;
+const UNIFORMS: u32 = 0x8_0000;
+const TEXTURES: u32 = 0xC_0000;
+const MEM: usize = 0x20_0000;
+/// Instructions a run may execute.
+pub const STEP_LIMIT: u64 = 1_000_000;
+
+/// What the simulator produced for 16 lanes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SimOutput {
+    /// Packed RGBA8 per lane.
+    Tlb(Vec<u32>),
+    /// Output slot and its 16 lane values, in VPM row order.
+    Vpm(Vec<(u32, Vec<u32>)>),
+}
+
+/// The payload depth (24 bits) of lane `l` in the simulator's rb15.
+fn frag_z(l: usize) -> u32 {
+    0x12_3456 + 0x1_0101 * l as u32
+}
+
+/// Inputs for a 16-lane run of `ssa`: the interpreter's ordinary values, with
+/// `gl_FragCoord.xy` set to the pixel centres the simulator's batch covers.
+pub fn environment(ssa: &Function, info: &ShaderInfo) -> Env {
+    let mut env = Env::with_ordinary_values(ssa, 16);
+    for (slot, kind) in &info.inputs {
+        if let InputKind::IndexAttribute { instance } = kind {
+            // Vertex k of the batch is lane k; one instance.
+            let vals = (0..16)
+                .map(|l| if *instance { 0 } else { l as u32 })
+                .collect();
+            env.inputs.insert(*slot, vals);
+        }
+        if let InputKind::FragCoord(2) = kind {
+            // What the QPU computes from the payload depth `frag_z(lane)`.
+            let vals = (0..16)
+                .map(|l| {
+                    let z = alu::add_op(AddOp::Itof, frag_z(l), 0).map_or(0, |r| r.value);
+                    alu::mul_op(MulOp::Fmul, z, crate::emit::FRAG_Z_SCALE).value
+                })
+                .collect();
+            env.inputs.insert(*slot, vals);
+        }
+        if let InputKind::FragCoord(3) = kind {
+            // 1 / W with W = 1.0 (what `simulate` puts in ra15).
+            env.inputs.insert(*slot, vec![1.0f32.to_bits(); 16]);
+        }
+        if let InputKind::FragCoord(c @ (0 | 1)) = kind {
+            let vals = (0..16)
+                .map(|l| {
+                    let (x, y) = tlb::lane_xy(0, 0, l);
+                    let p = if *c == 0 { x } else { y };
+                    (p as f32 + 0.5).to_bits()
+                })
+                .collect();
+            env.inputs.insert(*slot, vals);
+        }
+    }
+    // A 64×64 viewport with 12.4 sub-pixel x/y (Mesa scales by 16) and depth in [0, 1].
+    for (k, v) in [512.0f32, -512.0, 0.5, 0.5].into_iter().enumerate() {
+        env.uniforms
+            .insert(crate::vertex::VIEWPORT_X_SCALE + k as u32, v.to_bits());
+    }
+    env.step_limit = STEP_LIMIT;
+    env
+}
+
+/// Runs `em` in the simulator on `env`'s inputs.
+/// `vertex`: inputs are VPM attribute rows rather than varyings.
+pub fn simulate(
+    em: &Emitted,
+    mode: OutputMode,
+    vertex: bool,
+    env: &Env,
+) -> Result<SimOutput, String> {
+    let words = em.words();
+    let mut m = Machine::new(MEM, Program::new(BASE, &words));
+    let mut stream = crate::uniforms::stream(&em.uniforms, |s| env.uniforms.get(&s).copied());
+    // Textures: each unit's procedural texture (the interpreter's), RGBA8888 in LT format at
+    // its own 4 KiB page; nearest filtering, repeat.
+    for (k, u) in em.uniforms.iter().enumerate() {
+        let (Uniform::TextureP0(unit)
+        | Uniform::TextureP1(unit)
+        | Uniform::TextureConfigAddress(unit)) = *u
+        else {
+            continue;
+        };
+        let base = TEXTURES + 0x1000 * (unit & 0xff);
+        let tex = kiln_interp::Texture::procedural(unit);
+        for y in 0..tex.height {
+            for x in 0..tex.width {
+                let [r, g, b, a] = tex.texels[(y * tex.width + x) as usize];
+                let word = u32::from_le_bytes([r, g, b, a]);
+                let at = base + tmu::texel_offset(tex.width, tex.height, x, y);
+                m.mem.write_u32(at, word).ok_or("texture outside memory")?;
+            }
+        }
+        let p1 = (tex.height << 20) | (tex.width << 8) | (1 << 7) | (1 << 4);
+        stream[k] = match u {
+            Uniform::TextureP0(_) => base,
+            Uniform::TextureP1(_) => p1,
+            _ => {
+                // The two words at the end of the texture's page.
+                let at = base + 0xff8;
+                m.mem
+                    .write_words(at, &[base, p1])
+                    .ok_or("texture outside memory")?;
+                at
+            }
+        };
+    }
+    m.mem
+        .write_words(UNIFORMS, &stream)
+        .ok_or("the uniform stream does not fit in memory")?;
+    let q = m.add_qpu(UNIFORMS);
+    m.qpus[q].ra[15] = [1.0f32.to_bits(); 16];
+    m.qpus[q].rb[15] = std::array::from_fn(frag_z);
+    for (row, slot) in em.varyings.iter().enumerate() {
+        let vals = env
+            .inputs
+            .get(slot)
+            .ok_or_else(|| format!("no values for input slot {slot}"))?;
+        let v: [u32; 16] = std::array::from_fn(|l| vals.get(l).copied().unwrap_or(0));
+        if vertex {
+            // Attributes: VPM row k holds the k-th attribute read, one vertex per lane.
+            m.vpm.data[row * 16..row * 16 + 16].copy_from_slice(&v);
+        } else {
+            m.qpus[q].varyings.push_back((v, [0; 16]));
+        }
+    }
+    m.run(STEP_LIMIT).map_err(|e| format!("simulator: {e:?}"))?;
+    Ok(match mode {
+        OutputMode::Tlb => SimOutput::Tlb(
+            (0..16)
+                .map(|l| {
+                    let (x, y) = tlb::lane_xy(0, 0, l);
+                    m.tlb.color_at(x, y)
+                })
+                .collect(),
+        ),
+        OutputMode::Vpm => SimOutput::Vpm(
+            em.output_rows
+                .iter()
+                .enumerate()
+                .map(|(row, slot)| (*slot, m.vpm.data[row * 16..row * 16 + 16].to_vec()))
+                .collect(),
+        ),
+    })
+}
+
+/// One output unit of one lane as the interpreter has it.
+fn interp_value(want: &Outputs, slot: u32, lane: usize) -> Option<u32> {
+    want.slots
+        .get(&slot)
+        .and_then(|lanes| lanes.get(lane).cloned().flatten())
+        .and_then(|units| units.first().copied().flatten())
+}
+
+fn same_bits(a: u32, b: u32) -> bool {
+    a == b || (f32::from_bits(a).is_nan() && f32::from_bits(b).is_nan())
+}
+
+/// Compares a simulator run with the interpreter's outputs; the first difference as text.
+pub fn compare(got: &SimOutput, want: &Outputs, info: &ShaderInfo) -> Result<(), String> {
+    match got {
+        SimOutput::Vpm(rows) => {
+            for (slot, vals) in rows {
+                for (l, &v) in vals.iter().enumerate() {
+                    let Some(w) = interp_value(want, *slot, l) else {
+                        continue;
+                    };
+                    if !same_bits(v, w) {
+                        return Err(format!(
+                            "output {slot} lane {l}: simulator {v:#010x} ({}), interpreter {w:#010x} ({})",
+                            f32::from_bits(v),
+                            f32::from_bits(w)
+                        ));
+                    }
+                }
+            }
+        }
+        SimOutput::Tlb(pixels) => {
+            for (l, &p) in pixels.iter().enumerate() {
+                // A discarded lane leaves the tile buffer as it was (cleared to 0).
+                if want.discarded.get(l).copied().unwrap_or(false) {
+                    if p != 0 {
+                        return Err(format!("pixel {l} is discarded but written ({p:#010x})"));
+                    }
+                    continue;
+                }
+                for (slot, kind) in &info.outputs {
+                    let crate::interface::OutputKind::Color(c) = kind else {
+                        continue;
+                    };
+                    let Some(w) = interp_value(want, *slot, l) else {
+                        continue;
+                    };
+                    let byte = (p >> (8 * c)) & 0xff;
+                    let (wb, _) = alu::pack_mul(4, w);
+                    if byte != wb {
+                        return Err(format!(
+                            "pixel {l} component {c}: simulator {byte}, interpreter {wb} ({})",
+                            f32::from_bits(w)
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Runs the SSA function in the interpreter and the program in the simulator on the same
+/// inputs and compares them.
+pub fn check(
+    ssa: &Function,
+    em: &Emitted,
+    mode: OutputMode,
+    info: &ShaderInfo,
+) -> Result<(), String> {
+    let env = environment(ssa, info);
+    let want = kiln_interp::run_ssa(ssa, &env).map_err(|e| format!("interpreter: {e}"))?;
+    let vertex = info.stage == crate::interface::Stage::Vertex;
+    let got = simulate(em, mode, vertex, &env)?;
+    compare(&got, &want, info)
+}
+
+/// [`check`] on a compiled shader, with its own output path and interface.
+pub fn check_compiled(c: &crate::compile::Compiled) -> Result<(), String> {
+    check(&c.ssa, &c.emitted, c.output, &c.info)
+}

@@ -1,0 +1,262 @@
+//! Interface lowering before register allocation: puts a selected fragment shader's inputs,
+//! uniforms and outputs where the QPU can serve them, after Mesa's `vc4_program.c`
+//! (`ntq_setup_inputs`, which reads every varying at the top of the shader, and
+//! `emit_frag_end`, which writes the colour once at the end) and `vc4_nir_lower_io.c`.
+//!
+//! - Varyings come from a FIFO: each read pops the next one. Every `input` moves to the start
+//!   of the entry block, one per slot (later reads of a slot read the first), so the emitter
+//!   reads each exactly once, in order, before any branch.
+//! - Uniforms come from a FIFO too: a `uniform` inside an if or a loop (which may run never or
+//!   many times) moves to the entry block after the inputs; the others, which run exactly once,
+//!   stay where they are. The uniform table is then the order of reads.
+//! - Outputs are written once, at the end: every `output` must be in the last block and moves
+//!   to just before its `return`, where the emitter packs the colour for the tile buffer.
+//! - No value may live in r4 (no ALU op writes it; SFU results are moved out of it): every
+//!   temp's class becomes `a_or_b_or_acc`.
+//! - A function with divergent control flow is retargeted to `vc4(threads=1, exec=1)`, which
+//!   keeps ra13 free for the execute mask.
+//!
+//! What the emitter cannot do yet is refused here with `unsupported: …`.
+
+use crate::isel::Unsupported;
+use crate::target::Vc4Target;
+use kiln_ir::{Block, Cfg, Function, Inst, Opcode, Temp, Value};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// The shader stage.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stage {
+    Fragment,
+    Vertex,
+}
+
+/// What an input slot carries.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum InputKind {
+    /// An interpolated varying: `vary × W + r5`.
+    Varying,
+    /// A vertex attribute component, read from the VPM (generic 32-bit reads, in slot order).
+    Attribute,
+    /// The vertex (`instance == false`) or instance index, read from the VPM like an
+    /// attribute: the QPU has no such register and Mesa's vc4 does not offer them, so the
+    /// driver is to supply them as an extra integer attribute.
+    IndexAttribute { instance: bool },
+    /// `gl_FragCoord`: `.x` / `.y` the pixel coordinate (`x_coord`/`y_coord` reads) + 0.5; `.z`
+    /// the 24-bit depth of the payload (rb15) scaled to [0, 1]: `itof(rb15) × (1 / 0xffffff)`;
+    /// `.w` the reciprocal of the payload W (ra15), as Mesa's `emit_fragcoord_input`.
+    FragCoord(u32),
+    /// Something the back end does not read yet (named in the refusal).
+    Unsupported(String),
+}
+
+/// What an output slot carries.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum OutputKind {
+    /// Component 0–3 (r, g, b, a) of colour output 0.
+    Color(u32),
+    /// A vertex shader's position, component 0–3 (`crate::vertex` rewrites it).
+    Position(u32),
+    /// A vertex shader's varying output at (location, component).
+    Varying(u32, u32),
+    /// Any value written raw to a VPM row ([`crate::emit::OutputMode::Vpm`]): a vertex
+    /// shader's outputs in Mesa's layout (`crate::vertex`), generated test programs.
+    Raw,
+    Unsupported(String),
+}
+
+/// The interface of one entry point, as the emitter needs it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ShaderInfo {
+    pub stage: Stage,
+    pub inputs: BTreeMap<u32, InputKind>,
+    pub outputs: BTreeMap<u32, OutputKind>,
+}
+
+impl ShaderInfo {
+    /// A fragment shader whose input slots are all varyings and whose output slots 0–3 are
+    /// the colour components (the convention of hand-written `.kir` tests).
+    pub fn fragment_default(func: &Function) -> ShaderInfo {
+        let mut info = ShaderInfo {
+            stage: Stage::Fragment,
+            inputs: BTreeMap::new(),
+            outputs: BTreeMap::new(),
+        };
+        for inst in func.blocks.iter().flat_map(|b| &b.insts) {
+            match inst.op {
+                Opcode::Input => {
+                    info.inputs.insert(inst.imms[0], InputKind::Varying);
+                }
+                Opcode::Output => {
+                    let s = inst.imms[0];
+                    let kind = if s < 4 {
+                        OutputKind::Color(s)
+                    } else {
+                        OutputKind::Unsupported(format!("output slot {s}"))
+                    };
+                    info.outputs.insert(s, kind);
+                }
+                _ => {}
+            }
+        }
+        info
+    }
+
+    /// A fragment shader whose inputs are all varyings and whose outputs are debug values (any
+    /// number of them, for the VPM debug path): generated test programs.
+    pub fn debug(func: &Function) -> ShaderInfo {
+        let mut info = ShaderInfo::fragment_default(func);
+        for k in info.outputs.values_mut() {
+            *k = OutputKind::Raw;
+        }
+        info
+    }
+}
+
+/// Whether the function has divergent control flow or discards lanes (and so needs the
+/// execute mask).
+pub fn needs_exec(func: &Function, cfg: &Cfg) -> bool {
+    cfg.ifs.iter().any(|i| i.divergent)
+        || cfg
+            .loops
+            .iter()
+            .any(|l| l.divergent || l.divergent_continue)
+        || func
+            .blocks
+            .iter()
+            .flat_map(|b| &b.insts)
+            .any(|i| i.op == Opcode::Discard)
+}
+
+/// Lowers the interface of a selected function (see the module comment); the function
+/// verifies afterwards. Refuses, changing nothing, what the emitter cannot do.
+pub fn prepare(func: &mut Function, info: &ShaderInfo) -> Result<(), Unsupported> {
+    let mut refused = BTreeSet::new();
+    if func.target.name() != "vc4" || func.allocated {
+        refused.insert("a function that is not selected for vc4 or already allocated".into());
+    }
+    let cfg = Cfg::compute(func).map_err(|e| Unsupported(vec![e.message]))?;
+    let last = Block::new(func.blocks.len() - 1);
+    for (b, block) in func.blocks.iter().enumerate() {
+        for inst in &block.insts {
+            match inst.op {
+                Opcode::Fddx | Opcode::Fddy => {
+                    refused.insert("derivatives (fddx/fddy)".into());
+                }
+                Opcode::Spill | Opcode::Reload => {
+                    refused.insert("spilling".into());
+                }
+                Opcode::Input => match info.inputs.get(&inst.imms[0]) {
+                    Some(InputKind::Unsupported(what)) => {
+                        refused.insert(format!("input {what}"));
+                    }
+                    None => {
+                        refused.insert(format!("input slot {} not in the interface", inst.imms[0]));
+                    }
+                    _ => {}
+                },
+                Opcode::Output => {
+                    match info.outputs.get(&inst.imms[0]) {
+                        Some(OutputKind::Unsupported(what)) => {
+                            refused.insert(format!("output {what}"));
+                        }
+                        None => {
+                            refused.insert(format!(
+                                "output slot {} not in the interface",
+                                inst.imms[0]
+                            ));
+                        }
+                        _ => {}
+                    }
+                    if b != last.index() {
+                        refused.insert("outputs written inside control flow".into());
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    if !refused.is_empty() {
+        return Err(Unsupported(refused.into_iter().collect()));
+    }
+
+    // Inputs first (one per slot), then uniforms, at the top of the entry block.
+    let mut inputs: BTreeMap<u32, Inst> = BTreeMap::new();
+    let mut uniforms: Vec<Inst> = Vec::new();
+    let mut rename: BTreeMap<Temp, Temp> = BTreeMap::new();
+    // Blocks outside every if and loop run exactly once: their uniform reads stay.
+    let mut once = vec![true; func.blocks.len()];
+    for i in &cfg.ifs {
+        once[i.then_start.index()..i.endif.index()].fill(false);
+    }
+    for l in &cfg.loops {
+        once[l.header.index()..l.exit.index()].fill(false);
+    }
+    // Lookups that point the uniform stream elsewhere (`crate::texture::TEX_AT`): every read of
+    // the main stream goes first.
+    let stream_moves =
+        func.blocks.iter().flat_map(|b| &b.insts).any(
+            |i| matches!(i.op, Opcode::Target(t) if std::ptr::eq(t.0, &crate::texture::TEX_AT)),
+        );
+    for (b, block) in func.blocks.iter_mut().enumerate() {
+        let mut kept = Vec::with_capacity(block.insts.len());
+        for inst in block.insts.drain(..) {
+            match inst.op {
+                Opcode::Uniform if once[b] && !stream_moves => kept.push(inst),
+                Opcode::Input => match inputs.get(&inst.imms[0]) {
+                    Some(first) => {
+                        rename.insert(inst.defs[0].temp, first.defs[0].temp);
+                    }
+                    None => {
+                        inputs.insert(inst.imms[0], inst);
+                    }
+                },
+                Opcode::Uniform => uniforms.push(inst),
+                _ => kept.push(inst),
+            }
+        }
+        block.insts = kept;
+    }
+    let entry = &mut func.blocks[0].insts;
+    // gl_FragCoord first: its z reads the payload in rb15 before any input's register is written.
+    let (mut head, rest): (Vec<Inst>, Vec<Inst>) = inputs
+        .into_values()
+        .partition(|i| matches!(info.inputs.get(&i.imms[0]), Some(InputKind::FragCoord(_))));
+    head.extend(rest);
+    head.extend(uniforms);
+    entry.splice(0..0, head);
+    if !rename.is_empty() {
+        for inst in func.blocks.iter_mut().flat_map(|b| b.insts.iter_mut()) {
+            for op in inst.operands.iter_mut() {
+                if let Value::Temp(t) = op.value
+                    && let Some(&n) = rename.get(&t)
+                {
+                    op.value = Value::Temp(n);
+                }
+            }
+        }
+    }
+
+    // Outputs just before the return, in their order.
+    let insts = &mut func.blocks[last.index()].insts;
+    let (outs, mut rest): (Vec<Inst>, Vec<Inst>) =
+        insts.drain(..).partition(|i| i.op == Opcode::Output);
+    let term = rest.pop();
+    rest.extend(outs);
+    rest.extend(term);
+    *insts = rest;
+
+    // Retarget (execute mask) and keep every value out of r4.
+    let target = Vc4Target::with_exec(1, needs_exec(func, &cfg));
+    let subset = kiln_ir::Target::subset_by_name(&target, "a_or_b_or_acc");
+    func.target = std::sync::Arc::new(target);
+    for c in func.temps.iter_mut().filter(|c| !c.is_none()) {
+        c.subset = subset;
+    }
+    kiln_ir::verify(func).map_err(|e| {
+        Unsupported(vec![format!(
+            "(internal) the interface pass broke the function: {}",
+            e[0]
+        )])
+    })?;
+    Ok(())
+}

@@ -1,0 +1,276 @@
+//! Texture sampling through the TMU, after Mesa's `ntq_emit_tex` (`vc4_program.c`) and the
+//! texture configuration uniforms of `vc4_uniforms.c`.
+//!
+//! Instruction selection refuses `texture_sample` (its result is a vector, which the vc4 target
+//! does not hold), so this module works around it in two steps:
+//!
+//! 1. [`hide`], before selection: each `texture_sample U, 0, s, t` whose vector is split into
+//!    components becomes one placeholder per component (`sel s, t, 0`, a generic op that
+//!    selection keeps), remembered by its temp;
+//! 2. [`reveal`], after selection: each placeholder becomes `qpu_tex U, k, s, t` ([`TEX`]),
+//!    component k of the texel at (s, t) of the interpreter's procedural texture of unit U
+//!    (`kiln_interp::Texture::procedural`), `byte / 255`, the texel chosen as the TMU does:
+//!    nearest, `floor(s × size) mod size` computed exactly. The generic `texture_sample` of the
+//!    interpreter computes the fraction of a coordinate in f32 first, which rounds a negative
+//!    coordinate within an ulp below a texel edge up to the next texel (seen on 6 corpus
+//!    shaders); non-finite coordinates read texel (0, 0) there and wherever `floor` lands here.
+//!
+//! The emitter turns each `qpu_tex` into one TMU request: the t coordinate then the s
+//! coordinate to TMU0 (each write takes a configuration uniform, P0 then P1), `ldtmu0`, and the
+//! component moved out of r4 with the r4 unpack `8a`–`8d` (byte / 255 as a float). The
+//! configuration words come from the driver ([`crate::uniforms::Uniform::TextureP0`]); the
+//! harness binds the procedural texture as RGBA8888 in LT format, nearest, repeat. Only 2D
+//! sampling with an implicit level is handled.
+//!
+//! The TMU takes its configuration from the uniform stream, a FIFO, so a lookup in a block that
+//! may run never or many times cannot take it from the main stream. When a function has such a
+//! lookup, every lookup gets a fifth operand, the address of its unit's two configuration words
+//! (a uniform, [`CONFIG`]` + unit`, read up front like every other uniform then), and the
+//! emitter points the uniform stream there before the lookup (`qpu_tex_at`, [`TEX_AT`]): the
+//! reads of the main stream are all done by then (the interface pass moves every uniform read
+//! to the entry block in such functions).
+
+use crate::isel::Unsupported;
+use kiln_ir::{Cfg, Function, Inst, Opcode, Operand, TargetOp, TargetOpInfo, Temp, Value};
+use std::collections::BTreeMap;
+
+/// Texel index of coordinate `c` on an axis of `n` texels, as the TMU computes it (nearest,
+/// repeat): `floor(c × n) mod n`, exactly (the simulator's `sim::tmu`).
+fn texel(c: u32, n: u32) -> i32 {
+    let c = f32::from_bits(c);
+    // Denormal coordinates are flushed, as every QPU float input is.
+    let c = if c.is_subnormal() { 0.0 } else { c };
+    ((c as f64 * n as f64).floor() as i64).rem_euclid(n as i64) as i32
+}
+
+fn eval(a: &[u32]) -> u32 {
+    let tex = kiln_interp::Texture::procedural(a[0]);
+    let (x, y) = (texel(a[2], tex.width), texel(a[3], tex.height));
+    tex.fetch(x, y)[a[1] as usize & 3]
+}
+
+/// `qpu_tex U, k, s, t`: component k of texture unit U's texel at (s, t).
+pub static TEX: TargetOpInfo = TargetOpInfo {
+    info: kiln_ir::OpInfo::target(
+        "qpu_tex",
+        kiln_ir::Arity::Fixed(1),
+        kiln_ir::Arity::Fixed(4),
+        0,
+    ),
+    unit: "tmu",
+    latency: 1,
+    resources: &[],
+    operand_classes: None,
+    def_classes: None,
+    eval: Some(eval),
+};
+
+/// `qpu_tex_at U, k, s, t, a`: the same, with the configuration words read from address `a` (a
+/// lookup inside control flow, where the uniform stream cannot be followed).
+pub static TEX_AT: TargetOpInfo = TargetOpInfo {
+    info: kiln_ir::OpInfo::target(
+        "qpu_tex_at",
+        kiln_ir::Arity::Fixed(1),
+        kiln_ir::Arity::Fixed(5),
+        0,
+    ),
+    ..TEX
+};
+
+/// Uniform slots (`CONFIG + unit`) holding the address of a unit's two configuration words, for
+/// lookups inside control flow ([`crate::uniforms::Uniform::TextureConfigAddress`]).
+pub const CONFIG: u32 = 0xffff_1000;
+
+/// A placeholder left by [`hide`]: its temp, texture unit and component.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Hidden {
+    pub temp: Temp,
+    pub unit: u32,
+    pub component: u32,
+}
+
+/// Replaces the texture samples of a generic function by placeholders (see the module
+/// comment); refuses, changing nothing, what the TMU path does not do.
+pub fn hide(func: &mut Function) -> Result<Vec<Hidden>, Unsupported> {
+    let mut refused = Vec::new();
+    let has_tex = func
+        .blocks
+        .iter()
+        .flat_map(|b| &b.insts)
+        .any(|i| matches!(i.op, Opcode::TextureSample | Opcode::TextureFetch));
+    if !has_tex {
+        return Ok(Vec::new());
+    }
+    let cfg = Cfg::compute(func).map_err(|e| Unsupported(vec![e.message]))?;
+    let mut once = vec![true; func.blocks.len()];
+    for i in &cfg.ifs {
+        once[i.then_start.index()..i.endif.index()].fill(false);
+    }
+    for l in &cfg.loops {
+        once[l.header.index()..l.exit.index()].fill(false);
+    }
+    // Uses of each texture result.
+    let mut uses: BTreeMap<Temp, usize> = BTreeMap::new();
+    for inst in func.blocks.iter().flat_map(|b| &b.insts) {
+        for t in inst.used_temps() {
+            *uses.entry(t).or_default() += 1;
+        }
+    }
+    let mut samples: BTreeMap<Temp, (u32, Operand, Operand)> = BTreeMap::new();
+    let mut in_flow = false;
+    for (b, block) in func.blocks.iter().enumerate() {
+        for inst in &block.insts {
+            match inst.op {
+                Opcode::TextureFetch => refused.push("texel fetches (texture_fetch)".to_string()),
+                Opcode::TextureSample => {
+                    if inst.imms.get(1) != Some(&0) || inst.operands.len() != 2 {
+                        refused.push(
+                            "texture sampling other than 2D with an implicit level".to_string(),
+                        );
+                    } else {
+                        in_flow |= !once[b];
+                        let t = inst.defs[0].temp;
+                        if uses.get(&t).copied().unwrap_or(0) > 1 {
+                            refused.push("a texture result used whole".to_string());
+                        }
+                        samples.insert(t, (inst.imms[0], inst.operands[0], inst.operands[1]));
+                    }
+                }
+                Opcode::SplitVector => {}
+                _ => {
+                    if inst
+                        .used_temps()
+                        .any(|t| samples.contains_key(&t) && inst.op != Opcode::SplitVector)
+                    {
+                        refused.push("a texture result used whole".to_string());
+                    }
+                }
+            }
+        }
+    }
+    if !refused.is_empty() {
+        refused.sort();
+        refused.dedup();
+        return Err(Unsupported(refused));
+    }
+    let mut hidden = Vec::new();
+    let splits = func
+        .blocks
+        .iter()
+        .flat_map(|b| &b.insts)
+        .filter(|i| {
+            i.op == Opcode::SplitVector
+                && i.operands
+                    .first()
+                    .and_then(Operand::temp_id)
+                    .is_some_and(|t| samples.contains_key(&t))
+        })
+        .count();
+    let s1 = func.target.class(kiln_ir::GenericTarget::S, 1);
+    let mut new_temps: Vec<Temp> = if in_flow {
+        (0..splits).map(|_| func.new_temp(s1)).collect()
+    } else {
+        Vec::new()
+    };
+    for block in func.blocks.iter_mut() {
+        let mut out = Vec::with_capacity(block.insts.len());
+        for inst in block.insts.drain(..) {
+            match inst.op {
+                Opcode::TextureSample => {}
+                Opcode::SplitVector
+                    if inst
+                        .operands
+                        .first()
+                        .and_then(Operand::temp_id)
+                        .is_some_and(|t| samples.contains_key(&t)) =>
+                {
+                    let (unit, s, t) = samples[&inst.operands[0].temp_id().expect("temp")];
+                    // Lookups inside control flow read their configuration from a block of
+                    // their own (see `CONFIG`): its address is a uniform read up front.
+                    let third = if in_flow {
+                        let a = new_temps.pop().expect("one address temp per split");
+                        let mut u = Inst::new(Opcode::Uniform);
+                        u.imms.push(CONFIG + unit);
+                        u.defs.push(kiln_ir::Def::new(a));
+                        out.push(u);
+                        Operand::temp(a)
+                    } else {
+                        Operand::constant(0)
+                    };
+                    for (k, d) in inst.defs.iter().enumerate() {
+                        let mut p = Inst::new(Opcode::Sel);
+                        p.flags = inst.flags;
+                        p.defs.push(kiln_ir::Def::new(d.temp));
+                        p.operands.extend([clean(s), clean(t), third]);
+                        out.push(p);
+                        hidden.push(Hidden {
+                            temp: d.temp,
+                            unit,
+                            component: k as u32,
+                        });
+                    }
+                }
+                _ => out.push(inst),
+            }
+        }
+        block.insts = out;
+    }
+    Ok(hidden)
+}
+
+fn clean(o: Operand) -> Operand {
+    Operand {
+        flags: kiln_ir::OperandFlags::empty(),
+        ..o
+    }
+}
+
+/// Turns the placeholders of [`hide`] into `qpu_tex` after selection.
+pub fn reveal(func: &mut Function, hidden: &[Hidden]) -> Result<(), Unsupported> {
+    if hidden.is_empty() {
+        return Ok(());
+    }
+    let by_temp: BTreeMap<Temp, Hidden> = hidden.iter().map(|h| (h.temp, *h)).collect();
+    let mut found = 0;
+    for inst in func.blocks.iter_mut().flat_map(|b| b.insts.iter_mut()) {
+        if inst.op != Opcode::Sel {
+            continue;
+        }
+        let Some(h) = inst.defs.first().and_then(|d| by_temp.get(&d.temp)) else {
+            continue;
+        };
+        let (s, t, a) = (inst.operands[0], inst.operands[1], inst.operands[2]);
+        let at = a.temp_id().is_some();
+        inst.op = Opcode::Target(TargetOp(if at { &TEX_AT } else { &TEX }));
+        inst.operands.clear();
+        inst.operands.extend([
+            Operand::constant(h.unit),
+            Operand::constant(h.component),
+            clean(s),
+            clean(t),
+        ]);
+        if at {
+            inst.operands.push(clean(a));
+        }
+        found += 1;
+    }
+    if found != hidden.len() {
+        return Err(Unsupported(vec![
+            "(internal) texture placeholders lost in selection".into(),
+        ]));
+    }
+    kiln_ir::verify(func).map_err(|e| {
+        Unsupported(vec![format!(
+            "(internal) the texture pass broke the function: {}",
+            e[0]
+        )])
+    })
+}
+
+/// Whether `v` is a constant operand value.
+pub fn constant(v: &Value) -> Option<u32> {
+    match v {
+        Value::Const(c) => Some(*c),
+        _ => None,
+    }
+}

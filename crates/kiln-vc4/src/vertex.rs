@@ -1,0 +1,170 @@
+//! Vertex-shader outputs in Mesa's VPM layout, as generic IR before instruction selection,
+//! after `emit_vert_end` in Mesa's `vc4_program.c` (`emit_scaled_viewport_write`,
+//! `emit_zs_write`, `emit_rcp_wc_write`, then the varyings).
+//!
+//! A vc4 vertex shader writes, per vertex, VPM rows in this order: the screen-space position
+//! `Xs`, `Ys` as two 16-bit integers in one word (`ftoi(x / w × viewport x scale)` in the low
+//! half, y in the high half), `Zs = z / w × z scale + z offset`, `1 / Wc`, and then the
+//! varyings (location outputs, by location and component). The viewport figures are driver
+//! uniforms ([`VIEWPORT_X_SCALE`] … in the uniform table). Expressing the layout in IR lets the
+//! interpreter compute exactly what the QPU must write, so the harness compares VPM rows bit
+//! for bit. Attributes are read from the VPM in slot order (`crate::emit`).
+
+use crate::interface::{InputKind, OutputKind, ShaderInfo, Stage};
+use crate::isel::Unsupported;
+use kiln_ir::{Def, Function, GenericTarget, Inst, Opcode, Operand};
+use std::collections::BTreeMap;
+
+/// Uniform slots the driver fills (Mesa `QUNIFORM_VIEWPORT_X_SCALE`, `_Y_SCALE`,
+/// `QUNIFORM_VIEWPORT_Z_SCALE`, `_Z_OFFSET`); user uniform words are far below.
+pub const VIEWPORT_X_SCALE: u32 = 0xffff_0000;
+pub const VIEWPORT_Y_SCALE: u32 = 0xffff_0001;
+pub const VIEWPORT_Z_SCALE: u32 = 0xffff_0002;
+pub const VIEWPORT_Z_OFFSET: u32 = 0xffff_0003;
+/// First slot of the rewritten outputs (VPM row k is slot `ROW0 + k`).
+pub const ROW0: u32 = 0xfff0_0000;
+
+/// A vertex shader's outputs, from the interface.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+struct VertexOutputs {
+    position: [Option<u32>; 4],
+    /// (location, component) → slot.
+    varyings: BTreeMap<(u32, u32), u32>,
+}
+
+/// Rewrites the outputs of a generic vertex shader into Mesa's VPM rows; returns the shader
+/// info of the rewritten function (inputs are attributes, outputs raw rows). Refuses, changing
+/// nothing, what it cannot do.
+pub fn lower_vertex_outputs(
+    func: &mut Function,
+    info: &ShaderInfo,
+) -> Result<ShaderInfo, Unsupported> {
+    let mut refused: Vec<String> = Vec::new();
+    let mut outs = VertexOutputs::default();
+    for (&slot, kind) in &info.outputs {
+        match kind {
+            OutputKind::Position(c @ 0..4) => outs.position[*c as usize] = Some(slot),
+            OutputKind::Varying(l, c) => {
+                outs.varyings.insert((*l, *c), slot);
+            }
+            OutputKind::Unsupported(what) => refused.push(format!("output {what}")),
+            other => refused.push(format!("vertex output {other:?}")),
+        }
+    }
+    if func.target.name() != "generic" {
+        refused.push("vertex outputs of a function already selected".into());
+    }
+    for (slot, kind) in &info.inputs {
+        match kind {
+            InputKind::Attribute | InputKind::IndexAttribute { .. } => {}
+            InputKind::Unsupported(what) => refused.push(format!("input {what}")),
+            _ => refused.push(format!("input slot {slot} of a vertex shader")),
+        }
+    }
+    if outs.position.iter().any(Option::is_none) {
+        refused.push("a vertex shader without a full position".into());
+    }
+    let last = func.blocks.len() - 1;
+    if func
+        .blocks
+        .iter()
+        .take(last)
+        .flat_map(|b| &b.insts)
+        .any(|i| i.op == Opcode::Output)
+    {
+        refused.push("outputs written inside control flow".into());
+    }
+    if !refused.is_empty() {
+        refused.sort();
+        refused.dedup();
+        return Err(Unsupported(refused));
+    }
+
+    // The last value written to each slot.
+    let mut value: BTreeMap<u32, Operand> = BTreeMap::new();
+    let insts = &mut func.blocks[last].insts;
+    let term = insts.pop();
+    insts.retain(|i| {
+        if i.op == Opcode::Output {
+            value.insert(i.imms[0], i.operands[0]);
+            false
+        } else {
+            true
+        }
+    });
+    let v1 = func.target.class(GenericTarget::V, 1);
+    let s1 = func.target.class(GenericTarget::S, 1);
+    let mut new = Vec::new();
+    let op = |func: &mut Function, new: &mut Vec<Inst>, code: Opcode, args: &[Operand]| {
+        let t = func.new_temp(v1);
+        let mut i = Inst::new(code);
+        i.defs.push(Def::new(t));
+        i.operands.extend_from_slice(args);
+        new.push(i);
+        Operand::temp(t)
+    };
+    let uniform = |func: &mut Function, new: &mut Vec<Inst>, slot: u32| {
+        let t = func.new_temp(s1);
+        let mut i = Inst::new(Opcode::Uniform);
+        i.imms.push(slot);
+        i.defs.push(Def::new(t));
+        new.push(i);
+        Operand::temp(t)
+    };
+    let pos = |k: usize| {
+        outs.position[k]
+            .and_then(|s| value.get(&s).copied())
+            .unwrap_or(Operand::constant(0))
+    };
+    let (x, y, z, w) = (pos(0), pos(1), pos(2), pos(3));
+    let rcp_w = op(func, &mut new, Opcode::Frcp, &[w]);
+    let xs_scale = uniform(func, &mut new, VIEWPORT_X_SCALE);
+    let ys_scale = uniform(func, &mut new, VIEWPORT_Y_SCALE);
+    let zs_scale = uniform(func, &mut new, VIEWPORT_Z_SCALE);
+    let zs_offset = uniform(func, &mut new, VIEWPORT_Z_OFFSET);
+    let xw = op(func, &mut new, Opcode::Fmul, &[x, rcp_w]);
+    let xs = op(func, &mut new, Opcode::Fmul, &[xw, xs_scale]);
+    let yw = op(func, &mut new, Opcode::Fmul, &[y, rcp_w]);
+    let ys = op(func, &mut new, Opcode::Fmul, &[yw, ys_scale]);
+    let xi = op(func, &mut new, Opcode::F2i, &[xs]);
+    let yi = op(func, &mut new, Opcode::F2i, &[ys]);
+    let xlo = op(
+        func,
+        &mut new,
+        Opcode::Iand,
+        &[xi, Operand::constant(0xffff)],
+    );
+    let yhi = op(func, &mut new, Opcode::Ishl, &[yi, Operand::constant(16)]);
+    let xy = op(func, &mut new, Opcode::Ior, &[xlo, yhi]);
+    let zw = op(func, &mut new, Opcode::Fmul, &[z, rcp_w]);
+    let zsc = op(func, &mut new, Opcode::Fmul, &[zw, zs_scale]);
+    let zs = op(func, &mut new, Opcode::Fadd, &[zsc, zs_offset]);
+    let mut rows = vec![xy, zs, rcp_w];
+    rows.extend(
+        outs.varyings
+            .values()
+            .map(|s| value.get(s).copied().unwrap_or(Operand::constant(0))),
+    );
+    let mut outputs = BTreeMap::new();
+    for (k, r) in rows.into_iter().enumerate() {
+        let mut i = Inst::new(Opcode::Output);
+        i.imms.push(ROW0 + k as u32);
+        i.operands.push(r);
+        new.push(i);
+        outputs.insert(ROW0 + k as u32, OutputKind::Raw);
+    }
+    let insts = &mut func.blocks[last].insts;
+    insts.extend(new);
+    insts.extend(term);
+    kiln_ir::verify(func).map_err(|e| {
+        Unsupported(vec![format!(
+            "(internal) the vertex output pass broke the function: {}",
+            e[0]
+        )])
+    })?;
+    Ok(ShaderInfo {
+        stage: Stage::Vertex,
+        inputs: info.inputs.clone(),
+        outputs,
+    })
+}

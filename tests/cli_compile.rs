@@ -1,0 +1,165 @@
+//! `kiln compile` and `kiln corpus compile`, run as a user would.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+fn kiln(args: &[&str]) -> (bool, String, String) {
+    let o = Command::new(env!("CARGO_BIN_EXE_kiln"))
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        o.status.success(),
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+fn dir() -> PathBuf {
+    let d = std::env::temp_dir().join(format!("kiln-cli-compile-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+const SHADE: &str = "
+struct U { tint: vec4<f32>, k: f32 }
+@group(0) @binding(0) var<uniform> u: U;
+@fragment
+fn main(@location(0) uv: vec2<f32>, @builtin(position) p: vec4<f32>) -> @location(0) vec4<f32> {
+    var c = vec3<f32>(uv, 0.25) * u.tint.xyz;
+    if (uv.x > 0.5) {
+        c = sqrt(c) + vec3<f32>(p.x / 64.0);
+    }
+    var s = 0.0;
+    for (var i = 0; i < 3; i++) {
+        s += c.y * u.k;
+    }
+    return vec4<f32>(c.x, c.y, s, 1.0);
+}
+";
+
+const TEXTURED: &str = "
+@group(0) @binding(0) var t: texture_2d<f32>;
+@group(0) @binding(1) var smp: sampler;
+@fragment
+fn main(@location(0) uv: vec2<f32>) -> @location(0) vec4<f32> {
+    return textureSample(t, smp, uv);
+}
+";
+
+const DERIVATIVES: &str = "
+@fragment
+fn main(@location(0) uv: vec2<f32>) -> @location(0) vec4<f32> {
+    return vec4<f32>(dpdx(uv.x), dpdy(uv.y), 0.0, 1.0);
+}
+";
+
+#[test]
+fn compile_writes_a_binary_disassembly_and_statistics() {
+    let d = dir();
+    let src = d.join("shade.wgsl");
+    std::fs::write(&src, SHADE).unwrap();
+    let bin = d.join("shade.bin");
+    let (ok, out, err) = kiln(&[
+        "compile",
+        src.to_str().unwrap(),
+        "-o",
+        bin.to_str().unwrap(),
+        "--stats",
+        "--json",
+        "--check",
+    ]);
+    assert!(ok, "{err}");
+    let json: serde_json::Value = serde_json::from_str(out.lines().next().unwrap()).unwrap();
+    let words = std::fs::read(&bin).unwrap().len() / 8;
+    assert_eq!(json["instructions"], words as u64);
+    for key in ["threads", "uniforms", "max_temps", "estimated_cycles"] {
+        assert!(json[key].is_u64(), "{key}");
+    }
+    assert!(out.contains("simulator agrees"), "{out}");
+    // The binary disassembles, ends with the program end and its two delay slots.
+    let (ok, dis, _) = kiln(&["disasm", bin.to_str().unwrap()]);
+    assert!(ok);
+    let lines: Vec<&str> = dis.lines().collect();
+    assert_eq!(lines.len(), words);
+    assert!(
+        lines[lines.len() - 3].contains("thrend") || lines[lines.len() - 3].starts_with("sig_end")
+    );
+    assert!(dis.contains("tlb_c"), "{dis}");
+    // Both allocators, Mesa-style text with the uniform table.
+    for a in ["ssa", "graph"] {
+        let (ok, text, err) = kiln(&[
+            "compile",
+            src.to_str().unwrap(),
+            "--allocator",
+            a,
+            "--check",
+        ]);
+        assert!(ok, "{a}: {err}");
+        let (ok, text2, _) = kiln(&[
+            "compile",
+            src.to_str().unwrap(),
+            "--allocator",
+            a,
+            "--disasm",
+        ]);
+        assert!(ok);
+        assert!(text.contains("agrees"));
+        assert!(text2.contains("# uniform stream [0]: uniform"), "{text2}");
+    }
+}
+
+#[test]
+fn unsupported_features_are_named_not_panicked() {
+    let d = dir();
+    let src = d.join("derivatives.wgsl");
+    std::fs::write(&src, DERIVATIVES).unwrap();
+    let (ok, _, err) = kiln(&["compile", src.to_str().unwrap()]);
+    assert!(!ok);
+    assert!(err.contains("unsupported: derivatives"), "{err}");
+    assert!(!err.contains("panic"), "{err}");
+}
+
+#[test]
+fn corpus_compile_reports_by_outcome() {
+    let d = dir().join("corpus");
+    std::fs::create_dir_all(&d).unwrap();
+    std::fs::write(d.join("a.wgsl"), SHADE).unwrap();
+    std::fs::write(d.join("b.wgsl"), DERIVATIVES).unwrap();
+    std::fs::write(d.join("c.wgsl"), TEXTURED).unwrap();
+    let (ok, out, err) = kiln(&[
+        "corpus",
+        "compile",
+        d.to_str().unwrap(),
+        "--check",
+        "-j",
+        "1",
+    ]);
+    assert!(ok, "{out}\n{err}");
+    assert!(
+        out.contains("3: 2 compiled, 1 unsupported, 0 failed"),
+        "{out}"
+    );
+    assert!(out.contains("2 agree, 0 mismatched"), "{out}");
+    assert!(out.contains("derivatives"), "{out}");
+}
+
+/// The whole shared corpus (release build recommended): nothing fails or panics, every compiled
+/// entry point agrees with the interpreter, and at least the measured number compiles.
+#[test]
+#[ignore]
+fn corpus_compiles_and_agrees() {
+    let corpus = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/corpus");
+    let (ok, out, err) = kiln(&["corpus", "compile", corpus.to_str().unwrap(), "--check"]);
+    assert!(ok, "{out}\n{err}");
+    let line = out.lines().next().unwrap();
+    let compiled: usize = line
+        .split(": ")
+        .nth(1)
+        .and_then(|r| r.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap();
+    assert!(compiled >= 4056, "{line}");
+    assert!(line.contains(" 0 failed"), "{line}");
+    assert!(out.contains(" 0 mismatched"), "{out}");
+}
