@@ -386,13 +386,24 @@ impl<'f> Checker<'f> {
         let func = self.func;
         let n = func.blocks.len();
         let mut out: Vec<Option<State>> = vec![None; n];
+        // What a loop's continue block delivers to the loop's exit: the wave leaves the loop
+        // only when no lane is left, so on that edge the block ran with no lane active and only
+        // its all-lanes and uniform-file writes happened.
+        let mut idle_out: Vec<Option<State>> = vec![None; n];
         // Blocks in layout order are a reverse post-order of both CFGs: a few sweeps.
         let mut changed = true;
         while changed {
             changed = false;
             for b in func.block_ids() {
-                let state = self.entry_state(view, &out, b);
-                let state = self.run_block(view, b, state, None);
+                let entry = self.entry_state(view, &out, &idle_out, b);
+                if view == View::Wave && self.idle_exit(b).is_some() {
+                    let idle = self.run_block(view, b, entry.clone(), None, true);
+                    if idle_out[b.index()].as_ref() != Some(&idle) {
+                        idle_out[b.index()] = Some(idle);
+                        changed = true;
+                    }
+                }
+                let state = self.run_block(view, b, entry, None, false);
                 if out[b.index()].as_ref() != Some(&state) {
                     out[b.index()] = Some(state);
                     changed = true;
@@ -400,20 +411,48 @@ impl<'f> Checker<'f> {
             }
         }
         for b in func.block_ids() {
-            let state = self.entry_state(view, &out, b);
-            self.run_block(view, b, state, Some(errors));
+            let state = self.entry_state(view, &out, &idle_out, b);
+            self.run_block(view, b, state, Some(errors), false);
         }
     }
 
+    /// The exit of the loop whose latch `b` is, when the wave reaches that exit from `b` only
+    /// with no lane active: a loop with a divergent break (and no divergent continue) is left
+    /// along the linear edge from its latch once every lane has broken out, and that edge is
+    /// not a logical one.
+    fn idle_exit(&self, b: Block) -> Option<Block> {
+        self.cfg
+            .loops
+            .iter()
+            .find(|l| l.latch == b && l.divergent && !l.divergent_continue)
+            .map(|l| l.exit)
+            .filter(|e| {
+                self.cfg.linear.succs[b.index()].contains(e)
+                    && !self.cfg.logical.succs[b.index()].contains(e)
+            })
+    }
+
     /// The meet over the reached predecessors of what each edge delivers.
-    fn entry_state(&self, view: View, out: &[Option<State>], b: Block) -> State {
+    fn entry_state(
+        &self,
+        view: View,
+        out: &[Option<State>],
+        idle_out: &[Option<State>],
+        b: Block,
+    ) -> State {
         let edges = match view {
             View::PerLane => &self.cfg.logical,
             View::Wave => &self.cfg.linear,
         };
         let mut meet: Option<State> = None;
         for (k, &p) in edges.preds[b.index()].iter().enumerate() {
-            let Some(s) = &out[p.index()] else { continue };
+            let idle = view == View::Wave && self.idle_exit(p) == Some(b);
+            let delivered = if idle {
+                &idle_out[p.index()]
+            } else {
+                &out[p.index()]
+            };
+            let Some(s) = delivered else { continue };
             let mut s = s.clone();
             if view == View::PerLane && !self.cfg.linear.succs[p.index()].contains(&b) {
                 for blk in crate::skipped(self.cfg, p, b) {
@@ -478,12 +517,15 @@ impl<'f> Checker<'f> {
         }
     }
 
+    /// Runs block `b` from `state`. `idle`: the wave runs it with no lane active (only in the
+    /// wave view), so masked writes to per-lane places change nothing.
     fn run_block(
         &self,
         view: View,
         b: Block,
         mut state: State,
         mut errors: Option<&mut Vec<CheckError>>,
+        idle: bool,
     ) -> State {
         for (k, inst) in self.func.block(b).insts.iter().enumerate() {
             if inst.op.is_phi() {
@@ -546,6 +588,7 @@ impl<'f> Checker<'f> {
                         }
                     }
                     View::Wave if all || !self.per_lane(loc) => state.set(loc, vals),
+                    View::Wave if idle => {}
                     View::Wave => {
                         // Active lanes get the new values, the others keep the old ones.
                         let old = self.vals(&state, loc);

@@ -398,6 +398,13 @@ fn colour_and_spill(
             &mut versions,
             &mut unspillable,
             &mut slots,
+            // Reloads serve nearby reads in the first round only: in later rounds the values
+            // left are those whose reloads made the graph uncolourable again.
+            if stats.spill_rounds == 0 {
+                spill_everywhere::RELOAD_REACH
+            } else {
+                0
+            },
         );
         stats.spills += s.spills;
         stats.reloads += s.reloads;

@@ -56,7 +56,7 @@ pub struct CompileOptions {
 impl Default for CompileOptions {
     fn default() -> Self {
         CompileOptions {
-            allocator: Allocator::Ssa,
+            allocator: Allocator::Graph,
             output: OutputMode::Tlb,
             check: true,
         }
