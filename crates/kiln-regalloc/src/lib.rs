@@ -369,23 +369,21 @@ fn colour_and_spill(
     budget: &[u32],
     stats: &mut RaStats,
 ) -> Option<(Vec<Option<kiln_ir::PhysReg>>, Option<Vec<kiln_ir::Temp>>)> {
-    let mut versions: Vec<kiln_ir::Temp> = (0..work.temps.len()).map(kiln_ir::Temp::new).collect();
-    let mut unspillable = vec![false; work.temps.len()];
-    let mut slots = 0;
+    let mut rounds = spill_everywhere::Rounds::new(work);
     stats.spills = 0;
     stats.reloads = 0;
     stats.remats = 0;
     stats.spill_rounds = 0;
     for _ in 0..SPILL_ROUNDS {
-        let c = graph::colour(work, cfg, lv, budget, &unspillable);
+        let c = graph::colour(work, cfg, lv, budget, &rounds.unspillable);
         stats.uncoloured = c.stats.uncoloured;
         stats.coalesced = c.stats.coalesced;
         stats.graph_nodes = c.stats.nodes;
         stats.graph_edges = c.stats.edges;
         if c.stats.uncoloured == 0 {
-            stats.spill_slots = slots;
+            stats.spill_slots = rounds.next_slot;
             let spilled = stats.spill_rounds > 0;
-            return Some((c.homes, spilled.then_some(versions)));
+            return Some((c.homes, spilled.then_some(rounds.versions)));
         }
         if c.spill.is_empty() {
             return None;
@@ -395,9 +393,7 @@ fn colour_and_spill(
             cfg,
             lv,
             &c.spill,
-            &mut versions,
-            &mut unspillable,
-            &mut slots,
+            &mut rounds,
             // Reloads serve nearby reads in the first round only: in later rounds the values
             // left are those whose reloads made the graph uncolourable again.
             if stats.spill_rounds == 0 {

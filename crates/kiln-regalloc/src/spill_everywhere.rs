@@ -30,20 +30,44 @@ pub const RELOAD_REACH: usize = 8;
 use kiln_analysis::Liveness;
 use kiln_ir::{Cfg, Def, Function, Inst, Opcode, Operand, Temp, Value};
 
-/// Spills `temps` of `func` everywhere. `versions[t]` is the value of the input program temp
-/// `t` is a copy of (grown for the temps made here); `unspillable` is grown and marks them, and
-/// the spilled temps, so that a later round does not spill them again. Slots start at
-/// `*next_slot`.
+/// What the rounds of spilling share.
+#[derive(Clone, Debug, Default)]
+pub struct Rounds {
+    /// `versions[t]`: the temp of the input program `t` is a copy of.
+    pub versions: Vec<Temp>,
+    /// Temps spilling cannot help: the fresh copies, and the values already spilled.
+    pub unspillable: Vec<bool>,
+    /// The next free spill slot.
+    pub next_slot: u32,
+}
+
+impl Rounds {
+    /// Before any spilling: every temp of `func` is its own version.
+    pub fn new(func: &Function) -> Rounds {
+        Rounds {
+            versions: (0..func.temps.len()).map(Temp::new).collect(),
+            unspillable: vec![false; func.temps.len()],
+            next_slot: 0,
+        }
+    }
+}
+
+/// Spills `temps` of `func` everywhere, a reload serving the reads within `reach` instructions
+/// of its block; `rounds` records the fresh temps as versions of the values they copy and marks
+/// them, and the spilled temps, unspillable.
 pub fn spill_everywhere(
     func: &mut Function,
     cfg: &Cfg,
     lv: &Liveness,
     temps: &[Temp],
-    versions: &mut Vec<Temp>,
-    unspillable: &mut Vec<bool>,
-    next_slot: &mut u32,
+    rounds: &mut Rounds,
     reach: usize,
 ) -> SpillStats {
+    let Rounds {
+        versions,
+        unspillable,
+        next_slot,
+    } = rounds;
     let n = func.temps.len();
     let mut stats = SpillStats::default();
     let mut spilled = vec![false; n];
