@@ -10,6 +10,7 @@ pub mod interface;
 pub mod isa;
 pub mod isel;
 pub mod ops;
+pub mod render;
 pub mod sim;
 pub mod target;
 pub mod texture;
