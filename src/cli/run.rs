@@ -78,6 +78,17 @@ struct Leaf {
     places: Vec<u32>,
 }
 
+impl Scalar {
+    fn name(self) -> &'static str {
+        match self {
+            Scalar::Float => "float",
+            Scalar::Sint => "signed integer",
+            Scalar::Uint => "unsigned integer",
+            Scalar::Bool => "boolean",
+        }
+    }
+}
+
 fn scalar_of(s: naga::Scalar) -> Option<Scalar> {
     Some(match s.kind {
         naga::ScalarKind::Float if s.width == 4 => Scalar::Float,
@@ -89,7 +100,14 @@ fn scalar_of(s: naga::Scalar) -> Option<Scalar> {
 }
 
 /// The leaves of a value of type `ty` at byte `offset` of a uniform block.
-fn uniform_leaves(m: &naga::Module, ty: naga::Handle<naga::Type>, name: &str, offset: u32, base: u32, out: &mut Vec<Leaf>) {
+fn uniform_leaves(
+    m: &naga::Module,
+    ty: naga::Handle<naga::Type>,
+    name: &str,
+    offset: u32,
+    base: u32,
+    out: &mut Vec<Leaf>,
+) {
     let word = |o: u32| base + o / 4;
     match &m.types[ty].inner {
         naga::TypeInner::Scalar(s) => {
@@ -110,7 +128,11 @@ fn uniform_leaves(m: &naga::Module, ty: naga::Handle<naga::Type>, name: &str, of
                 });
             }
         }
-        naga::TypeInner::Matrix { columns, rows, scalar } => {
+        naga::TypeInner::Matrix {
+            columns,
+            rows,
+            scalar,
+        } => {
             if let Some(sc) = scalar_of(*scalar) {
                 let rows = *rows as u32;
                 let stride = if rows == 2 { 8 } else { 16 };
@@ -131,7 +153,14 @@ fn uniform_leaves(m: &naga::Module, ty: naga::Handle<naga::Type>, name: &str, of
             stride,
         } => {
             for i in 0..n.get().min(256) {
-                uniform_leaves(m, *elem, &format!("{name}[{i}]"), offset + i * stride, base, out);
+                uniform_leaves(
+                    m,
+                    *elem,
+                    &format!("{name}[{i}]"),
+                    offset + i * stride,
+                    base,
+                    out,
+                );
             }
         }
         naga::TypeInner::Struct { members, .. } => {
@@ -153,10 +182,12 @@ fn uniform_leaves(m: &naga::Module, ty: naga::Handle<naga::Type>, name: &str, of
 /// their own name and as `BLOCK.member`).
 fn uniform_members(parsed: &Parsed, iface: &Interface) -> Vec<Leaf> {
     let m = &parsed.module;
-    let globals = m
-        .global_variables
-        .iter()
-        .filter(|(_, g)| matches!(g.space, naga::AddressSpace::Uniform | naga::AddressSpace::Immediate));
+    let globals = m.global_variables.iter().filter(|(_, g)| {
+        matches!(
+            g.space,
+            naga::AddressSpace::Uniform | naga::AddressSpace::Immediate
+        )
+    });
     let mut out = Vec::new();
     for ((_, g), block) in globals.zip(&iface.uniforms) {
         let gname = g.name.clone().unwrap_or_default();
@@ -182,7 +213,11 @@ fn uniform_members(parsed: &Parsed, iface: &Interface) -> Vec<Leaf> {
 /// The entry point's location inputs: name, scalar type, `4 · location + component` places.
 fn location_inputs(parsed: &Parsed, entry: &str, stage: naga::ShaderStage) -> Vec<(Leaf, u32)> {
     let m = &parsed.module;
-    let Some(ep) = m.entry_points.iter().find(|e| e.name == entry && e.stage == stage) else {
+    let Some(ep) = m
+        .entry_points
+        .iter()
+        .find(|e| e.name == entry && e.stage == stage)
+    else {
         return Vec::new();
     };
     let mut out = Vec::new();
@@ -226,7 +261,7 @@ fn parse_values(text: &str, scalar: Scalar, n: usize) -> Result<Vec<u32>, String
     parts
         .iter()
         .map(|p| {
-            let bad = || format!("`{p}` is not a {scalar:?} value");
+            let bad = || format!("`{p}` is not a {} value", scalar.name());
             Ok(match scalar {
                 Scalar::Float => p.parse::<f32>().map_err(|_| bad())?.to_bits(),
                 Scalar::Sint => p.parse::<i32>().map_err(|_| bad())? as u32,
@@ -258,7 +293,9 @@ pub fn read_png(path: &Path) -> Result<Texture, String> {
     let file = std::fs::File::open(path).map_err(|e| format!("{name}: {e}"))?;
     let mut dec = png::Decoder::new(std::io::BufReader::new(file));
     dec.set_transformations(png::Transformations::EXPAND | png::Transformations::STRIP_16);
-    let mut reader = dec.read_info().map_err(|e| format!("{name}: not a readable PNG: {e}"))?;
+    let mut reader = dec
+        .read_info()
+        .map_err(|e| format!("{name}: not a readable PNG: {e}"))?;
     let (w, h) = (reader.info().width, reader.info().height);
     if w == 0 || h == 0 || w > render::MAX_TEXTURE_SIDE || h > render::MAX_TEXTURE_SIDE {
         return Err(format!(
@@ -400,7 +437,6 @@ fn settings(p: &Prepared, sets: &[String], vertex: bool) -> Result<Settings, Str
         inputs: BTreeMap::new(),
         report: String::new(),
     };
-    let mut set_names = Vec::new();
     for item in sets {
         let (lhs, value) = item
             .split_once('=')
@@ -421,11 +457,11 @@ fn settings(p: &Prepared, sets: &[String], vertex: bool) -> Result<Settings, Str
             for (&w, v) in leaf.places.iter().zip(words) {
                 s.uniforms.insert(w, v);
             }
-            set_names.push(leaf.name.clone());
             continue;
         }
         let input = inputs.iter().find(|(l, loc)| {
-            l.name == name || name.strip_prefix('@').and_then(|n| n.parse::<u32>().ok()) == Some(*loc)
+            l.name == name
+                || name.strip_prefix('@').and_then(|n| n.parse::<u32>().ok()) == Some(*loc)
         });
         if let Some((leaf, _)) = input {
             let words = parse_values(value, leaf.scalar, leaf.places.len())
@@ -446,7 +482,6 @@ fn settings(p: &Prepared, sets: &[String], vertex: bool) -> Result<Settings, Str
             }
         ));
     }
-    let _ = set_names;
     // Every member the shader's blocks hold, with the value used.
     let mut seen = std::collections::BTreeSet::new();
     for leaf in &members {
@@ -458,7 +493,12 @@ fn settings(p: &Prepared, sets: &[String], vertex: bool) -> Result<Settings, Str
             .iter()
             .map(|w| s.uniforms.get(w).copied().unwrap_or(0))
             .collect();
-        let _ = writeln!(s.report, "uniform {} = {}", leaf.name, show(leaf.scalar, &words));
+        let _ = writeln!(
+            s.report,
+            "uniform {} = {}",
+            leaf.name,
+            show(leaf.scalar, &words)
+        );
     }
     Ok(s)
 }
@@ -484,100 +524,7 @@ fn run_on_this_thread(args: &RunArgs) -> Result<String, String> {
         .output
         .as_ref()
         .ok_or("kiln run: a fragment shader needs -o OUT.png")?;
-    let s = settings(&p, &args.set, false)?;
-    let mut text = s.report.clone();
-    let mut r = RenderInputs {
-        width: w,
-        height: h,
-        uniforms: s.uniforms,
-        ..Default::default()
-    };
-    // Inputs: a vec2 at location 0 is the texture coordinate unless set; others are 0 unless set.
-    let ins = location_inputs(&p.parsed, &p.iface.entry_point, naga::ShaderStage::Fragment);
-    for (leaf, loc) in &ins {
-        let uv = *loc == 0 && leaf.places.len() == 2 && leaf.scalar == Scalar::Float;
-        for (k, &place) in leaf.places.iter().enumerate() {
-            let Some(slot) = slot_of_location(&p.iface, place) else {
-                continue;
-            };
-            let v = match s.inputs.get(&(place, None)) {
-                Some(&v) => InputValue::Constant(v),
-                None if uv => InputValue::TexCoord(k as u32),
-                None => InputValue::Constant(0),
-            };
-            r.inputs.insert(slot, v);
-        }
-        let how = if uv && !leaf.places.iter().any(|pl| s.inputs.contains_key(&(*pl, None))) {
-            "the pixel's texture coordinate".to_string()
-        } else {
-            let words: Vec<u32> = leaf
-                .places
-                .iter()
-                .map(|pl| s.inputs.get(&(*pl, None)).copied().unwrap_or(0))
-                .collect();
-            show(leaf.scalar, &words)
-        };
-        let _ = writeln!(text, "input {} (location {loc}) = {how}", leaf.name);
-    }
-    // Textures.
-    let mut files: BTreeMap<u32, PathBuf> = BTreeMap::new();
-    for item in &args.texture {
-        let (key, file) = item
-            .split_once('=')
-            .ok_or_else(|| format!("--texture `{item}`: expected BINDING=FILE.png"))?;
-        let key = key.trim();
-        let unit = p
-            .iface
-            .textures
-            .iter()
-            .find(|t| {
-                t.image == key
-                    || t.sampler == key
-                    || key.parse::<u32>().ok().is_some_and(|b| image_binding(&p.parsed, &t.image) == Some(b))
-            })
-            .map(|t| t.unit)
-            .ok_or_else(|| {
-                let known: Vec<String> = p
-                    .iface
-                    .textures
-                    .iter()
-                    .map(|t| match image_binding(&p.parsed, &t.image) {
-                        Some(b) => format!("{b} ({})", t.image),
-                        None => t.image.clone(),
-                    })
-                    .collect();
-                format!(
-                    "--texture {key}: the shader samples no such texture (its textures: {})",
-                    if known.is_empty() { "none".into() } else { known.join(", ") }
-                )
-            })?;
-        files.insert(unit, PathBuf::from(file));
-    }
-    for t in &p.iface.textures {
-        let tex = match files.get(&t.unit) {
-            Some(f) => {
-                let tex = read_png(f)?;
-                let _ = writeln!(
-                    text,
-                    "texture {} = {} ({}x{})",
-                    t.image,
-                    f.display(),
-                    tex.width,
-                    tex.height
-                );
-                tex
-            }
-            None => {
-                let _ = writeln!(text, "texture {} = built-in checkerboard (64x64)", t.image);
-                render::checkerboard(64, 64, 8)
-            }
-        };
-        if let Some((ws, hs)) = t.size_words {
-            r.uniforms.insert(ws, tex.width);
-            r.uniforms.insert(hs, tex.height);
-        }
-        r.textures.insert(t.unit, tex);
-    }
+    let (r, mut text) = fragment_inputs(&p, w, h, &args.set, &args.texture)?;
     let out = render::render(&p.compiled, &p.generic, &r)?;
     write_png(out_path, w, h, &out.simulated)?;
     let _ = writeln!(
@@ -607,6 +554,124 @@ fn run_on_this_thread(args: &RunArgs) -> Result<String, String> {
     Ok(text)
 }
 
+/// The inputs of a `w`×`h` render of fragment shader `p`: `--set` items (uniform members and
+/// inputs) and `--texture` items (`BINDING=FILE.png`); also the report of the values used.
+pub fn fragment_inputs(
+    p: &Prepared,
+    w: u32,
+    h: u32,
+    sets: &[String],
+    textures: &[String],
+) -> Result<(RenderInputs, String), String> {
+    let s = settings(p, sets, false)?;
+    let mut text = s.report.clone();
+    let mut r = RenderInputs {
+        width: w,
+        height: h,
+        uniforms: s.uniforms,
+        ..Default::default()
+    };
+    // Inputs: a vec2 at location 0 is the texture coordinate unless set; others are 0 unless set.
+    let ins = location_inputs(&p.parsed, &p.iface.entry_point, naga::ShaderStage::Fragment);
+    for (leaf, loc) in &ins {
+        let uv = *loc == 0 && leaf.places.len() == 2 && leaf.scalar == Scalar::Float;
+        for (k, &place) in leaf.places.iter().enumerate() {
+            let Some(slot) = slot_of_location(&p.iface, place) else {
+                continue;
+            };
+            let v = match s.inputs.get(&(place, None)) {
+                Some(&v) => InputValue::Constant(v),
+                None if uv => InputValue::TexCoord(k as u32),
+                None => InputValue::Constant(0),
+            };
+            r.inputs.insert(slot, v);
+        }
+        let how = if uv
+            && !leaf
+                .places
+                .iter()
+                .any(|pl| s.inputs.contains_key(&(*pl, None)))
+        {
+            "the pixel's texture coordinate".to_string()
+        } else {
+            let words: Vec<u32> = leaf
+                .places
+                .iter()
+                .map(|pl| s.inputs.get(&(*pl, None)).copied().unwrap_or(0))
+                .collect();
+            show(leaf.scalar, &words)
+        };
+        let _ = writeln!(text, "input {} (location {loc}) = {how}", leaf.name);
+    }
+    // Textures.
+    let mut files: BTreeMap<u32, PathBuf> = BTreeMap::new();
+    for item in textures {
+        let (key, file) = item
+            .split_once('=')
+            .ok_or_else(|| format!("--texture `{item}`: expected BINDING=FILE.png"))?;
+        let key = key.trim();
+        let unit = p
+            .iface
+            .textures
+            .iter()
+            .find(|t| {
+                t.image == key
+                    || t.sampler == key
+                    || key
+                        .parse::<u32>()
+                        .ok()
+                        .is_some_and(|b| image_binding(&p.parsed, &t.image) == Some(b))
+            })
+            .map(|t| t.unit)
+            .ok_or_else(|| {
+                let known: Vec<String> = p
+                    .iface
+                    .textures
+                    .iter()
+                    .map(|t| match image_binding(&p.parsed, &t.image) {
+                        Some(b) => format!("{b} ({})", t.image),
+                        None => t.image.clone(),
+                    })
+                    .collect();
+                format!(
+                    "--texture {key}: the shader samples no such texture (its textures: {})",
+                    if known.is_empty() {
+                        "none".into()
+                    } else {
+                        known.join(", ")
+                    }
+                )
+            })?;
+        files.insert(unit, PathBuf::from(file));
+    }
+    for t in &p.iface.textures {
+        let tex = match files.get(&t.unit) {
+            Some(f) => {
+                let tex = read_png(f)?;
+                let _ = writeln!(
+                    text,
+                    "texture {} = {} ({}x{})",
+                    t.image,
+                    f.display(),
+                    tex.width,
+                    tex.height
+                );
+                tex
+            }
+            None => {
+                let _ = writeln!(text, "texture {} = built-in checkerboard (64x64)", t.image);
+                render::checkerboard(64, 64, 8)
+            }
+        };
+        if let Some((ws, hs)) = t.size_words {
+            r.uniforms.insert(ws, tex.width);
+            r.uniforms.insert(hs, tex.height);
+        }
+        r.textures.insert(t.unit, tex);
+    }
+    Ok((r, text))
+}
+
 /// The binding number of the image global named `image`.
 fn image_binding(parsed: &Parsed, image: &str) -> Option<u32> {
     parsed
@@ -634,11 +699,17 @@ fn run_vertex(p: &Prepared, args: &RunArgs) -> Result<String, String> {
     let s = settings(p, &args.set, true)?;
     let mut text = s.report.clone();
     let ins = location_inputs(&p.parsed, &p.iface.entry_point, naga::ShaderStage::Vertex);
-    let mut env = Env::with_ordinary_values(&p.compiled.ssa, 16);
-    env.uniforms = s.uniforms.clone();
-    for (k, v) in [512.0f32, -512.0, 0.5, 0.5].into_iter().enumerate() {
-        env.uniforms
-            .insert(kiln_vc4::vertex::VIEWPORT_X_SCALE + k as u32, v.to_bits());
+    // The harness's vertex inputs (vertex k is lane k, the viewport uniforms); every other
+    // uniform word 0 unless set.
+    let mut env = harness::environment(&p.compiled.ssa, &p.compiled.info);
+    let generic = Env::from_slots(&p.generic, 16, |_| 0);
+    for (k, v) in generic.uniforms {
+        env.uniforms.entry(k).or_insert(v);
+    }
+    for (k, v) in env.uniforms.iter_mut() {
+        if *k < kiln_vc4::vertex::VIEWPORT_X_SCALE {
+            *v = s.uniforms.get(k).copied().unwrap_or(0);
+        }
     }
     env.step_limit = harness::STEP_LIMIT;
     for (leaf, loc) in &ins {
@@ -676,13 +747,10 @@ fn run_vertex(p: &Prepared, args: &RunArgs) -> Result<String, String> {
         }
     }
     // The shader's own outputs (the interpreter on the optimised generic function).
-    let mut genv = env.clone();
-    genv.inputs.retain(|_, _| true);
-    let want = kiln_interp::run_ssa(&p.generic, &genv).map_err(|e| format!("interpreter: {e}"))?;
+    let want = kiln_interp::run_ssa(&p.generic, &env).map_err(|e| format!("interpreter: {e}"))?;
     let c = &p.compiled;
     let got = harness::simulate(&c.emitted, OutputMode::Vpm, true, &env)?;
-    let selected =
-        kiln_interp::run_ssa(&c.ssa, &env).map_err(|e| format!("interpreter: {e}"))?;
+    let selected = kiln_interp::run_ssa(&c.ssa, &env).map_err(|e| format!("interpreter: {e}"))?;
     let agree = harness::compare(&got, &selected, &c.info);
     for k in 0..n {
         let _ = writeln!(text, "vertex {k}:");
@@ -696,17 +764,32 @@ fn run_vertex(p: &Prepared, args: &RunArgs) -> Result<String, String> {
                 SlotKind::Location {
                     location,
                     component,
-                } => format!("location {location}.{}", "xyzw".as_bytes()[*component as usize & 3] as char),
+                } => format!(
+                    "location {location}.{}",
+                    "xyzw".as_bytes()[*component as usize & 3] as char
+                ),
                 SlotKind::BuiltIn { name, component } => {
-                    format!("{name}.{}", "xyzw".as_bytes()[*component as usize & 3] as char)
+                    format!(
+                        "{name}.{}",
+                        "xyzw".as_bytes()[*component as usize & 3] as char
+                    )
                 }
             };
-            let v = v.map_or("undefined".to_string(), |v| format!("{}", f32::from_bits(v)));
+            let v = v.map_or("undefined".to_string(), |v| {
+                format!("{}", f32::from_bits(v))
+            });
             let _ = writeln!(text, "  {what} = {v}");
         }
         if let harness::SimOutput::Vpm(rows) = &got {
-            let row: Vec<String> = rows.iter().map(|(_, vals)| format!("{:#010x}", vals[k])).collect();
-            let _ = writeln!(text, "  VPM (Mesa's layout: Xs|Ys, Zs, 1/Wc, varyings): {}", row.join(" "));
+            let row: Vec<String> = rows
+                .iter()
+                .map(|(_, vals)| format!("{:#010x}", vals[k]))
+                .collect();
+            let _ = writeln!(
+                text,
+                "  VPM (Mesa's layout: Xs|Ys, Zs, 1/Wc, varyings): {}",
+                row.join(" ")
+            );
         }
     }
     match agree {

@@ -116,9 +116,7 @@ fn upload(m: &mut Machine, base: u32, tex: &Texture) -> Result<(), String> {
         for x in 0..tex.width {
             let word = u32::from_le_bytes(tex.texels[(y * tex.width + x) as usize]);
             let at = base + tmu::texel_offset(tex.width, tex.height, x, y);
-            m.mem
-                .write_u32(at, word)
-                .ok_or("texture outside memory")?;
+            m.mem.write_u32(at, word).ok_or("texture outside memory")?;
         }
     }
     Ok(())
@@ -191,8 +189,9 @@ pub fn render(c: &Compiled, reference: &Function, r: &RenderInputs) -> Result<Re
     }
     let mut stream = crate::uniforms::stream(&c.emitted.uniforms, |s| r.uniforms.get(&s).copied());
     for (k, u) in c.emitted.uniforms.iter().enumerate() {
-        let (Uniform::TextureP0(unit) | Uniform::TextureP1(unit) | Uniform::TextureConfigAddress(unit)) =
-            *u
+        let (Uniform::TextureP0(unit)
+        | Uniform::TextureP1(unit)
+        | Uniform::TextureConfigAddress(unit)) = *u
         else {
             continue;
         };
@@ -219,7 +218,8 @@ pub fn render(c: &Compiled, reference: &Function, r: &RenderInputs) -> Result<Re
 
     // Every slot the function reads starts at 0; the given uniform words replace theirs.
     let mut env = Env::from_slots(reference, 16, |_| 0);
-    env.uniforms.extend(r.uniforms.iter().map(|(&k, &v)| (k, v)));
+    env.uniforms
+        .extend(r.uniforms.iter().map(|(&k, &v)| (k, v)));
     env.textures = textures;
     env.step_limit = STEP_LIMIT;
 
@@ -249,7 +249,11 @@ pub fn render(c: &Compiled, reference: &Function, r: &RenderInputs) -> Result<Re
             for (slot, kind) in &c.info.inputs {
                 let vals: Vec<u32> = match kind {
                     InputKind::Varying => {
-                        let v = r.inputs.get(slot).copied().unwrap_or(InputValue::Constant(0));
+                        let v = r
+                            .inputs
+                            .get(slot)
+                            .copied()
+                            .unwrap_or(InputValue::Constant(0));
                         lanes
                             .iter()
                             .map(|&(x, y)| match v {
