@@ -13,8 +13,8 @@ fn example(name: &str) -> PathBuf {
         .join(name)
 }
 
-fn dir() -> PathBuf {
-    let d = std::env::temp_dir().join(format!("kiln-run-examples-{}", std::process::id()));
+fn dir(test: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("kiln-run-examples-{test}-{}", std::process::id()));
     std::fs::create_dir_all(&d).unwrap();
     d
 }
@@ -82,7 +82,7 @@ fn textured_example_agrees_with_the_interpreter() {
 /// second texture, each pixel is its texel (nearest, repeat) times the tint.
 #[test]
 fn png_textures_are_sampled_as_the_interpreter_samples_them() {
-    let d = dir();
+    let d = dir("png");
     let big = d.join("big.png");
     let small = d.join("small.png");
     let (bw, bh) = (40u32, 23u32);
@@ -135,5 +135,54 @@ fn png_textures_are_sampled_as_the_interpreter_samples_them() {
             }
         }
     }
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+/// A WGSL shader: a uniform that is not a block, an integer vector uniform, a second input set
+/// by location, SFU math, and one image both sampled and size-queried (two texture units
+/// sharing the file given for it).
+#[test]
+fn wgsl_inputs_uniforms_and_texture_sizes() {
+    let d = dir("wgsl");
+    let shader = d.join("s.wgsl");
+    std::fs::write(
+        &shader,
+        "
+struct VOut { @builtin(position) pos: vec4<f32>, @location(0) uv: vec2<f32>, @location(1) tint: vec3<f32> }
+@group(0) @binding(0) var<uniform> progress: f32;
+@group(0) @binding(1) var<uniform> k: vec2<i32>;
+@group(0) @binding(2) var t: texture_2d<f32>;
+@group(0) @binding(3) var s: sampler;
+@fragment
+fn main(v: VOut) -> @location(0) vec4<f32> {
+    let sz = vec2<f32>(textureDimensions(t));
+    let c = textureSample(t, s, v.uv * sz / 64.0);
+    let e = exp2(v.uv.x * 3.0) / 8.0;
+    let l = log2(1.0 + v.uv.y * 7.0) / 3.0;
+    let r = 1.0 / (1.0 + v.pos.x * 0.1);
+    return vec4<f32>(c.r * e, l * progress + f32(k.y) * 0.1, r, inverseSqrt(1.0 + v.uv.y)) * vec4<f32>(v.tint, 1.0);
+}
+",
+    )
+    .unwrap();
+    let png = d.join("t.png");
+    let texels: Vec<[u8; 4]> = (0..30 * 20)
+        .map(|i| [(i % 30 * 8) as u8, (i / 30 * 12) as u8, 77, 255])
+        .collect();
+    write_png(&png, 30, 20, &texels).unwrap();
+    let p = prepare(&shader, None, Allocator::Graph).unwrap();
+    let given = vec![format!("2={}", png.display())];
+    let sets = ["progress=0.5", "k=0,3", "@1=1,0.5,1"];
+    let out = draw(&p, 19, 13, &sets, &given);
+    assert_agrees(&out, "wgsl");
+    assert!(distinct_colours(&out) > 20);
+    // The checkerboard (64×64) in place of the 30×20 file changes the size words and the texels.
+    let other = draw(&p, 19, 13, &sets, &[]);
+    assert_agrees(&other, "wgsl, checkerboard");
+    assert_ne!(out.simulated, other.simulated);
+    // Unset, the second input is 0: blue and green and red vanish.
+    let black = draw(&p, 8, 2, &["progress=0.5"], &given);
+    assert_agrees(&black, "wgsl, tint 0");
+    assert!(black.simulated.iter().all(|px| px[..3] == [0, 0, 0]));
     let _ = std::fs::remove_dir_all(&d);
 }

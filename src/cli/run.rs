@@ -604,13 +604,14 @@ pub fn fragment_inputs(
         let _ = writeln!(text, "input {} (location {loc}) = {how}", leaf.name);
     }
     // Textures.
-    let mut files: BTreeMap<u32, PathBuf> = BTreeMap::new();
+    // By image: units that sample (or query the size of) one image share its texture.
+    let mut files: BTreeMap<String, PathBuf> = BTreeMap::new();
     for item in textures {
         let (key, file) = item
             .split_once('=')
             .ok_or_else(|| format!("--texture `{item}`: expected BINDING=FILE.png"))?;
         let key = key.trim();
-        let unit = p
+        let image = p
             .iface
             .textures
             .iter()
@@ -622,9 +623,9 @@ pub fn fragment_inputs(
                         .ok()
                         .is_some_and(|b| image_binding(&p.parsed, &t.image) == Some(b))
             })
-            .map(|t| t.unit)
+            .map(|t| t.image.clone())
             .ok_or_else(|| {
-                let known: Vec<String> = p
+                let mut known: Vec<String> = p
                     .iface
                     .textures
                     .iter()
@@ -633,6 +634,7 @@ pub fn fragment_inputs(
                         None => t.image.clone(),
                     })
                     .collect();
+                known.dedup();
                 format!(
                     "--texture {key}: the shader samples no such texture (its textures: {})",
                     if known.is_empty() {
@@ -642,32 +644,37 @@ pub fn fragment_inputs(
                     }
                 )
             })?;
-        files.insert(unit, PathBuf::from(file));
+        files.insert(image, PathBuf::from(file));
     }
+    let mut images: BTreeMap<String, Texture> = BTreeMap::new();
     for t in &p.iface.textures {
-        let tex = match files.get(&t.unit) {
-            Some(f) => {
-                let tex = read_png(f)?;
-                let _ = writeln!(
-                    text,
-                    "texture {} = {} ({}x{})",
-                    t.image,
-                    f.display(),
-                    tex.width,
-                    tex.height
-                );
-                tex
-            }
-            None => {
-                let _ = writeln!(text, "texture {} = built-in checkerboard (64x64)", t.image);
-                render::checkerboard(64, 64, 8)
-            }
-        };
+        if !images.contains_key(&t.image) {
+            let tex = match files.get(&t.image) {
+                Some(f) => {
+                    let tex = read_png(f)?;
+                    let _ = writeln!(
+                        text,
+                        "texture {} = {} ({}x{})",
+                        t.image,
+                        f.display(),
+                        tex.width,
+                        tex.height
+                    );
+                    tex
+                }
+                None => {
+                    let _ = writeln!(text, "texture {} = built-in checkerboard (64x64)", t.image);
+                    render::checkerboard(64, 64, 8)
+                }
+            };
+            images.insert(t.image.clone(), tex);
+        }
+        let tex = &images[&t.image];
         if let Some((ws, hs)) = t.size_words {
             r.uniforms.insert(ws, tex.width);
             r.uniforms.insert(hs, tex.height);
         }
-        r.textures.insert(t.unit, tex);
+        r.textures.insert(t.unit, tex.clone());
     }
     Ok((r, text))
 }
