@@ -172,3 +172,52 @@ void main() { color = vec4(dFdx(uv.x), 0.0, 0.0, 1.0); }
     assert!(!ok && !stderr.contains("panicked"), "{stderr}");
     let _ = std::fs::remove_dir_all(&d);
 }
+
+#[test]
+fn members_several_blocks_share_need_the_block_name() {
+    let d = dir("blocks");
+    let shader = d.join("two.wgsl");
+    std::fs::write(
+        &shader,
+        "
+struct A { progress: f32 }
+struct B { progress: f32, k: f32 }
+@group(0) @binding(0) var<uniform> a: A;
+@group(0) @binding(1) var<uniform> b: B;
+@fragment
+fn main(@location(0) uv: vec2<f32>) -> @location(0) vec4<f32> {
+    return vec4<f32>(uv * a.progress, b.progress, b.k);
+}
+",
+    )
+    .unwrap();
+    let s = shader.to_str().unwrap();
+    let out = d.join("o.png");
+    let o = out.to_str().unwrap();
+    let (ok, _, stderr) = kiln(&["run", s, "--size", "8x2", "--set", "progress=1", "-o", o]);
+    assert!(
+        !ok && stderr.contains("several uniform blocks have a member"),
+        "{stderr}"
+    );
+    assert!(!out.exists());
+    let (ok, stdout, stderr) = kiln(&[
+        "run",
+        s,
+        "--size",
+        "8x2",
+        "--set",
+        "a.progress=1",
+        "--set",
+        "b.progress=0.5",
+        "--set",
+        "k=0.25",
+        "-o",
+        o,
+    ]);
+    assert!(ok, "{stderr}");
+    assert!(stdout.contains("uniform a.progress = 1\n"), "{stdout}");
+    assert!(stdout.contains("uniform b.progress = 0.5\n"), "{stdout}");
+    assert!(stdout.contains("uniform k = 0.25\n"), "{stdout}");
+    assert!(stdout.contains(" 0 of 16 pixels differ"), "{stdout}");
+    let _ = std::fs::remove_dir_all(&d);
+}

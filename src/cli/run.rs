@@ -189,24 +189,25 @@ fn uniform_members(parsed: &Parsed, iface: &Interface) -> Vec<Leaf> {
         )
     });
     let mut out = Vec::new();
+    let mut prefixed = Vec::new();
     for ((_, g), block) in globals.zip(&iface.uniforms) {
         let gname = g.name.clone().unwrap_or_default();
         if matches!(m.types[g.ty].inner, naga::TypeInner::Struct { .. }) {
             let mut leaves = Vec::new();
             uniform_leaves(m, g.ty, "", 0, block.base, &mut leaves);
-            for l in &leaves {
-                if !gname.is_empty() {
-                    out.push(Leaf {
-                        name: format!("{gname}.{}", l.name),
-                        ..l.clone()
-                    });
-                }
+            if !gname.is_empty() {
+                prefixed.extend(leaves.iter().map(|l| Leaf {
+                    name: format!("{gname}.{}", l.name),
+                    ..l.clone()
+                }));
             }
             out.extend(leaves);
         } else {
             uniform_leaves(m, g.ty, &gname, 0, block.base, &mut out);
         }
     }
+    // Short names first (they are what the report prints), then `BLOCK.member`.
+    out.extend(prefixed);
     out
 }
 
@@ -451,7 +452,13 @@ fn settings(p: &Prepared, sets: &[String], vertex: bool) -> Result<Settings, Str
             }
             _ => (lhs, None),
         };
-        if let Some(leaf) = members.iter().find(|l| l.name == name) {
+        let named: Vec<&Leaf> = members.iter().filter(|l| l.name == name).collect();
+        if named.len() > 1 {
+            return Err(format!(
+                "--set {name}: several uniform blocks have a member of that name; write BLOCK.{name}"
+            ));
+        }
+        if let Some(leaf) = named.first() {
             let words = parse_values(value, leaf.scalar, leaf.places.len())
                 .map_err(|e| format!("--set {name}: {e}"))?;
             for (&w, v) in leaf.places.iter().zip(words) {
@@ -493,12 +500,15 @@ fn settings(p: &Prepared, sets: &[String], vertex: bool) -> Result<Settings, Str
             .iter()
             .map(|w| s.uniforms.get(w).copied().unwrap_or(0))
             .collect();
-        let _ = writeln!(
-            s.report,
-            "uniform {} = {}",
-            leaf.name,
-            show(leaf.scalar, &words)
-        );
+        // A name several blocks use is printed with its block's name.
+        let shared = members.iter().filter(|l| l.name == leaf.name).count() > 1;
+        let name = members
+            .iter()
+            .find(|l| {
+                shared && l.places == leaf.places && l.name.ends_with(&format!(".{}", leaf.name))
+            })
+            .map_or(&leaf.name, |l| &l.name);
+        let _ = writeln!(s.report, "uniform {} = {}", name, show(leaf.scalar, &words));
     }
     Ok(s)
 }
