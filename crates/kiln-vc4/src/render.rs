@@ -329,3 +329,59 @@ pub fn render(c: &Compiled, reference: &Function, r: &RenderInputs) -> Result<Re
     }
     Ok(out)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every texel of a texture lies inside the bytes reserved for it.
+    #[test]
+    fn texture_bytes_cover_every_texel() {
+        for (w, h) in [
+            (1, 1),
+            (5, 3),
+            (16, 16),
+            (17, 17),
+            (33, 100),
+            (100, 37),
+            (64, 64),
+            (2048, 17),
+            (40, 2048),
+        ] {
+            let bytes = texture_bytes(w, h);
+            let mut seen = vec![false; (bytes / 4) as usize];
+            for y in 0..h {
+                for x in 0..w {
+                    let o = tmu::texel_offset(w, h, x, y);
+                    assert!(
+                        o + 4 <= bytes,
+                        "{w}x{h}: texel ({x}, {y}) at {o} of {bytes}"
+                    );
+                    assert!(
+                        !seen[(o / 4) as usize],
+                        "{w}x{h}: texel ({x}, {y}) shares {o}"
+                    );
+                    seen[(o / 4) as usize] = true;
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn parameter_1_reads_back_as_the_size() {
+        for (w, h) in [(1, 1), (100, 37), (2048, 2048), (2048, 5)] {
+            let c = tmu::TexConfig::from_params(0x10_0000, texture_p1(w, h));
+            assert_eq!((c.width, c.height, c.wrap_s, c.wrap_t), (w, h, 0, 0));
+            assert!(c.mag_nearest && c.min_nearest);
+        }
+    }
+
+    #[test]
+    fn checkerboard_alternates() {
+        let t = checkerboard(16, 16, 4);
+        assert_eq!(t.texels.len(), 256);
+        assert_eq!(t.texels[0], t.texels[8]);
+        assert_ne!(t.texels[0], t.texels[4]);
+        assert_ne!(t.texels[0], t.texels[4 * 16]);
+    }
+}
