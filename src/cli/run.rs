@@ -7,7 +7,7 @@ use kiln_front::interface::{Interface, SlotKind};
 use kiln_front::{Parsed, Source, lower_entry_point, parse};
 use kiln_interp::{Env, Texture};
 use kiln_regalloc::Allocator;
-use kiln_vc4::compile::{CompileOptions, Compiled, compile};
+use kiln_vc4::compile::{CompileError, CompileOptions, Compiled, compile};
 use kiln_vc4::emit::OutputMode;
 use kiln_vc4::harness;
 use kiln_vc4::render::{self, InputValue, RenderInputs};
@@ -401,13 +401,10 @@ pub fn prepare(path: &Path, entry: Option<&str>, allocator: Allocator) -> Result
         output: OutputMode::Tlb,
         check: true,
     };
-    let compiled = compile(&generic, &info, &opts).map_err(|e| {
-        let m = e.to_string();
-        if m.starts_with("unsupported") {
-            format!("{name}: {m}")
-        } else {
-            format!("{name}: unsupported: {m}")
-        }
+    let compiled = compile(&generic, &info, &opts).map_err(|e| match e {
+        CompileError::Unsupported(m) if m.starts_with("unsupported") => format!("{name}: {m}"),
+        CompileError::Unsupported(m) => format!("{name}: unsupported: {m}"),
+        CompileError::Failed(m) => format!("{name}: the vc4 back end failed: {m}"),
     })?;
     Ok(Prepared {
         parsed,
@@ -417,7 +414,8 @@ pub fn prepare(path: &Path, entry: Option<&str>, allocator: Allocator) -> Result
     })
 }
 
-/// Resolves `--set` for a fragment shader: uniform words, and values of location inputs.
+/// `--set` resolved: uniform words and values of location inputs, and the report of every
+/// uniform member's value.
 struct Settings {
     uniforms: BTreeMap<u32, u32>,
     /// Input slot (`4 · location + component`) → value (per vertex for `NAME@K`).
