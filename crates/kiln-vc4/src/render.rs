@@ -267,6 +267,10 @@ pub fn render(c: &Compiled, reference: &Function, r: &RenderInputs) -> Result<Re
                         .iter()
                         .map(|&(x, y)| (if *k == 0 { x } else { y } as f32 + 0.5).to_bits())
                         .collect(),
+                    // The quad lies at depth 0 (payload Z = 0 in rb15) with W = 1 (ra15), so
+                    // gl_FragCoord.z is 0 and .w (1 / W) is 1.
+                    InputKind::FragCoord(2) => vec![0; 16],
+                    InputKind::FragCoord(3) => vec![1.0f32.to_bits(); 16],
                     // Not read by the program (compilation refuses a read of these).
                     _ => continue,
                 };
@@ -283,6 +287,7 @@ pub fn render(c: &Compiled, reference: &Function, r: &RenderInputs) -> Result<Re
             let q = m.add_qpu(UNIFORMS);
             m.qpus[q].frag_xy = (x0, y0);
             m.qpus[q].ra[15] = [1.0f32.to_bits(); 16];
+            m.qpus[q].rb[15] = [0; 16];
             for slot in &c.emitted.varyings {
                 let vals = env
                     .inputs
