@@ -6,6 +6,7 @@ pub mod interp;
 pub mod ir;
 pub mod opt;
 pub mod regalloc;
+pub mod run;
 pub mod vc4;
 
 use clap::{Parser, Subcommand};
@@ -43,6 +44,9 @@ pub enum Command {
     Regalloc(regalloc::RegallocArgs),
     /// Compile a shader to VideoCore IV QPU code (binary, disassembly, statistics).
     Compile(compile::CompileArgs),
+    /// Render a fragment shader to a PNG in the simulator (checked against the interpreter), or
+    /// run a vertex shader on given attributes.
+    Run(run::RunArgs),
     /// Work on a directory of shaders.
     #[command(subcommand)]
     Corpus(front::CorpusCommand),
@@ -62,6 +66,7 @@ impl Cli {
             Command::Opt(a) => opt::opt(a),
             Command::Regalloc(a) => regalloc::regalloc(a),
             Command::Compile(a) => compile::compile_cmd(a),
+            Command::Run(a) => run::run_cmd(a),
             Command::Corpus(c) => front::corpus(c),
         }
     }

@@ -11,6 +11,7 @@ pub mod isa;
 pub mod isel;
 pub mod narrow;
 pub mod ops;
+pub mod render;
 pub mod sim;
 pub mod target;
 pub mod texture;

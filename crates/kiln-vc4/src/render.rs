@@ -1,0 +1,392 @@
+//! Rendering a compiled fragment shader over a W×H image as a full-screen quad, in the
+//! simulator and in the reference interpreter, and comparing the two images.
+//!
+//! The simulator runs the program once per QPU batch: 16 pixels, four 2×2 quads side by side
+//! ([`crate::sim::tlb::lane_xy`]), so batches are 8×2 pixels; lanes outside the image are run
+//! and dropped. Each batch gets its varyings (W = 1.0 in ra15, C = 0 in r5, so `vary × W + r5`
+//! is the value), its batch origin (the `x_coord`/`y_coord` reads behind `gl_FragCoord`) and
+//! the same uniform stream. Textures are RGBA8888 in the layout the TMU reads (T-format, or
+//! LT-format when a side is ≤ 16 texels), nearest filtering, repeat — the interpreter's
+//! sampling rule. The interpreter runs a reference function on the same inputs and textures,
+//! 16 lanes per batch, and its colour is packed to RGBA8 by the QPU's own pack rule.
+//!
+//! The reference is the generic SSA function the program was compiled from (front end and
+//! middle end, before instruction selection), whose `texture_sample` reads the given textures.
+//! (The selected function's `qpu_tex` models the interpreter's procedural textures only.) Its
+//! math is exact where the QPU's SFU approximates (reciprocal, reciprocal square root, exp2,
+//! log2), so images can differ by a few 255ths where the shader uses such functions.
+
+use crate::compile::Compiled;
+use crate::interface::{InputKind, OutputKind, Stage};
+use crate::sim::{Machine, Program, alu, tlb, tmu};
+use crate::uniforms::Uniform;
+use kiln_interp::{Env, Texture};
+use kiln_ir::Function;
+use std::collections::BTreeMap;
+
+const BASE: u32 = 0x1_0000;
+const UNIFORMS: u32 = 0x8_0000;
+const TEXTURES: u32 = 0x10_0000;
+/// Instructions one batch may execute.
+pub const STEP_LIMIT: u64 = 1_000_000;
+/// Largest texture side the TMU addresses.
+pub const MAX_TEXTURE_SIDE: u32 = 2048;
+/// Largest image side `render` draws.
+pub const MAX_IMAGE_SIDE: u32 = 4096;
+
+/// The value of one fragment input slot (a scalar varying component).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InputValue {
+    /// The same 32 bits at every pixel.
+    Constant(u32),
+    /// Component `k` (0: s = (x + 0.5) / W, 1: t = (y + 0.5) / H) of the pixel centre's
+    /// texture coordinate in [0, 1]².
+    TexCoord(u32),
+}
+
+/// What a render reads.
+#[derive(Clone, Debug, Default)]
+pub struct RenderInputs {
+    pub width: u32,
+    pub height: u32,
+    /// Per varying input slot; a slot not listed reads 0.
+    pub inputs: BTreeMap<u32, InputValue>,
+    /// User uniform words by slot; missing words read 0.
+    pub uniforms: BTreeMap<u32, u32>,
+    /// Textures by unit; a unit without one samples [`checkerboard`].
+    pub textures: BTreeMap<u32, Texture>,
+}
+
+/// Two images of the same shader and their difference.
+#[derive(Clone, Debug)]
+pub struct Rendered {
+    pub width: u32,
+    pub height: u32,
+    /// Row-major RGBA8 from the simulator.
+    pub simulated: Vec<[u8; 4]>,
+    /// Row-major RGBA8 from the interpreter.
+    pub reference: Vec<[u8; 4]>,
+    /// Pixels where some channel differs by more than 1 (of 255).
+    pub differing: usize,
+    /// Largest channel difference.
+    pub max_difference: u8,
+    /// First differing pixel (x, y).
+    pub first_difference: Option<(u32, u32)>,
+    /// QPU instructions executed over all batches.
+    pub instructions: u64,
+}
+
+/// A `w`×`h` checkerboard of `cell`-texel squares, light grey and dark blue, opaque.
+pub fn checkerboard(w: u32, h: u32, cell: u32) -> Texture {
+    let cell = cell.max(1);
+    let texels = (0..w * h)
+        .map(|i| {
+            let (x, y) = (i % w, i / w);
+            if (x / cell + y / cell) % 2 == 0 {
+                [224, 224, 224, 255]
+            } else {
+                [32, 48, 96, 255]
+            }
+        })
+        .collect();
+    Texture {
+        width: w,
+        height: h,
+        texels,
+    }
+}
+
+/// Bytes a `w`×`h` RGBA8888 texture takes in the TMU's layout (whole tiles).
+pub fn texture_bytes(w: u32, h: u32) -> u32 {
+    if w <= 16 || h <= 16 {
+        w.div_ceil(4) * h.div_ceil(4) * 64
+    } else {
+        w.div_ceil(32) * h.div_ceil(32) * 4096
+    }
+}
+
+/// Texture parameter 1: size, nearest filtering, repeat (a side of 2048 is written as 0).
+fn texture_p1(w: u32, h: u32) -> u32 {
+    ((h & 2047) << 20) | ((w & 2047) << 8) | (1 << 7) | (1 << 4)
+}
+
+/// Stores `tex` at `base` in the TMU's layout (RGBA8888: byte 0 red … byte 3 alpha).
+fn upload(m: &mut Machine, base: u32, tex: &Texture) -> Result<(), String> {
+    for y in 0..tex.height {
+        for x in 0..tex.width {
+            let word = u32::from_le_bytes(tex.texels[(y * tex.width + x) as usize]);
+            let at = base + tmu::texel_offset(tex.width, tex.height, x, y);
+            m.mem.write_u32(at, word).ok_or("texture outside memory")?;
+        }
+    }
+    Ok(())
+}
+
+/// The texture units a program reads.
+fn units(c: &Compiled) -> Vec<u32> {
+    let mut units: Vec<u32> = c
+        .emitted
+        .uniforms
+        .iter()
+        .filter_map(|u| match *u {
+            Uniform::TextureP0(k) | Uniform::TextureP1(k) | Uniform::TextureConfigAddress(k) => {
+                Some(k)
+            }
+            _ => None,
+        })
+        .collect();
+    units.sort_unstable();
+    units.dedup();
+    units
+}
+
+/// Renders fragment shader `c` over `r.width`×`r.height` pixels in the simulator, and
+/// `reference` (the generic function `c` was compiled from) in the interpreter.
+pub fn render(c: &Compiled, reference: &Function, r: &RenderInputs) -> Result<Rendered, String> {
+    if c.info.stage != Stage::Fragment || c.output != crate::emit::OutputMode::Tlb {
+        return Err("render needs a fragment shader compiled for the tile buffer".into());
+    }
+    let (w, h) = (r.width, r.height);
+    if w == 0 || h == 0 || w > MAX_IMAGE_SIDE || h > MAX_IMAGE_SIDE {
+        return Err(format!(
+            "image size {w}x{h}: each side must be 1..={MAX_IMAGE_SIDE}"
+        ));
+    }
+    let units = units(c);
+    let mut textures = BTreeMap::new();
+    for &u in &units {
+        let tex = r
+            .textures
+            .get(&u)
+            .cloned()
+            .unwrap_or_else(|| checkerboard(64, 64, 8));
+        if tex.width == 0
+            || tex.height == 0
+            || tex.width > MAX_TEXTURE_SIDE
+            || tex.height > MAX_TEXTURE_SIDE
+            || tex.texels.len() != (tex.width * tex.height) as usize
+        {
+            return Err(format!(
+                "texture {u}: {}x{} (each side must be 1..={MAX_TEXTURE_SIDE})",
+                tex.width, tex.height
+            ));
+        }
+        textures.insert(u, tex);
+    }
+    // Memory: code, uniforms, then each texture on 4 KiB pages followed by a page holding its
+    // two configuration words.
+    let mut layout = BTreeMap::new();
+    let mut next = TEXTURES;
+    for (&u, tex) in &textures {
+        let bytes = texture_bytes(tex.width, tex.height).next_multiple_of(4096);
+        layout.insert(u, (next, next + bytes));
+        next += bytes + 4096;
+    }
+    let words = c.emitted.words();
+    let mut m = Machine::new(next as usize, Program::new(BASE, &words));
+    for (&u, tex) in &textures {
+        upload(&mut m, layout[&u].0, tex)?;
+    }
+    let mut stream = crate::uniforms::stream(&c.emitted.uniforms, |s| r.uniforms.get(&s).copied());
+    for (k, u) in c.emitted.uniforms.iter().enumerate() {
+        let (Uniform::TextureP0(unit)
+        | Uniform::TextureP1(unit)
+        | Uniform::TextureConfigAddress(unit)) = *u
+        else {
+            continue;
+        };
+        let tex = &textures[&unit];
+        let (base, config) = layout[&unit];
+        let p1 = texture_p1(tex.width, tex.height);
+        stream[k] = match u {
+            Uniform::TextureP0(_) => base,
+            Uniform::TextureP1(_) => p1,
+            _ => {
+                m.mem
+                    .write_words(config, &[base, p1])
+                    .ok_or("texture configuration outside memory")?;
+                config
+            }
+        };
+    }
+    if UNIFORMS as usize + 4 * stream.len() > TEXTURES as usize {
+        return Err("the uniform stream is too long".into());
+    }
+    m.mem
+        .write_words(UNIFORMS, &stream)
+        .ok_or("the uniform stream does not fit in memory")?;
+
+    // Every slot the function reads starts at 0; the given uniform words replace theirs.
+    let mut env = Env::from_slots(reference, 16, |_| 0);
+    env.uniforms
+        .extend(r.uniforms.iter().map(|(&k, &v)| (k, v)));
+    env.textures = textures;
+    env.step_limit = STEP_LIMIT;
+
+    let n = (w * h) as usize;
+    let mut out = Rendered {
+        width: w,
+        height: h,
+        simulated: vec![[0; 4]; n],
+        reference: vec![[0; 4]; n],
+        differing: 0,
+        max_difference: 0,
+        first_difference: None,
+        instructions: 0,
+    };
+    let colour: Vec<(u32, u32)> = c
+        .info
+        .outputs
+        .iter()
+        .filter_map(|(slot, k)| match k {
+            OutputKind::Color(comp) if *comp < 4 => Some((*slot, *comp)),
+            _ => None,
+        })
+        .collect();
+    for y0 in (0..h).step_by(2) {
+        for x0 in (0..w).step_by(8) {
+            let lanes: [(u32, u32); 16] = std::array::from_fn(|l| tlb::lane_xy(x0, y0, l));
+            for (slot, kind) in &c.info.inputs {
+                let vals: Vec<u32> = match kind {
+                    InputKind::Varying => {
+                        let v = r
+                            .inputs
+                            .get(slot)
+                            .copied()
+                            .unwrap_or(InputValue::Constant(0));
+                        lanes
+                            .iter()
+                            .map(|&(x, y)| match v {
+                                InputValue::Constant(b) => b,
+                                InputValue::TexCoord(0) => ((x as f32 + 0.5) / w as f32).to_bits(),
+                                InputValue::TexCoord(_) => ((y as f32 + 0.5) / h as f32).to_bits(),
+                            })
+                            .collect()
+                    }
+                    InputKind::FragCoord(k @ (0 | 1)) => lanes
+                        .iter()
+                        .map(|&(x, y)| (if *k == 0 { x } else { y } as f32 + 0.5).to_bits())
+                        .collect(),
+                    // The quad lies at depth 0 (payload Z = 0 in rb15) with W = 1 (ra15), so
+                    // gl_FragCoord.z is 0 and .w (1 / W) is 1.
+                    InputKind::FragCoord(2) => vec![0; 16],
+                    InputKind::FragCoord(3) => vec![1.0f32.to_bits(); 16],
+                    // Not read by the program (compilation refuses a read of these).
+                    _ => continue,
+                };
+                env.inputs.insert(*slot, vals);
+            }
+            // Interpreter.
+            let want = kiln_interp::run_ssa(reference, &env)
+                .map_err(|e| format!("interpreter at batch ({x0}, {y0}): {e}"))?;
+            // Simulator.
+            m.qpus.clear();
+            m.mutex = None;
+            m.semaphores = [0; 16];
+            m.tlb.write_color(x0, y0, &[0; 16], 0xffff);
+            let q = m.add_qpu(UNIFORMS);
+            m.qpus[q].frag_xy = (x0, y0);
+            m.qpus[q].ra[15] = [1.0f32.to_bits(); 16];
+            m.qpus[q].rb[15] = [0; 16];
+            for slot in &c.emitted.varyings {
+                let vals = env
+                    .inputs
+                    .get(slot)
+                    .ok_or_else(|| format!("no values for input slot {slot}"))?;
+                let v: [u32; 16] = std::array::from_fn(|l| vals[l]);
+                m.qpus[q].varyings.push_back((v, [0; 16]));
+            }
+            m.run(STEP_LIMIT)
+                .map_err(|e| format!("simulator at batch ({x0}, {y0}): {e:?}"))?;
+            out.instructions += m.qpus[q].instructions;
+            for (l, &(x, y)) in lanes.iter().enumerate() {
+                if x >= w || y >= h {
+                    continue;
+                }
+                let i = (y * w + x) as usize;
+                out.simulated[i] = m.tlb.color_at(x, y).to_le_bytes();
+                if want.discarded.get(l).copied().unwrap_or(false) {
+                    continue;
+                }
+                let mut px = [0u8; 4];
+                for &(slot, comp) in &colour {
+                    let v = want
+                        .slots
+                        .get(&slot)
+                        .and_then(|lanes| lanes.get(l).cloned().flatten())
+                        .and_then(|units| units.first().copied().flatten())
+                        .unwrap_or(0);
+                    px[comp as usize] = alu::pack_mul(4, v).0 as u8;
+                }
+                out.reference[i] = px;
+            }
+        }
+    }
+    for (i, (a, b)) in out.simulated.iter().zip(&out.reference).enumerate() {
+        let d = (0..4).map(|k| a[k].abs_diff(b[k])).max().unwrap_or(0);
+        out.max_difference = out.max_difference.max(d);
+        if d > 1 {
+            out.differing += 1;
+            if out.first_difference.is_none() {
+                out.first_difference = Some((i as u32 % w, i as u32 / w));
+            }
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every texel of a texture lies inside the bytes reserved for it.
+    #[test]
+    fn texture_bytes_cover_every_texel() {
+        for (w, h) in [
+            (1, 1),
+            (5, 3),
+            (16, 16),
+            (17, 17),
+            (33, 100),
+            (100, 37),
+            (64, 64),
+            (2048, 17),
+            (40, 2048),
+        ] {
+            let bytes = texture_bytes(w, h);
+            let mut seen = vec![false; (bytes / 4) as usize];
+            for y in 0..h {
+                for x in 0..w {
+                    let o = tmu::texel_offset(w, h, x, y);
+                    assert!(
+                        o + 4 <= bytes,
+                        "{w}x{h}: texel ({x}, {y}) at {o} of {bytes}"
+                    );
+                    assert!(
+                        !seen[(o / 4) as usize],
+                        "{w}x{h}: texel ({x}, {y}) shares {o}"
+                    );
+                    seen[(o / 4) as usize] = true;
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn parameter_1_reads_back_as_the_size() {
+        for (w, h) in [(1, 1), (100, 37), (2048, 2048), (2048, 5)] {
+            let c = tmu::TexConfig::from_params(0x10_0000, texture_p1(w, h));
+            assert_eq!((c.width, c.height, c.wrap_s, c.wrap_t), (w, h, 0, 0));
+            assert!(c.mag_nearest && c.min_nearest);
+        }
+    }
+
+    #[test]
+    fn checkerboard_alternates() {
+        let t = checkerboard(16, 16, 4);
+        assert_eq!(t.texels.len(), 256);
+        assert_eq!(t.texels[0], t.texels[8]);
+        assert_ne!(t.texels[0], t.texels[4]);
+        assert_ne!(t.texels[0], t.texels[4 * 16]);
+    }
+}
