@@ -280,10 +280,7 @@ fn generated_programs_agree() {
                     refused += 1;
                     eprintln!("seed {seed}: {m}");
                 }
-                // Allocations the checker rejects are the allocators' failures, not the
-                // emitter's: counted and listed (seed 96 with the SSA allocator is rejected right
-                // after instruction selection, before the interface pass; its generic program
-                // allocates).
+                // Allocations that fail are not the emitter's failures: counted and listed.
                 Err(kiln_vc4::compile::CompileError::Failed(m))
                     if m.starts_with("allocation: ") =>
                 {
@@ -302,9 +299,11 @@ fn generated_programs_agree() {
         compiled as u64 >= seeds * 19 / 10,
         "{compiled} compiled, {refused} refused"
     );
-    // 57 of 3,000 at 1,500 seeds.
+    // 12 of 3,000 at 1,500 seeds: 6 the checker cannot prove, 6 values the interface pass
+    // leaves live into the entry block (57 before the checker knew that a divergent loop's
+    // latch reaches the exit with no lane active).
     assert!(
-        rejected as u64 * 20 <= 2 * seeds,
+        rejected as u64 * 100 <= seeds,
         "{rejected} allocations rejected"
     );
 }
