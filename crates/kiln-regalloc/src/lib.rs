@@ -538,7 +538,7 @@ fn single_predecessor_phis(func: &mut Function, cfg: &Cfg, copy: Opcode) {
         }
         let phis: Vec<Inst> = block.insts.drain(..nphi).collect();
         let (moved, kept): (Vec<Inst>, Vec<Inst>) = phis.into_iter().partition(|i| single(i.op));
-        let copies = moved.into_iter().map(|phi| {
+        let make = |phi: &Inst| {
             let mut mov = Inst::new(copy);
             mov.flags.all_lanes = phi.op == Opcode::LinearPhi;
             mov.defs.push(Def::new(phi.defs[0].temp));
@@ -546,8 +546,23 @@ fn single_predecessor_phis(func: &mut Function, cfg: &Cfg, copy: Opcode) {
             op.flags = kiln_ir::OperandFlags::empty();
             mov.operands.push(op);
             mov
-        });
+        };
+        // A logical phi of a block whose linear predecessor is another block (the block after
+        // a divergent break) is copied at the end of its logical predecessor: a copy at the
+        // block's start would read the operand along a linear edge it may not be defined on.
+        let pred = cfg.logical.preds[b.index()].first().copied();
+        let at_pred = |phi: &Inst| {
+            phi.op != Opcode::LinearPhi
+                && cfg.linear.preds[b.index()] != cfg.logical.preds[b.index()]
+        };
+        let (early, here): (Vec<Inst>, Vec<Inst>) = moved.into_iter().partition(|i| at_pred(i));
+        let copies: Vec<Inst> = here.iter().map(make).collect();
         block.insts.splice(0..0, kept.into_iter().chain(copies));
+        if let (Some(p), false) = (pred, early.is_empty()) {
+            let insts = &mut func.blocks[p.index()].insts;
+            let end = insts.len() - insts.last().is_some_and(|i| i.op.is_terminator()) as usize;
+            insts.splice(end..end, early.iter().map(make));
+        }
     }
 }
 

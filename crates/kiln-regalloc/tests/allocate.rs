@@ -374,6 +374,47 @@ fn graph_allocator_programs_agree_more() {
     );
 }
 
+/// Scalar programs without constraints (the form vc4's back end gives the allocators), both
+/// allocators: a phi of a block after a divergent break reads a linear value that only its
+/// logical predecessor defines (generated seeds 722, 1247 and 1439 found it).
+#[test]
+fn scalar_programs_allocate_and_agree() {
+    let mut failures = Vec::new();
+    for seed in 0..1500u64 {
+        let cfg = GenConfig {
+            vectors: false,
+            constraints: false,
+            size: 50 + (seed as usize % 4) * 20,
+            ..GenConfig::new(seed)
+        };
+        let func = generate(&cfg);
+        for allocator in [
+            kiln_regalloc::Allocator::Ssa,
+            kiln_regalloc::Allocator::Graph,
+        ] {
+            let options = RaOptions {
+                allocator,
+                check: true,
+                ..RaOptions::default()
+            };
+            let mut alloc = func.clone();
+            match allocate(&mut alloc, &options) {
+                Ok(_) => {
+                    let env = Env::for_function(&func, 16, seed);
+                    if let Err(m) = compare(&func, &alloc, &env) {
+                        failures.push(format!("seed {seed} {allocator:?}: {m}"));
+                    }
+                }
+                Err(kiln_regalloc::RaError::Check(e)) => {
+                    unproven_must_agree(seed, &func, &options, &e[0], &mut failures);
+                }
+                Err(e) => failures.push(format!("seed {seed} {allocator:?}: {e}")),
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", report(&failures, None));
+}
+
 /// The colouring alone, against `kiln_analysis::Interference` (tested against the path
 /// oracle): no two interfering temps get overlapping colours, and with a roomy budget every
 /// node gets one.
