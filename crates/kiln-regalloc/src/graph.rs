@@ -245,12 +245,6 @@ impl Sets {
             })
             .chain(std::iter::repeat_n(0, total - n))
             .collect();
-        let grow = |v: &[u32]| -> Vec<u32> {
-            v.iter()
-                .copied()
-                .chain(std::iter::repeat_n(0, total - n))
-                .collect()
-        };
         Sets {
             temps: n,
             mark: vec![0; total],
@@ -260,26 +254,11 @@ impl Sets {
             // A vector operand's own id is a member of its set, so that `rep` finds it.
             members: (0..total as u32).map(|t| vec![t]).collect(),
             class,
-            adj: graph
-                .adj
-                .iter()
-                .cloned()
-                .chain(std::iter::repeat_n(Vec::new(), total - n))
-                .collect(),
+            adj: extended(&graph.adj, Vec::new(), total),
             pressure,
-            length: grow(&graph.length),
-            order: graph
-                .order
-                .iter()
-                .copied()
-                .chain(std::iter::repeat_n(u32::MAX, total - n))
-                .collect(),
-            weight: graph
-                .weight
-                .iter()
-                .copied()
-                .chain(std::iter::repeat_n(0.0, total - n))
-                .collect(),
+            length: extended(&graph.length, 0, total),
+            order: extended(&graph.order, u32::MAX, total),
+            weight: extended(&graph.weight, 0.0, total),
         }
     }
 
@@ -710,6 +689,14 @@ impl Sets {
             stats: ColourStats::default(),
         }
     }
+}
+
+/// `v` followed by `fill` up to `total` entries (the vector operands' sets after the temps).
+fn extended<T: Clone>(v: &[T], fill: T, total: usize) -> Vec<T> {
+    let mut out = Vec::with_capacity(total);
+    out.extend_from_slice(v);
+    out.resize(total, fill);
+    out
 }
 
 /// A spill cost ordered as a number (never NaN: weights and degrees are positive).
