@@ -13,7 +13,17 @@
 //! - a file register is not read by the instruction after the one that wrote it: a `nop` goes
 //!   between;
 //! - an SFU result is read from r4 in the third instruction after the SFU write;
-//! - every branch has three delay slots (`nop`s), its target relocated when the layout is known.
+//! - every branch has three delay slots (`nop`s), its target relocated when the layout is known;
+//! - no uniform is read (by an ALU operand or a TMU write) in the two instructions after a write
+//!   of the uniforms address.
+//!
+//! **The uniform stream** is a FIFO, read where the function reads it, inside control flow too,
+//! after Mesa's `qir_emit_uniform_stream_resets` (`vc4_qir_lower_uniforms.c`): a block that can
+//! be entered other than by falling through from a block that goes nowhere else first points
+//! the stream at its own reads (`uniforms_address = offset + unif`, the uniform being the
+//! stream's own address, [`Uniform::StreamAddress`]). The reset reads whichever entry is next
+//! when control arrives: every block's reads are followed in the table by the next reset's
+//! entry, or by a final [`Uniform::StreamAddress`], so that entry always holds the address.
 //!
 //! **Control flow.** A uniform `if` or loop becomes QPU branches on the condition of the
 //! active lanes. Divergent control flow uses Mesa's execute mask in ra13: 0 in a lane that
@@ -184,6 +194,27 @@ fn file_reads(i: &Instr) -> Vec<(bool, u8)> {
     out
 }
 
+/// Whether an instruction takes the next uniform: an ALU operand read of the uniform address,
+/// or a TMU coordinate write (which takes a configuration uniform).
+fn reads_uniform(i: &Instr) -> bool {
+    let Instr::Alu(a) = i else {
+        return false;
+    };
+    let mut muxes = Vec::new();
+    if a.op_add != AddOp::Nop {
+        muxes.extend([a.add_a, a.add_b]);
+    }
+    if a.op_mul != MulOp::Nop {
+        muxes.extend([a.mul_a, a.mul_b]);
+    }
+    let tmu = |w: u8| (waddr::TMU0_S..=waddr::TMU1_B).contains(&w);
+    muxes.iter().any(|&m| {
+        (m == Mux::A && a.raddr_a == raddr::UNIFORM)
+            || (m == Mux::B && a.sig != Signal::SmallImm && a.raddr_b == raddr::UNIFORM)
+    }) || (a.op_add != AddOp::Nop && tmu(a.w.waddr_add))
+        || (a.op_mul != MulOp::Nop && tmu(a.w.waddr_mul))
+}
+
 /// The file registers an instruction writes (true = A).
 fn file_writes(i: &Instr) -> Vec<(bool, u8)> {
     let mut out = Vec::new();
@@ -210,8 +241,13 @@ struct Emitter<'a> {
     masked: Vec<bool>,
     /// Blocks whose start wakes the lanes waiting for them.
     wakes: Vec<bool>,
-    /// Blocks outside every if and loop: they run exactly once.
-    once: Vec<bool>,
+    /// Blocks entered only by falling through from the previous block, which goes nowhere
+    /// else: the uniform stream needs no reset there.
+    falls_through: Vec<bool>,
+    /// The uniform stream is at the next entry of the table (no reset needed before a read).
+    stream_known: bool,
+    /// No uniform may be read before this instruction index (a uniforms-address write).
+    uniform_fence: usize,
     exec: bool,
     out: Vec<Instr>,
     labels: Vec<Option<usize>>,
@@ -230,8 +266,6 @@ struct Emitter<'a> {
     vpm_setup: bool,
     /// The function discards lanes (seen a `discard`).
     discards: bool,
-    /// The uniform stream points away from the main stream (a lookup inside control flow).
-    stream_moved: bool,
     /// The lookup whose texel r4 holds: (unit, s, t), valid until the next other instruction.
     tex_in_r4: Option<(u32, Src, Src)>,
     /// VPM attribute reads: done so far, and in all.
@@ -267,16 +301,19 @@ pub fn emit(func: &Function, info: &ShaderInfo, mode: OutputMode) -> Result<Emit
             wakes[l.exit.index()] = true;
         }
     }
-    let mut once = vec![true; n];
-    for i in &cfg.ifs {
-        for o in &mut once[i.then_start.index()..i.endif.index()] {
-            *o = false;
-        }
-    }
-    for l in &cfg.loops {
-        for o in &mut once[l.header.index()..l.exit.index()] {
-            *o = false;
-        }
+    let mut falls_through: Vec<bool> = (0..n)
+        .map(|b| {
+            b > 0
+                && [&cfg.logical, &cfg.linear].iter().all(|edges| {
+                    edges.preds[b].iter().all(|p| p.index() == b - 1)
+                        && edges.succs[b - 1].iter().all(|s| s.index() == b)
+                })
+        })
+        .collect();
+    // The branches over a divergent if's sides that no lane runs.
+    for i in cfg.ifs.iter().filter(|i| i.divergent) {
+        falls_through[i.else_start.index()] = false;
+        falls_through[i.endif.index()] = false;
     }
     let exec = crate::interface::needs_exec(func, &cfg);
     // After a discard, discarded lanes wait for no block: everything after runs masked.
@@ -304,7 +341,9 @@ pub fn emit(func: &Function, info: &ShaderInfo, mode: OutputMode) -> Result<Emit
         cfg,
         masked,
         wakes,
-        once,
+        falls_through,
+        stream_known: true,
+        uniform_fence: 0,
         exec,
         out: Vec::new(),
         labels: vec![None; n],
@@ -316,7 +355,6 @@ pub fn emit(func: &Function, info: &ShaderInfo, mode: OutputMode) -> Result<Emit
         w_in_rb14: false,
         mode,
         tex_in_r4: None,
-        stream_moved: false,
         discards: false,
         packing: false,
         vpm_setup: false,
@@ -349,6 +387,11 @@ impl Emitter<'_> {
     /// Appends `i`, with a `nop` first when it reads a file register the previous instruction
     /// wrote.
     fn push(&mut self, i: Instr) {
+        if reads_uniform(&i) {
+            while self.out.len() < self.uniform_fence {
+                self.out.push(Instr::nop());
+            }
+        }
         if let Some(prev) = self.out.last() {
             let w = file_writes(prev);
             if file_reads(&i).iter().any(|r| w.contains(r)) {
@@ -573,6 +616,16 @@ impl Emitter<'_> {
             self.tex_in_r4 = None;
             let block = func.block(b);
             let nphi = block.phi_count();
+            if !self.falls_through[b.index()] && b.index() > 0 {
+                self.stream_known = false;
+                // Reset first, so that the block's own code covers the two instructions after.
+                if block.insts.iter().any(|i| {
+                    i.op == Opcode::Uniform
+                        || matches!(i.op, Opcode::Target(t) if t.0.unit == "tmu")
+                }) {
+                    self.reset_uniform_stream()?;
+                }
+            }
             if self.wakes[b.index()] {
                 self.wake(b)?;
             }
@@ -598,14 +651,52 @@ impl Emitter<'_> {
                 }
             }
         }
+        // A reset reads the entry after the last reads that ran: one more for the last reads.
+        if self.uniforms.contains(&Uniform::StreamAddress) {
+            self.uniforms.push(Uniform::StreamAddress);
+        }
         // Relocate: relative branches count from the branch + 4 instructions.
         for &(at, target) in &self.branches {
+            if self.falls_through[target.index()] {
+                let from = self.labels.iter().rposition(|l| l.is_some_and(|l| l <= at));
+                return Err(internal(format!(
+                    "a branch from bb{} to {target}, which was laid out as entered only by falling through",
+                    from.unwrap_or(0)
+                )));
+            }
             let to = self.labels[target.index()].ok_or_else(|| internal("unplaced block"))?;
             let imm = 8 * (to as i64 - (at as i64 + 4));
             if let Instr::Branch(br) = &mut self.out[at] {
                 br.imm = imm as i32;
             }
         }
+        Ok(())
+    }
+
+    /// Points the uniform stream at the next entry of the table (Mesa's `QOP_UNIFORMS_RESET`):
+    /// `uniforms_address = 4 × (k + 1) + unif`, the uniform at k being the stream's address.
+    fn reset_uniform_stream(&mut self) -> Result<(), EmitError> {
+        let next = 4 * (self.uniforms.len() as u32 + 1);
+        self.uniforms.push(Uniform::StreamAddress);
+        self.push(builder::load_imm(Reg::Acc(5), next)?);
+        self.push_alu(builder::qpu_a(
+            AddOp::Add,
+            Reg::Io(waddr::UNIFORMS_ADDRESS),
+            Reg::Acc(5),
+            Reg::ReadA(raddr::UNIFORM),
+        )?);
+        self.uniform_fence = self.out.len() + 2;
+        self.stream_known = true;
+        Ok(())
+    }
+
+    /// Records that the next instruction takes uniform `u`, resetting the stream first when
+    /// its position is not known here.
+    fn take_uniform(&mut self, u: Uniform) -> Result<(), EmitError> {
+        if !self.stream_known {
+            self.reset_uniform_stream()?;
+        }
+        self.uniforms.push(u);
         Ok(())
     }
 
@@ -616,21 +707,8 @@ impl Emitter<'_> {
         match inst.op {
             Opcode::Input => self.input(inst),
             Opcode::Uniform => {
-                // The stream is a FIFO: every read must run exactly once, in order.
-                if !self.once[b.index()] {
-                    return Err(EmitError::Unsupported(
-                        "a uniform read inside control flow (rematerialised by the allocator)"
-                            .into(),
-                    ));
-                }
-                if self.stream_moved {
-                    return Err(EmitError::Unsupported(
-                        "a uniform read after a texture lookup inside control flow (rematerialised by the allocator)"
-                            .into(),
-                    ));
-                }
                 let d = self.def_reg(inst, 0)?;
-                self.uniforms.push(Uniform::of_slot(inst.imms[0]));
+                self.take_uniform(Uniform::of_slot(inst.imms[0]))?;
                 let cond = self.write_cond(b, inst)?;
                 self.push_alu(builder::mov(d, Reg::ReadA(raddr::UNIFORM))?.cond_add(cond));
                 Ok(())
@@ -804,34 +882,18 @@ impl Emitter<'_> {
                 "qpu_tex with a unit or component that is not constant",
             ));
         };
-        let at = srcs.get(4).copied();
-        if at.is_none() && !self.once[b.index()] {
-            return Err(internal(
-                "a lookup from the main uniform stream inside control flow",
-            ));
-        }
         let d = self.def_reg(inst, 0)?;
         let key = (unit, srcs[2], srcs[3]);
         // The texel of the previous lookup is still in r4 when the previous instruction was a
         // lookup at the same coordinates (another component of one sample).
         if self.tex_in_r4 != Some(key) {
-            if let Some(a) = at {
-                // The configuration words from their own address; no uniform read in the next
-                // two instructions.
-                let r = self.place(&[a])?[0];
-                self.push_alu(builder::mov(Reg::Io(waddr::UNIFORMS_ADDRESS), r)?);
-                self.stream_moved = true;
-                self.nop();
-                self.nop();
-            }
+            // Each coordinate write takes a configuration uniform: P0 with t, P1 with s.
+            self.take_uniform(Uniform::TextureP0(unit))?;
+            self.uniforms.push(Uniform::TextureP1(unit));
             let t = self.place(&[srcs[3]])?[0];
             self.push_alu(builder::mov(Reg::Io(waddr::TMU0_T), t)?);
             let s = self.place(&[srcs[2]])?[0];
             self.push_alu(builder::mov(Reg::Io(waddr::TMU0_S), s)?);
-            if at.is_none() {
-                self.uniforms.push(Uniform::TextureP0(unit));
-                self.uniforms.push(Uniform::TextureP1(unit));
-            }
             let mut ld = AluInstr::nop();
             ld.sig = Signal::LoadTmu0;
             self.push_alu(ld);
@@ -1082,7 +1144,9 @@ impl Emitter<'_> {
                     return Ok(());
                 }
                 if inst.op == Opcode::Break {
-                    self.branch(BranchCond::Always, exit);
+                    if exit != next {
+                        self.branch(BranchCond::Always, exit);
+                    }
                     return Ok(());
                 }
                 // A uniform back edge.

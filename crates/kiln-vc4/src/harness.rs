@@ -99,14 +99,12 @@ pub fn simulate(
 ) -> Result<SimOutput, String> {
     let words = em.words();
     let mut m = Machine::new(MEM, Program::new(BASE, &words));
-    let mut stream = crate::uniforms::stream(&em.uniforms, |s| env.uniforms.get(&s).copied());
+    let mut stream =
+        crate::uniforms::stream(&em.uniforms, UNIFORMS, |s| env.uniforms.get(&s).copied());
     // Textures: each unit's procedural texture (the interpreter's), RGBA8888 in LT format at
     // its own 4 KiB page; nearest filtering, repeat.
     for (k, u) in em.uniforms.iter().enumerate() {
-        let (Uniform::TextureP0(unit)
-        | Uniform::TextureP1(unit)
-        | Uniform::TextureConfigAddress(unit)) = *u
-        else {
+        let (Uniform::TextureP0(unit) | Uniform::TextureP1(unit)) = *u else {
             continue;
         };
         let base = TEXTURES + 0x1000 * (unit & 0xff);
@@ -122,15 +120,7 @@ pub fn simulate(
         let p1 = (tex.height << 20) | (tex.width << 8) | (1 << 7) | (1 << 4);
         stream[k] = match u {
             Uniform::TextureP0(_) => base,
-            Uniform::TextureP1(_) => p1,
-            _ => {
-                // The two words at the end of the texture's page.
-                let at = base + 0xff8;
-                m.mem
-                    .write_words(at, &[base, p1])
-                    .ok_or("texture outside memory")?;
-                at
-            }
+            _ => p1,
         };
     }
     m.mem

@@ -6,9 +6,8 @@
 //! - Varyings come from a FIFO: each read pops the next one. Every `input` moves to the start
 //!   of the entry block, one per slot (later reads of a slot read the first), so the emitter
 //!   reads each exactly once, in order, before any branch.
-//! - Uniforms come from a FIFO too: a `uniform` inside an if or a loop (which may run never or
-//!   many times) moves to the entry block after the inputs; the others, which run exactly once,
-//!   stay where they are. The uniform table is then the order of reads.
+//! - Uniforms come from a FIFO too, but they stay where they are: the emitter resets the stream
+//!   where control joins (`crate::emit`).
 //! - Outputs are written once, at the end: every `output` must be in the last block and moves
 //!   to just before its `return`, where the emitter packs the colour for the tile buffer.
 //! - No value may live in r4 (no ALU op writes it; SFU results are moved out of it): every
@@ -179,29 +178,13 @@ pub fn prepare(func: &mut Function, info: &ShaderInfo) -> Result<(), Unsupported
         return Err(Unsupported(refused.into_iter().collect()));
     }
 
-    // Inputs first (one per slot), then uniforms, at the top of the entry block.
+    // Inputs first (one per slot), at the top of the entry block.
     let mut inputs: BTreeMap<u32, Inst> = BTreeMap::new();
-    let mut uniforms: Vec<Inst> = Vec::new();
     let mut rename: BTreeMap<Temp, Temp> = BTreeMap::new();
-    // Blocks outside every if and loop run exactly once: their uniform reads stay.
-    let mut once = vec![true; func.blocks.len()];
-    for i in &cfg.ifs {
-        once[i.then_start.index()..i.endif.index()].fill(false);
-    }
-    for l in &cfg.loops {
-        once[l.header.index()..l.exit.index()].fill(false);
-    }
-    // Lookups that point the uniform stream elsewhere (`crate::texture::TEX_AT`): every read of
-    // the main stream goes first.
-    let stream_moves =
-        func.blocks.iter().flat_map(|b| &b.insts).any(
-            |i| matches!(i.op, Opcode::Target(t) if std::ptr::eq(t.0, &crate::texture::TEX_AT)),
-        );
-    for (b, block) in func.blocks.iter_mut().enumerate() {
+    for block in func.blocks.iter_mut() {
         let mut kept = Vec::with_capacity(block.insts.len());
         for inst in block.insts.drain(..) {
             match inst.op {
-                Opcode::Uniform if once[b] && !stream_moves => kept.push(inst),
                 Opcode::Input => match inputs.get(&inst.imms[0]) {
                     Some(first) => {
                         rename.insert(inst.defs[0].temp, first.defs[0].temp);
@@ -210,7 +193,6 @@ pub fn prepare(func: &mut Function, info: &ShaderInfo) -> Result<(), Unsupported
                         inputs.insert(inst.imms[0], inst);
                     }
                 },
-                Opcode::Uniform => uniforms.push(inst),
                 _ => kept.push(inst),
             }
         }
@@ -222,7 +204,6 @@ pub fn prepare(func: &mut Function, info: &ShaderInfo) -> Result<(), Unsupported
         .into_values()
         .partition(|i| matches!(info.inputs.get(&i.imms[0]), Some(InputKind::FragCoord(_))));
     head.extend(rest);
-    head.extend(uniforms);
     entry.splice(0..0, head);
     if !rename.is_empty() {
         for inst in func.blocks.iter_mut().flat_map(|b| b.insts.iter_mut()) {

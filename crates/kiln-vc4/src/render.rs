@@ -129,9 +129,7 @@ fn units(c: &Compiled) -> Vec<u32> {
         .uniforms
         .iter()
         .filter_map(|u| match *u {
-            Uniform::TextureP0(k) | Uniform::TextureP1(k) | Uniform::TextureConfigAddress(k) => {
-                Some(k)
-            }
+            Uniform::TextureP0(k) | Uniform::TextureP1(k) => Some(k),
             _ => None,
         })
         .collect();
@@ -173,40 +171,29 @@ pub fn render(c: &Compiled, reference: &Function, r: &RenderInputs) -> Result<Re
         }
         textures.insert(u, tex);
     }
-    // Memory: code, uniforms, then each texture on 4 KiB pages followed by a page holding its
-    // two configuration words.
+    // Memory: code, uniforms, then each texture on 4 KiB pages.
     let mut layout = BTreeMap::new();
     let mut next = TEXTURES;
     for (&u, tex) in &textures {
         let bytes = texture_bytes(tex.width, tex.height).next_multiple_of(4096);
-        layout.insert(u, (next, next + bytes));
-        next += bytes + 4096;
+        layout.insert(u, next);
+        next += bytes;
     }
     let words = c.emitted.words();
     let mut m = Machine::new(next as usize, Program::new(BASE, &words));
     for (&u, tex) in &textures {
-        upload(&mut m, layout[&u].0, tex)?;
+        upload(&mut m, layout[&u], tex)?;
     }
-    let mut stream = crate::uniforms::stream(&c.emitted.uniforms, |s| r.uniforms.get(&s).copied());
+    let mut stream =
+        crate::uniforms::stream(&c.emitted.uniforms, UNIFORMS, |s| r.uniforms.get(&s).copied());
     for (k, u) in c.emitted.uniforms.iter().enumerate() {
-        let (Uniform::TextureP0(unit)
-        | Uniform::TextureP1(unit)
-        | Uniform::TextureConfigAddress(unit)) = *u
-        else {
+        let (Uniform::TextureP0(unit) | Uniform::TextureP1(unit)) = *u else {
             continue;
         };
         let tex = &textures[&unit];
-        let (base, config) = layout[&unit];
-        let p1 = texture_p1(tex.width, tex.height);
         stream[k] = match u {
-            Uniform::TextureP0(_) => base,
-            Uniform::TextureP1(_) => p1,
-            _ => {
-                m.mem
-                    .write_words(config, &[base, p1])
-                    .ok_or("texture configuration outside memory")?;
-                config
-            }
+            Uniform::TextureP0(_) => layout[&unit],
+            _ => texture_p1(tex.width, tex.height),
         };
     }
     if UNIFORMS as usize + 4 * stream.len() > TEXTURES as usize {

@@ -21,17 +21,10 @@
 //! configuration words come from the driver ([`crate::uniforms::Uniform::TextureP0`]); the
 //! harness binds the procedural texture as RGBA8888 in LT format, nearest, repeat. Only 2D
 //! sampling with an implicit level is handled.
-//!
-//! The TMU takes its configuration from the uniform stream, a FIFO, so a lookup in a block that
-//! may run never or many times cannot take it from the main stream. When a function has such a
-//! lookup, every lookup gets a fifth operand, the address of its unit's two configuration words
-//! (a uniform, [`CONFIG`]` + unit`, read up front like every other uniform then), and the
-//! emitter points the uniform stream there before the lookup (`qpu_tex_at`, [`TEX_AT`]): the
-//! reads of the main stream are all done by then (the interface pass moves every uniform read
-//! to the entry block in such functions).
+
 
 use crate::isel::Unsupported;
-use kiln_ir::{Cfg, Function, Inst, Opcode, Operand, TargetOp, TargetOpInfo, Temp, Value};
+use kiln_ir::{Function, Inst, Opcode, Operand, TargetOp, TargetOpInfo, Temp, Value};
 use std::collections::BTreeMap;
 
 /// Texel index of coordinate `c` on an axis of `n` texels, as the TMU computes it (nearest,
@@ -65,22 +58,6 @@ pub static TEX: TargetOpInfo = TargetOpInfo {
     eval: Some(eval),
 };
 
-/// `qpu_tex_at U, k, s, t, a`: the same, with the configuration words read from address `a` (a
-/// lookup inside control flow, where the uniform stream cannot be followed).
-pub static TEX_AT: TargetOpInfo = TargetOpInfo {
-    info: kiln_ir::OpInfo::target(
-        "qpu_tex_at",
-        kiln_ir::Arity::Fixed(1),
-        kiln_ir::Arity::Fixed(5),
-        0,
-    ),
-    ..TEX
-};
-
-/// Uniform slots (`CONFIG + unit`) holding the address of a unit's two configuration words, for
-/// lookups inside control flow ([`crate::uniforms::Uniform::TextureConfigAddress`]).
-pub const CONFIG: u32 = 0xffff_1000;
-
 /// A placeholder left by [`hide`]: its temp, texture unit and component.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Hidden {
@@ -101,14 +78,6 @@ pub fn hide(func: &mut Function) -> Result<Vec<Hidden>, Unsupported> {
     if !has_tex {
         return Ok(Vec::new());
     }
-    let cfg = Cfg::compute(func).map_err(|e| Unsupported(vec![e.message]))?;
-    let mut once = vec![true; func.blocks.len()];
-    for i in &cfg.ifs {
-        once[i.then_start.index()..i.endif.index()].fill(false);
-    }
-    for l in &cfg.loops {
-        once[l.header.index()..l.exit.index()].fill(false);
-    }
     // Uses of each texture result.
     let mut uses: BTreeMap<Temp, usize> = BTreeMap::new();
     for inst in func.blocks.iter().flat_map(|b| &b.insts) {
@@ -117,8 +86,7 @@ pub fn hide(func: &mut Function) -> Result<Vec<Hidden>, Unsupported> {
         }
     }
     let mut samples: BTreeMap<Temp, (u32, Operand, Operand)> = BTreeMap::new();
-    let mut in_flow = false;
-    for (b, block) in func.blocks.iter().enumerate() {
+    for block in &func.blocks {
         for inst in &block.insts {
             match inst.op {
                 Opcode::TextureFetch => refused.push("texel fetches (texture_fetch)".to_string()),
@@ -128,7 +96,6 @@ pub fn hide(func: &mut Function) -> Result<Vec<Hidden>, Unsupported> {
                             "texture sampling other than 2D with an implicit level".to_string(),
                         );
                     } else {
-                        in_flow |= !once[b];
                         let t = inst.defs[0].temp;
                         if uses.get(&t).copied().unwrap_or(0) > 1 {
                             refused.push("a texture result used whole".to_string());
@@ -154,24 +121,6 @@ pub fn hide(func: &mut Function) -> Result<Vec<Hidden>, Unsupported> {
         return Err(Unsupported(refused));
     }
     let mut hidden = Vec::new();
-    let splits = func
-        .blocks
-        .iter()
-        .flat_map(|b| &b.insts)
-        .filter(|i| {
-            i.op == Opcode::SplitVector
-                && i.operands
-                    .first()
-                    .and_then(Operand::temp_id)
-                    .is_some_and(|t| samples.contains_key(&t))
-        })
-        .count();
-    let s1 = func.target.class(kiln_ir::GenericTarget::S, 1);
-    let mut new_temps: Vec<Temp> = if in_flow {
-        (0..splits).map(|_| func.new_temp(s1)).collect()
-    } else {
-        Vec::new()
-    };
     for block in func.blocks.iter_mut() {
         let mut out = Vec::with_capacity(block.insts.len());
         for inst in block.insts.drain(..) {
@@ -185,23 +134,11 @@ pub fn hide(func: &mut Function) -> Result<Vec<Hidden>, Unsupported> {
                         .is_some_and(|t| samples.contains_key(&t)) =>
                 {
                     let (unit, s, t) = samples[&inst.operands[0].temp_id().expect("temp")];
-                    // Lookups inside control flow read their configuration from a block of
-                    // their own (see `CONFIG`): its address is a uniform read up front.
-                    let third = if in_flow {
-                        let a = new_temps.pop().expect("one address temp per split");
-                        let mut u = Inst::new(Opcode::Uniform);
-                        u.imms.push(CONFIG + unit);
-                        u.defs.push(kiln_ir::Def::new(a));
-                        out.push(u);
-                        Operand::temp(a)
-                    } else {
-                        Operand::constant(0)
-                    };
                     for (k, d) in inst.defs.iter().enumerate() {
                         let mut p = Inst::new(Opcode::Sel);
                         p.flags = inst.flags;
                         p.defs.push(kiln_ir::Def::new(d.temp));
-                        p.operands.extend([clean(s), clean(t), third]);
+                        p.operands.extend([clean(s), clean(t), Operand::constant(0)]);
                         out.push(p);
                         hidden.push(Hidden {
                             temp: d.temp,
@@ -239,9 +176,8 @@ pub fn reveal(func: &mut Function, hidden: &[Hidden]) -> Result<(), Unsupported>
         let Some(h) = inst.defs.first().and_then(|d| by_temp.get(&d.temp)) else {
             continue;
         };
-        let (s, t, a) = (inst.operands[0], inst.operands[1], inst.operands[2]);
-        let at = a.temp_id().is_some();
-        inst.op = Opcode::Target(TargetOp(if at { &TEX_AT } else { &TEX }));
+        let (s, t) = (inst.operands[0], inst.operands[1]);
+        inst.op = Opcode::Target(TargetOp(&TEX));
         inst.operands.clear();
         inst.operands.extend([
             Operand::constant(h.unit),
@@ -249,9 +185,6 @@ pub fn reveal(func: &mut Function, hidden: &[Hidden]) -> Result<(), Unsupported>
             clean(s),
             clean(t),
         ]);
-        if at {
-            inst.operands.push(clean(a));
-        }
         found += 1;
     }
     if found != hidden.len() {

@@ -3,9 +3,9 @@
 //!
 //! The QPU reads uniforms as a FIFO: every read of the uniform address pops the next 32-bit word,
 //! whatever the instruction does with it. An emitted program therefore comes with a table that
-//! names, for each read in program order, what the driver must put there. kiln's emitter reads
-//! every uniform exactly once, in straight-line code before any branch (the interface pass moves
-//! the reads there), so the table is also the stream.
+//! names, for each read in program order, what the driver must put there; the table is also the
+//! stream. Blocks that control can reach other than by falling through point the stream back at
+//! their own entries first ([`Uniform::StreamAddress`], see `crate::emit`).
 
 use serde::Serialize;
 
@@ -26,20 +26,17 @@ pub enum Uniform {
     /// each lookup.
     TextureP0(u32),
     TextureP1(u32),
-    /// The address of a unit's two configuration words (P0, P1) in memory, for lookups that
-    /// point the stream there (read at IR uniform slot `crate::texture::CONFIG + unit`).
-    TextureConfigAddress(u32),
+    /// The address of the uniform stream itself (Mesa `QUNIFORM_UNIFORMS_ADDRESS`), read by the
+    /// stream resets at block starts.
+    StreamAddress,
 }
 
 impl Uniform {
     /// The table entry for an IR `uniform SLOT`.
     pub fn of_slot(slot: u32) -> Uniform {
         let k = slot.wrapping_sub(crate::vertex::VIEWPORT_X_SCALE);
-        let t = slot.wrapping_sub(crate::texture::CONFIG);
         if k < 4 {
             Uniform::Viewport(k)
-        } else if t < 0x1000 {
-            Uniform::TextureConfigAddress(t)
         } else {
             Uniform::User(slot)
         }
@@ -48,28 +45,30 @@ impl Uniform {
     /// The IR uniform slot whose value the entry carries (none for constants).
     pub fn slot(self) -> Option<u32> {
         match self {
-            Uniform::Constant(_) => None,
+            Uniform::Constant(_) | Uniform::StreamAddress => None,
             Uniform::User(s) => Some(s),
             Uniform::Viewport(k) => Some(crate::vertex::VIEWPORT_X_SCALE + k),
             Uniform::TextureP0(_) | Uniform::TextureP1(_) => None,
-            Uniform::TextureConfigAddress(u) => Some(crate::texture::CONFIG + u),
         }
     }
 }
 
 impl Uniform {
-    /// The word the driver writes, given the user uniform words (missing ones read 0).
-    pub fn value(self, user: impl Fn(u32) -> Option<u32>) -> u32 {
+    /// The word the driver writes, given the stream's address and the user uniform words
+    /// (missing ones read 0).
+    pub fn value(self, base: u32, user: impl Fn(u32) -> Option<u32>) -> u32 {
         match self {
             Uniform::Constant(c) => c,
+            Uniform::StreamAddress => base,
             u => u.slot().and_then(user).unwrap_or(0),
         }
     }
 }
 
-/// The stream for one run: each entry of `table` resolved against `user`.
-pub fn stream(table: &[Uniform], user: impl Fn(u32) -> Option<u32>) -> Vec<u32> {
-    table.iter().map(|u| u.value(&user)).collect()
+/// The stream for one run, placed at address `base`: each entry of `table` resolved against
+/// `user`.
+pub fn stream(table: &[Uniform], base: u32, user: impl Fn(u32) -> Option<u32>) -> Vec<u32> {
+    table.iter().map(|u| u.value(base, &user)).collect()
 }
 
 impl std::fmt::Display for Uniform {
@@ -79,7 +78,7 @@ impl std::fmt::Display for Uniform {
             Uniform::User(s) => write!(f, "uniform {s}"),
             Uniform::TextureP0(u) => write!(f, "texture {u} config p0"),
             Uniform::TextureP1(u) => write!(f, "texture {u} config p1"),
-            Uniform::TextureConfigAddress(u) => write!(f, "texture {u} config address"),
+            Uniform::StreamAddress => write!(f, "uniforms address"),
             Uniform::Viewport(k) => write!(
                 f,
                 "viewport {}",
@@ -95,9 +94,14 @@ mod tests {
 
     #[test]
     fn stream_resolves_user_words_and_constants() {
-        let table = [Uniform::User(3), Uniform::Constant(7), Uniform::User(9)];
-        let s = stream(&table, |k| (k == 3).then_some(42));
-        assert_eq!(s, vec![42, 7, 0]);
+        let table = [
+            Uniform::User(3),
+            Uniform::Constant(7),
+            Uniform::User(9),
+            Uniform::StreamAddress,
+        ];
+        let s = stream(&table, 0x400, |k| (k == 3).then_some(42));
+        assert_eq!(s, vec![42, 7, 0, 0x400]);
         assert_eq!(Uniform::User(2).to_string(), "uniform 2");
     }
 }

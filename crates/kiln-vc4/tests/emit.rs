@@ -412,12 +412,13 @@ bb0:
     assert!(harness::check(&c.ssa, &wrong, OutputMode::Vpm, &info).is_err());
 }
 
-/// Lookups inside divergent control flow and a loop: the uniform stream is pointed at each
-/// unit's configuration words before each lookup, every uniform read comes first.
+/// Lookups and uniform reads inside divergent control flow and a loop, where the uniform
+/// stream is reset: the program agrees, and an off-by-one reset offset is caught.
 #[test]
-fn texture_samples_inside_control_flow() {
-    let c = agrees(
-        "target generic(v=32, s=16)
+fn uniform_reads_and_samples_inside_control_flow() {
+    use kiln_vc4::isa::{Instr, waddr};
+    use kiln_vc4::uniforms::Uniform;
+    let text = "target generic(v=32, s=16)
 function @main {
 bb0:
     %0:v1 = input 0
@@ -430,7 +431,9 @@ bb1:
     %5:v1, %6:v1, %7:v1, %8:v1 = split_vector %4
     jump bb3
 bb2:
-    %9:v1 = fmul %0, %2
+    %24:s1 = uniform 2
+    %25:v1 = fmul %0, %24
+    %9:v1 = fmul %25, %2
     jump bb3
 bb3:
     %10:v1 = phi %6, %9
@@ -441,7 +444,9 @@ bb4:
     %13:s1 = linear_phi 0, %17
     %14:v4 = texture_sample 1, 0, %12, %0
     %15:v1, %18:v1, %19:v1, %20:v1 = split_vector %14
-    %16:v1 = fadd %12, %15
+    %26:s1 = uniform 3
+    %27:v1 = fmul %15, %26
+    %16:v1 = fadd %12, %27
     %17:s1 = iadd %13, 1
     %21:s1 = ile 3, %17
     if.uniform %21, bb5, bb6, bb6
@@ -451,19 +456,34 @@ bb6:
     continue bb4
 bb7:
     %22:v1 = phi %16
-    %23:v1 = fmul %22, %11
+    %28:s1 = uniform 4
+    %23:v1 = fmul %22, %28
     output 0, %10
     output 1, %23
     return
 }
-",
-    );
-    assert!(
-        c.emitted
-            .uniforms
-            .iter()
-            .any(|u| matches!(u, kiln_vc4::uniforms::Uniform::TextureConfigAddress(1)))
-    );
+";
+    let c = agrees(text);
+    let resets = c
+        .emitted
+        .uniforms
+        .iter()
+        .filter(|u| **u == Uniform::StreamAddress)
+        .count();
+    assert!(resets >= 3, "{:?}", c.emitted.uniforms);
+    // Mutation: the first reset points one entry too far.
+    let (_, info) = compile_text(text, Allocator::Graph, OutputMode::Vpm);
+    let (c, _) = compile_text(text, Allocator::Graph, OutputMode::Vpm);
+    let mut wrong = c.emitted.clone();
+    let k = wrong
+        .instrs
+        .iter()
+        .position(|i| matches!(i, Instr::LoadImm(l) if l.w.waddr_add == waddr::R5))
+        .expect("a reset");
+    if let Instr::LoadImm(l) = &mut wrong.instrs[k] {
+        l.imm += 4;
+    }
+    assert!(harness::check(&c.ssa, &wrong, OutputMode::Vpm, &info).is_err());
 }
 
 /// `discard`: discarded lanes stop (a later divergent loop does not wait for them) and keep the
