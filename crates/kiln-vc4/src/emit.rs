@@ -267,7 +267,7 @@ struct Emitter<'a> {
     /// The function discards lanes (seen a `discard`).
     discards: bool,
     /// The lookup whose texel r4 holds: (unit, s, t), valid until the next other instruction.
-    tex_in_r4: Option<(u32, Src, Src)>,
+    tex_in_r4: Option<(u32, Src, Src, Option<Src>)>,
     /// VPM attribute reads: done so far, and in all.
     attributes: u32,
     attribute_count: u32,
@@ -883,15 +883,32 @@ impl Emitter<'_> {
             ));
         };
         let d = self.def_reg(inst, 0)?;
-        let key = (unit, srcs[2], srcs[3]);
+        // A bias or an explicit level (`qpu_tex_b`): its mode.
+        let lod = srcs.get(4).copied();
+        let mode = inst.operands.get(5).and_then(|o| crate::texture::constant(&o.value));
+        let key = (unit, srcs[2], srcs[3], lod);
         // The texel of the previous lookup is still in r4 when the previous instruction was a
         // lookup at the same coordinates (another component of one sample).
         if self.tex_in_r4 != Some(key) {
-            // Each coordinate write takes a configuration uniform: P0 with t, P1 with s.
+            // Each coordinate write takes a configuration uniform, in Mesa's order (`ntq_emit_tex`):
+            // t with P0, then b with P1, then s with P2 for an explicit level (its `BSLOD`), a
+            // zero for a bias, or P1 without b.
             self.take_uniform(Uniform::TextureP0(unit))?;
             self.uniforms.push(Uniform::TextureP1(unit));
             let t = self.place(&[srcs[3]])?[0];
             self.push_alu(builder::mov(Reg::Io(waddr::TMU0_T), t)?);
+            if let Some(lod) = lod {
+                self.uniforms.push(if mode == Some(2) {
+                    Uniform::TextureP2 {
+                        unit,
+                        explicit_level: true,
+                    }
+                } else {
+                    Uniform::Constant(0)
+                });
+                let r = self.place(&[lod])?[0];
+                self.push_alu(builder::mov(Reg::Io(waddr::TMU0_B), r)?);
+            }
             let s = self.place(&[srcs[2]])?[0];
             self.push_alu(builder::mov(Reg::Io(waddr::TMU0_S), s)?);
             let mut ld = AluInstr::nop();
@@ -907,7 +924,8 @@ impl Emitter<'_> {
                 .cond_add(cond),
         );
         let ds = d_src_opt(d);
-        self.tex_in_r4 = (ds != Some(srcs[2]) && ds != Some(srcs[3])).then_some(key);
+        self.tex_in_r4 =
+            (ds != Some(srcs[2]) && ds != Some(srcs[3]) && (lod.is_none() || ds != lod)).then_some(key);
         Ok(())
     }
 

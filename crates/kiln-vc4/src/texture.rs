@@ -19,8 +19,8 @@
 //! coordinate to TMU0 (each write takes a configuration uniform, P0 then P1), `ldtmu0`, and the
 //! component moved out of r4 with the r4 unpack `8a`–`8d` (byte / 255 as a float). The
 //! configuration words come from the driver ([`crate::uniforms::Uniform::TextureP0`]); the
-//! harness binds the procedural texture as RGBA8888 in LT format, nearest, repeat. Only 2D
-//! sampling with an implicit level is handled.
+//! harness binds the procedural texture as RGBA8888 in LT format, nearest, repeat. 2D sampling
+//! with an implicit level, a bias or an explicit level ([`TEX_B`]) is handled.
 
 
 use crate::isel::Unsupported;
@@ -58,12 +58,27 @@ pub static TEX: TargetOpInfo = TargetOpInfo {
     eval: Some(eval),
 };
 
+/// `qpu_tex_b U, k, s, t, b, M`: the same with a bias (`M` = 1) or an explicit level (`M` = 2)
+/// written to the TMU's b register (Mesa's `txb` / `txl`). The test textures have one level, so
+/// the texel is the same (the interpreter's `texture_sample` ignores the mode too).
+pub static TEX_B: TargetOpInfo = TargetOpInfo {
+    info: kiln_ir::OpInfo::target(
+        "qpu_tex_b",
+        kiln_ir::Arity::Fixed(1),
+        kiln_ir::Arity::Fixed(6),
+        0,
+    ),
+    ..TEX
+};
+
 /// A placeholder left by [`hide`]: its temp, texture unit and component.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Hidden {
     pub temp: Temp,
     pub unit: u32,
     pub component: u32,
+    /// 0: implicit level; 1: bias; 2: explicit level (the third placeholder operand).
+    pub mode: u32,
 }
 
 /// Replaces the texture samples of a generic function by placeholders (see the module
@@ -85,22 +100,37 @@ pub fn hide(func: &mut Function) -> Result<Vec<Hidden>, Unsupported> {
             *uses.entry(t).or_default() += 1;
         }
     }
-    let mut samples: BTreeMap<Temp, (u32, Operand, Operand)> = BTreeMap::new();
+    // unit, mode, s, t, bias or level
+    type Sample = (u32, u32, Operand, Operand, Option<Operand>);
+    let mut samples: BTreeMap<Temp, Sample> = BTreeMap::new();
     for block in &func.blocks {
         for inst in &block.insts {
             match inst.op {
                 Opcode::TextureFetch => refused.push("texel fetches (texture_fetch)".to_string()),
                 Opcode::TextureSample => {
-                    if inst.imms.get(1) != Some(&0) || inst.operands.len() != 2 {
-                        refused.push(
-                            "texture sampling other than 2D with an implicit level".to_string(),
-                        );
+                    let mode = inst.imms.get(1).copied().unwrap_or(0);
+                    let two_d = match mode {
+                        0 => inst.operands.len() == 2,
+                        1 | 2 => inst.operands.len() == 3,
+                        _ => false,
+                    };
+                    if !two_d {
+                        refused.push(if mode == 3 {
+                            "texture sampling with explicit gradients".to_string()
+                        } else {
+                            "texture sampling other than 2D (cube, 3D, array or depth comparison)"
+                                .to_string()
+                        });
                     } else {
                         let t = inst.defs[0].temp;
                         if uses.get(&t).copied().unwrap_or(0) > 1 {
                             refused.push("a texture result used whole".to_string());
                         }
-                        samples.insert(t, (inst.imms[0], inst.operands[0], inst.operands[1]));
+                        let b = inst.operands.get(2).copied();
+                        samples.insert(
+                            t,
+                            (inst.imms[0], mode, inst.operands[0], inst.operands[1], b),
+                        );
                     }
                 }
                 Opcode::SplitVector => {}
@@ -133,17 +163,20 @@ pub fn hide(func: &mut Function) -> Result<Vec<Hidden>, Unsupported> {
                         .and_then(Operand::temp_id)
                         .is_some_and(|t| samples.contains_key(&t)) =>
                 {
-                    let (unit, s, t) = samples[&inst.operands[0].temp_id().expect("temp")];
+                    let (unit, mode, s, t, b) =
+                        samples[&inst.operands[0].temp_id().expect("temp")];
+                    let third = b.map_or(Operand::constant(0), clean);
                     for (k, d) in inst.defs.iter().enumerate() {
                         let mut p = Inst::new(Opcode::Sel);
                         p.flags = inst.flags;
                         p.defs.push(kiln_ir::Def::new(d.temp));
-                        p.operands.extend([clean(s), clean(t), Operand::constant(0)]);
+                        p.operands.extend([clean(s), clean(t), third]);
                         out.push(p);
                         hidden.push(Hidden {
                             temp: d.temp,
                             unit,
                             component: k as u32,
+                            mode,
                         });
                     }
                 }
@@ -176,8 +209,8 @@ pub fn reveal(func: &mut Function, hidden: &[Hidden]) -> Result<(), Unsupported>
         let Some(h) = inst.defs.first().and_then(|d| by_temp.get(&d.temp)) else {
             continue;
         };
-        let (s, t) = (inst.operands[0], inst.operands[1]);
-        inst.op = Opcode::Target(TargetOp(&TEX));
+        let (s, t, b) = (inst.operands[0], inst.operands[1], inst.operands[2]);
+        inst.op = Opcode::Target(TargetOp(if h.mode == 0 { &TEX } else { &TEX_B }));
         inst.operands.clear();
         inst.operands.extend([
             Operand::constant(h.unit),
@@ -185,6 +218,9 @@ pub fn reveal(func: &mut Function, hidden: &[Hidden]) -> Result<(), Unsupported>
             clean(s),
             clean(t),
         ]);
+        if h.mode != 0 {
+            inst.operands.extend([clean(b), Operand::constant(h.mode)]);
+        }
         found += 1;
     }
     if found != hidden.len() {

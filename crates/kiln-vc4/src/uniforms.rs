@@ -26,6 +26,9 @@ pub enum Uniform {
     /// each lookup.
     TextureP0(u32),
     TextureP1(u32),
+    /// Texture configuration parameter 2 of a unit (Mesa `QUNIFORM_TEXTURE_CONFIG_P2`): the
+    /// cube-map stride type, and `BSLOD` when the b register holds an explicit level.
+    TextureP2 { unit: u32, explicit_level: bool },
     /// The address of the uniform stream itself (Mesa `QUNIFORM_UNIFORMS_ADDRESS`), read by the
     /// stream resets at block starts.
     StreamAddress,
@@ -48,9 +51,15 @@ impl Uniform {
             Uniform::Constant(_) | Uniform::StreamAddress => None,
             Uniform::User(s) => Some(s),
             Uniform::Viewport(k) => Some(crate::vertex::VIEWPORT_X_SCALE + k),
-            Uniform::TextureP0(_) | Uniform::TextureP1(_) => None,
+            Uniform::TextureP0(_) | Uniform::TextureP1(_) | Uniform::TextureP2 { .. } => None,
         }
     }
+}
+
+/// Texture configuration parameter 2 (Mesa `write_texture_p2`): type `CUBE_MAP_STRIDE` (1) in
+/// bits 31:30, a zero stride, `BSLOD` in bit 0.
+pub fn texture_p2(explicit_level: bool) -> u32 {
+    (1 << 30) | explicit_level as u32
 }
 
 impl Uniform {
@@ -60,6 +69,7 @@ impl Uniform {
         match self {
             Uniform::Constant(c) => c,
             Uniform::StreamAddress => base,
+            Uniform::TextureP2 { explicit_level, .. } => texture_p2(explicit_level),
             u => u.slot().and_then(user).unwrap_or(0),
         }
     }
@@ -78,6 +88,14 @@ impl std::fmt::Display for Uniform {
             Uniform::User(s) => write!(f, "uniform {s}"),
             Uniform::TextureP0(u) => write!(f, "texture {u} config p0"),
             Uniform::TextureP1(u) => write!(f, "texture {u} config p1"),
+            Uniform::TextureP2 {
+                unit,
+                explicit_level,
+            } => write!(
+                f,
+                "texture {unit} config p2{}",
+                if *explicit_level { " (b is the level)" } else { "" }
+            ),
             Uniform::StreamAddress => write!(f, "uniforms address"),
             Uniform::Viewport(k) => write!(
                 f,

@@ -472,8 +472,7 @@ bb7:
         .count();
     assert!(resets >= 3, "{:?}", c.emitted.uniforms);
     // Mutation: the first reset points one entry too far.
-    let (_, info) = compile_text(text, Allocator::Graph, OutputMode::Vpm);
-    let (c, _) = compile_text(text, Allocator::Graph, OutputMode::Vpm);
+    let (c, info) = compile_text(text, Allocator::Graph, OutputMode::Vpm);
     let mut wrong = c.emitted.clone();
     let k = wrong
         .instrs
@@ -483,6 +482,38 @@ bb7:
     if let Instr::LoadImm(l) = &mut wrong.instrs[k] {
         l.imm += 4;
     }
+    assert!(harness::check(&c.ssa, &wrong, OutputMode::Vpm, &info).is_err());
+}
+
+/// Lookups with a bias and with an explicit level write the TMU's b register between t and s
+/// (Mesa's order); dropping that write shifts the uniform stream, which the check catches.
+#[test]
+fn samples_with_a_bias_or_a_level() {
+    use kiln_vc4::isa::{Instr, waddr};
+    let text = "target generic(v=32, s=16)
+function @main {
+bb0:
+    %0:v1 = input 0
+    %1:v1 = input 1
+    %2:v4 = texture_sample 0, 2, %0, %1, 0.0
+    %3:v1, %4:v1, %5:v1, %6:v1 = split_vector %2
+    %7:v4 = texture_sample 1, 1, %1, %0, %0
+    %8:v1, %9:v1, %10:v1, %11:v1 = split_vector %7
+    %12:s1 = uniform 0
+    %13:v1 = fmul %3, %12
+    %14:v1 = fadd %13, %10
+    output 0, %14
+    output 1, %4
+    return
+}
+";
+    let c = agrees(text);
+    let writes_b = |i: &Instr| matches!(i, Instr::Alu(a) if a.w.waddr_add == waddr::TMU0_B);
+    assert_eq!(c.emitted.instrs.iter().filter(|i| writes_b(i)).count(), 2);
+    let (c, info) = compile_text(text, Allocator::Graph, OutputMode::Vpm);
+    let mut wrong = c.emitted.clone();
+    let k = wrong.instrs.iter().position(writes_b).expect("a b write");
+    wrong.instrs[k] = Instr::nop();
     assert!(harness::check(&c.ssa, &wrong, OutputMode::Vpm, &info).is_err());
 }
 
