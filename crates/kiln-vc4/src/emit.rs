@@ -122,6 +122,8 @@ enum Src {
     Imm(u8),
     /// A 32-bit constant no small immediate encodes.
     Big(u32),
+    /// The next uniform, IR uniform slot `S` (a read folded into its use).
+    Uniform(u32),
 }
 
 fn small_imm_code(v: u32) -> Option<u8> {
@@ -248,6 +250,10 @@ struct Emitter<'a> {
     stream_known: bool,
     /// No uniform may be read before this instruction index (a uniforms-address write).
     uniform_fence: usize,
+    /// A uniform read folded into the next operation: its temp and slot.
+    folded: Option<(kiln_ir::Temp, u32)>,
+    /// Uses of each temp.
+    uses: Vec<u32>,
     exec: bool,
     out: Vec<Instr>,
     labels: Vec<Option<usize>>,
@@ -344,6 +350,14 @@ pub fn emit(func: &Function, info: &ShaderInfo, mode: OutputMode) -> Result<Emit
         falls_through,
         stream_known: true,
         uniform_fence: 0,
+        folded: None,
+        uses: {
+            let mut uses = vec![0; func.temps.len()];
+            for t in func.blocks.iter().flat_map(|b| &b.insts).flat_map(|i| i.used_temps()) {
+                uses[t.index()] += 1;
+            }
+            uses
+        },
         exec,
         out: Vec::new(),
         labels: vec![None; n],
@@ -434,6 +448,9 @@ impl Emitter<'_> {
         match op.value {
             Value::Const(c) => Ok(src_of_const(c)),
             Value::Undef(_) => Ok(Src::Imm(IMM_0)),
+            Value::Temp(t) if self.folded.is_some_and(|(f, _)| f == t) => {
+                Ok(Src::Uniform(self.folded.expect("folded").1))
+            }
             Value::Temp(t) => {
                 let r = op
                     .reg
@@ -461,9 +478,41 @@ impl Emitter<'_> {
         let mut b: Option<Src> = None;
         let mut regs: Vec<Option<Reg>> = vec![None; srcs.len()];
         let mut later = Vec::new();
+        if srcs.iter().any(|s| matches!(s, Src::Uniform(_))) {
+            // Read once, here.
+            self.folded = None;
+            // A reset of the stream first: it writes r5.
+            if !self.stream_known {
+                self.reset_uniform_stream()?;
+            }
+        }
+        // r5 holds values that are the same in every lane (its writes replicate one lane per
+        // quad): a 32-bit constant, or a uniform when both read ports are taken.
+        let mut r5: Option<Src> = None;
         for (k, &s) in srcs.iter().enumerate() {
             match s {
                 Src::Acc(n) => regs[k] = Some(Reg::Acc(n)),
+                Src::Uniform(slot) if a.is_none() || a == Some(raddr::UNIFORM) => {
+                    if a.is_none() {
+                        self.take_uniform(Uniform::of_slot(slot))?;
+                    }
+                    a = Some(raddr::UNIFORM);
+                    regs[k] = Some(Reg::ReadA(raddr::UNIFORM));
+                }
+                Src::Uniform(slot) if b.is_none() || b == Some(s) => {
+                    if b.is_none() {
+                        self.take_uniform(Uniform::of_slot(slot))?;
+                    }
+                    b = Some(s);
+                    regs[k] = Some(Reg::ReadB(raddr::UNIFORM));
+                }
+                Src::Big(c) if r5.is_none() || r5 == Some(s) => {
+                    if r5.is_none() {
+                        self.push(builder::load_imm(Reg::Acc(5), c)?);
+                    }
+                    r5 = Some(s);
+                    regs[k] = Some(Reg::Acc(5));
+                }
                 Src::A(n) if a.is_none() || a == Some(n) => {
                     a = Some(n);
                     regs[k] = Some(Reg::A(n));
@@ -484,6 +533,17 @@ impl Emitter<'_> {
             let s = srcs[k];
             if let Some(&(_, r)) = moved.iter().find(|(x, _)| *x == s) {
                 regs[k] = Some(r);
+                continue;
+            }
+            if let Src::Uniform(slot) = s {
+                if r5.is_some() {
+                    return Err(internal("no register for a second uniform or constant"));
+                }
+                self.take_uniform(Uniform::of_slot(slot))?;
+                self.push_alu(builder::mov(Reg::Acc(5), Reg::ReadA(raddr::UNIFORM))?);
+                r5 = Some(s);
+                moved.push((s, Reg::Acc(5)));
+                regs[k] = Some(Reg::Acc(5));
                 continue;
             }
             let to = if a.is_none() && !self.packing {
@@ -640,14 +700,26 @@ impl Emitter<'_> {
                     self.skip_if_none_run(endif)?;
                 }
             }
-            for inst in &block.insts[nphi..] {
+            let insts = &block.insts[nphi..];
+            for (k, inst) in insts.iter().enumerate() {
                 if inst.op != Opcode::Input {
                     self.w_in_rb14 = false;
+                }
+                if inst.op == Opcode::Uniform && self.folds_into(inst, insts.get(k + 1)) {
+                    // Read by the next operation itself.
+                    self.folded = Some((inst.defs[0].temp, inst.imms[0]));
+                    continue;
                 }
                 if inst.op.is_terminator() {
                     self.terminator(b, inst, mode)?;
                 } else {
                     self.inst(b, inst)?;
+                }
+                if self.folded.take().is_some() {
+                    return Err(internal(format!(
+                        "`{}` did not read its folded uniform",
+                        inst.op
+                    )));
                 }
             }
         }
@@ -698,6 +770,16 @@ impl Emitter<'_> {
         }
         self.uniforms.push(u);
         Ok(())
+    }
+
+    /// Whether uniform read `u` can be folded into `next`: an ALU or SFU operation (one
+    /// instruction reading its operands once), its only use.
+    fn folds_into(&self, u: &Inst, next: Option<&Inst>) -> bool {
+        let t = u.defs[0].temp;
+        next.is_some_and(|n| {
+            matches!(n.op, Opcode::Target(op) if matches!(op.0.unit, "add" | "mul" | "sfu"))
+                && n.used_temps().any(|x| x == t)
+        }) && self.uses[t.index()] == 1
     }
 
     fn inst(&mut self, b: Block, inst: &Inst) -> Result<(), EmitError> {

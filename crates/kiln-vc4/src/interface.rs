@@ -7,7 +7,9 @@
 //!   of the entry block, one per slot (later reads of a slot read the first), so the emitter
 //!   reads each exactly once, in order, before any branch.
 //! - Uniforms come from a FIFO too, but they stay where they are: the emitter resets the stream
-//!   where control joins (`crate::emit`).
+//!   where control joins (`crate::emit`). An ALU or SFU operation reading a uniform reads its
+//!   own copy, just before it, which the emitter folds into the operation's uniform read (as Mesa
+//!   reads `QFILE_UNIF` operands): a uniform then holds no register.
 //! - Outputs are written once, at the end: every `output` must be in the last block and moves
 //!   to just before its `return`, where the emitter packs the colour for the tile buffer.
 //! - No value may live in r4 (no ALU op writes it; SFU results are moved out of it): every
@@ -217,6 +219,8 @@ pub fn prepare(func: &mut Function, info: &ShaderInfo) -> Result<(), Unsupported
         }
     }
 
+    uniforms_at_uses(func);
+
     // Outputs just before the return, in their order.
     let insts = &mut func.blocks[last.index()].insts;
     let (outs, mut rest): (Vec<Inst>, Vec<Inst>) =
@@ -241,3 +245,53 @@ pub fn prepare(func: &mut Function, info: &ShaderInfo) -> Result<(), Unsupported
     })?;
     Ok(())
 }
+
+/// Gives each ALU or SFU operation that reads a uniform (its first such operand) a read of its
+/// own, just before it, so that the emitter can fold the read into the operation; the original
+/// read stays for its other uses, or goes.
+fn uniforms_at_uses(func: &mut Function) {
+    let mut reads: BTreeMap<Temp, Inst> = BTreeMap::new();
+    for inst in func.blocks.iter().flat_map(|b| &b.insts) {
+        if inst.op == Opcode::Uniform {
+            reads.insert(inst.defs[0].temp, inst.clone());
+        }
+    }
+    if reads.is_empty() {
+        return;
+    }
+    let mut uses: BTreeMap<Temp, usize> = BTreeMap::new();
+    for b in 0..func.blocks.len() {
+        let insts = std::mem::take(&mut func.blocks[b].insts);
+        let mut out = Vec::with_capacity(insts.len());
+        for mut inst in insts {
+            let folds = matches!(inst.op, Opcode::Target(t) if matches!(t.0.unit, "add" | "mul" | "sfu"));
+            let first = inst
+                .operands
+                .iter()
+                .position(|o| o.temp_id().is_some_and(|t| reads.contains_key(&t)));
+            if folds && let Some(k) = first {
+                let old = inst.operands[k].temp_id().expect("a temp");
+                let mut read = reads[&old].clone();
+                let t = func.new_temp(func.temps[old.index()]);
+                read.defs[0] = kiln_ir::Def::new(t);
+                for op in inst.operands.iter_mut() {
+                    if op.temp_id() == Some(old) {
+                        op.value = Value::Temp(t);
+                    }
+                }
+                out.push(read);
+            }
+            for t in inst.used_temps() {
+                *uses.entry(t).or_default() += 1;
+            }
+            out.push(inst);
+        }
+        func.blocks[b].insts = out;
+    }
+    for block in func.blocks.iter_mut() {
+        block.insts.retain(|i| {
+            i.op != Opcode::Uniform || uses.get(&i.defs[0].temp).is_some_and(|&n| n > 0)
+        });
+    }
+}
+

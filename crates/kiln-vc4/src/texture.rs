@@ -118,7 +118,7 @@ pub fn hide(func: &mut Function) -> Result<Vec<Hidden>, Unsupported> {
                         refused.push(if mode == 3 {
                             "texture sampling with explicit gradients".to_string()
                         } else {
-                            "texture sampling other than 2D (cube, 3D, array or depth comparison)"
+                            "texture sampling other than 2D (cube / 3D / array / depth comparison)"
                                 .to_string()
                         });
                     } else {

@@ -58,16 +58,28 @@ bb0:
     %6:v1 = fsub %5, %3
     %7:v1 = fmul %6, 0.75
     %8:v1 = fadd %7, 1234.5
+    %9:v1 = fmul %8, %2
+    %10:v1 = fmul %3, %2
+    %11:v1 = fadd %9, %10
     output 0, %5
     output 1, %6
     output 2, %7
-    output 3, %8
+    output 3, %11
     return
 }
 ",
     );
     assert_eq!(c.emitted.varyings, vec![0, 1]);
-    assert_eq!(c.emitted.uniforms.len(), 2);
+    // Each operation reads its first uniform operand itself (Mesa's `QFILE_UNIF` operands); the
+    // second of `fmul %3, %2` stays a read into a register: 1 + 4 reads, one move.
+    use kiln_vc4::isa::{Instr, raddr};
+    assert_eq!(c.emitted.uniforms.len(), 5, "{:?}", c.emitted.uniforms);
+    let uniform_moves = c.emitted.instrs.iter().filter(|i| {
+        matches!(i, Instr::Alu(a) if a.op_add == kiln_vc4::isa::AddOp::Or
+            && a.raddr_a == raddr::UNIFORM
+            && a.w.waddr_add < 32)
+    });
+    assert_eq!(uniform_moves.count(), 1, "{}", c.disasm());
 }
 
 #[test]
