@@ -772,13 +772,12 @@ impl Emitter<'_> {
         Ok(())
     }
 
-    /// Whether uniform read `u` can be folded into `next`: an ALU or SFU operation (one
-    /// instruction reading its operands once), its only use.
+    /// Whether uniform read `u` can be folded into `next`, its only use
+    /// ([`crate::interface::folds_uniform`]).
     fn folds_into(&self, u: &Inst, next: Option<&Inst>) -> bool {
         let t = u.defs[0].temp;
         next.is_some_and(|n| {
-            matches!(n.op, Opcode::Target(op) if matches!(op.0.unit, "add" | "mul" | "sfu"))
-                && n.used_temps().any(|x| x == t)
+            crate::interface::folds_uniform(n.op) && n.used_temps().any(|x| x == t)
         }) && self.uses[t.index()] == 1
     }
 

@@ -246,7 +246,27 @@ pub fn prepare(func: &mut Function, info: &ShaderInfo) -> Result<(), Unsupported
     Ok(())
 }
 
-/// Gives each ALU or SFU operation that reads a uniform (its first such operand) a read of its
+/// Whether the emitter turns `op` into one instruction reading each operand once (after any
+/// fix-ups), which can then take a uniform operand from the stream itself: an ALU or SFU
+/// operation, or a comparison (the flag-setting op; its moves read no operand).
+pub fn folds_uniform(op: Opcode) -> bool {
+    match op {
+        Opcode::Target(t) => matches!(t.0.unit, "add" | "mul" | "sfu"),
+        Opcode::Ieq
+        | Opcode::Ine
+        | Opcode::Ilt
+        | Opcode::Ile
+        | Opcode::Ult
+        | Opcode::Ule
+        | Opcode::Feq
+        | Opcode::Fne
+        | Opcode::Flt
+        | Opcode::Fle => true,
+        _ => false,
+    }
+}
+
+/// Gives each ALU or SFU operation or comparison that reads a uniform (its first such operand) a read of its
 /// own, just before it, so that the emitter can fold the read into the operation; the original
 /// read stays for its other uses, or goes.
 fn uniforms_at_uses(func: &mut Function) {
@@ -264,7 +284,7 @@ fn uniforms_at_uses(func: &mut Function) {
         let insts = std::mem::take(&mut func.blocks[b].insts);
         let mut out = Vec::with_capacity(insts.len());
         for mut inst in insts {
-            let folds = matches!(inst.op, Opcode::Target(t) if matches!(t.0.unit, "add" | "mul" | "sfu"));
+            let folds = folds_uniform(inst.op);
             let first = inst
                 .operands
                 .iter()
