@@ -252,6 +252,8 @@ struct Emitter<'a> {
     uniform_fence: usize,
     /// A uniform read folded into the next operation: its temp and slot.
     folded: Option<(kiln_ir::Temp, u32)>,
+    /// A comparison whose only use is the next `sel`'s condition: the `sel` sets the flags.
+    pending_compare: Option<&'a Inst>,
     /// Uses of each temp.
     uses: Vec<u32>,
     exec: bool,
@@ -351,9 +353,15 @@ pub fn emit(func: &Function, info: &ShaderInfo, mode: OutputMode) -> Result<Emit
         stream_known: true,
         uniform_fence: 0,
         folded: None,
+        pending_compare: None,
         uses: {
             let mut uses = vec![0; func.temps.len()];
-            for t in func.blocks.iter().flat_map(|b| &b.insts).flat_map(|i| i.used_temps()) {
+            for t in func
+                .blocks
+                .iter()
+                .flat_map(|b| &b.insts)
+                .flat_map(|i| i.used_temps())
+            {
                 uses[t.index()] += 1;
             }
             uses
@@ -710,10 +718,26 @@ impl Emitter<'_> {
                     self.folded = Some((inst.defs[0].temp, inst.imms[0]));
                     continue;
                 }
+                if crate::interface::is_comparison(inst.op)
+                    && let Some(next) = insts.get(k + 1)
+                    && next.op == Opcode::Sel
+                    && next.operands[0].temp_id() == Some(inst.defs[0].temp)
+                    && next.operands[1..]
+                        .iter()
+                        .all(|o| o.temp_id() != Some(inst.defs[0].temp))
+                    && self.uses[inst.defs[0].temp.index()] == 1
+                {
+                    // The select sets the flags itself (Mesa's `ntq_emit_bcsel` on a comparison).
+                    self.pending_compare = Some(inst);
+                    continue;
+                }
                 if inst.op.is_terminator() {
                     self.terminator(b, inst, mode)?;
                 } else {
                     self.inst(b, inst)?;
+                }
+                if self.pending_compare.take().is_some() {
+                    return Err(internal("a comparison folded into no select"));
                 }
                 if self.folded.take().is_some() {
                     return Err(internal(format!(
@@ -808,16 +832,7 @@ impl Emitter<'_> {
             }
             Opcode::ParallelCopy => self.parallel_copy(b, inst),
             Opcode::Sel => self.sel(b, inst),
-            Opcode::Ieq
-            | Opcode::Ine
-            | Opcode::Ilt
-            | Opcode::Ile
-            | Opcode::Ult
-            | Opcode::Ule
-            | Opcode::Feq
-            | Opcode::Fne
-            | Opcode::Flt
-            | Opcode::Fle => self.compare(b, inst),
+            op if crate::interface::is_comparison(op) => self.compare(b, inst),
             Opcode::Target(t) => self.target_op(b, inst, t.0),
             op => Err(EmitError::Unsupported(format!("`{op}` in the emitter"))),
         }
@@ -966,7 +981,10 @@ impl Emitter<'_> {
         let d = self.def_reg(inst, 0)?;
         // A bias or an explicit level (`qpu_tex_b`): its mode.
         let lod = srcs.get(4).copied();
-        let mode = inst.operands.get(5).and_then(|o| crate::texture::constant(&o.value));
+        let mode = inst
+            .operands
+            .get(5)
+            .and_then(|o| crate::texture::constant(&o.value));
         let key = (unit, srcs[2], srcs[3], lod);
         // The texel of the previous lookup is still in r4 when the previous instruction was a
         // lookup at the same coordinates (another component of one sample).
@@ -1006,7 +1024,8 @@ impl Emitter<'_> {
         );
         let ds = d_src_opt(d);
         self.tex_in_r4 =
-            (ds != Some(srcs[2]) && ds != Some(srcs[3]) && (lod.is_none() || ds != lod)).then_some(key);
+            (ds != Some(srcs[2]) && ds != Some(srcs[3]) && (lod.is_none() || ds != lod))
+                .then_some(key);
         Ok(())
     }
 
@@ -1058,22 +1077,30 @@ impl Emitter<'_> {
         let x = self.src(&inst.operands[1])?;
         let y = self.src(&inst.operands[2])?;
         let to = if masked { Reg::A(SCRATCH_A) } else { d };
+        let compare = self.pending_compare.take();
         if x == y {
             self.copy_to(to, x, Cond::Always)?;
         } else {
-            // Z where c == 0: x where Z is clear, y where it is set. Each lane reads its own
-            // operands before the write, so any register assignment works; write first the one
-            // that is the destination, so that the other read never follows a write of it.
-            let r = self.place(&[c])?;
-            self.push_alu(builder::mov(Reg::Nop, r[0])?.sf());
+            // x where the condition holds, y where not: Z clear where c != 0, or the flags of
+            // the comparison folded here. Each lane reads its own operands before the write, so
+            // any register assignment works; write first the one that is the destination, so
+            // that the other read never follows a write of it.
+            let cond = match compare {
+                Some(cmp) => self.compare_flags(cmp)?,
+                None => {
+                    let r = self.place(&[c])?;
+                    self.push_alu(builder::mov(Reg::Nop, r[0])?.sf());
+                    Cond::Zc
+                }
+            };
             let to_src = d_src_opt(to);
             if Some(x) == to_src {
-                self.copy_to(to, y, Cond::Zs)?;
+                self.copy_to(to, y, invert(cond))?;
             } else if Some(y) == to_src {
-                self.copy_to(to, x, Cond::Zc)?;
+                self.copy_to(to, x, cond)?;
             } else {
-                self.copy_to(to, x, Cond::Zc)?;
-                self.copy_to(to, y, Cond::Zs)?;
+                self.copy_to(to, x, cond)?;
+                self.copy_to(to, y, invert(cond))?;
             }
         }
         if masked {

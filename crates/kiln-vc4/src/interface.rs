@@ -250,20 +250,25 @@ pub fn prepare(func: &mut Function, info: &ShaderInfo) -> Result<(), Unsupported
 /// fix-ups), which can then take a uniform operand from the stream itself: an ALU or SFU
 /// operation, or a comparison (the flag-setting op; its moves read no operand).
 pub fn folds_uniform(op: Opcode) -> bool {
-    match op {
-        Opcode::Target(t) => matches!(t.0.unit, "add" | "mul" | "sfu"),
+    matches!(op, Opcode::Target(t) if matches!(t.0.unit, "add" | "mul" | "sfu"))
+        || is_comparison(op)
+}
+
+/// The comparisons, which the emitter turns into flags (and a boolean).
+pub fn is_comparison(op: Opcode) -> bool {
+    matches!(
+        op,
         Opcode::Ieq
-        | Opcode::Ine
-        | Opcode::Ilt
-        | Opcode::Ile
-        | Opcode::Ult
-        | Opcode::Ule
-        | Opcode::Feq
-        | Opcode::Fne
-        | Opcode::Flt
-        | Opcode::Fle => true,
-        _ => false,
-    }
+            | Opcode::Ine
+            | Opcode::Ilt
+            | Opcode::Ile
+            | Opcode::Ult
+            | Opcode::Ule
+            | Opcode::Feq
+            | Opcode::Fne
+            | Opcode::Flt
+            | Opcode::Fle
+    )
 }
 
 /// Gives each ALU or SFU operation or comparison that reads a uniform (its first such operand) a read of its
@@ -314,4 +319,3 @@ fn uniforms_at_uses(func: &mut Function) {
         });
     }
 }
-

@@ -184,8 +184,9 @@ pub fn render(c: &Compiled, reference: &Function, r: &RenderInputs) -> Result<Re
     for (&u, tex) in &textures {
         upload(&mut m, layout[&u], tex)?;
     }
-    let mut stream =
-        crate::uniforms::stream(&c.emitted.uniforms, UNIFORMS, |s| r.uniforms.get(&s).copied());
+    let mut stream = crate::uniforms::stream(&c.emitted.uniforms, UNIFORMS, |s| {
+        r.uniforms.get(&s).copied()
+    });
     for (k, u) in c.emitted.uniforms.iter().enumerate() {
         let (Uniform::TextureP0(unit) | Uniform::TextureP1(unit)) = *u else {
             continue;

@@ -22,7 +22,6 @@
 //! harness binds the procedural texture as RGBA8888 in LT format, nearest, repeat. 2D sampling
 //! with an implicit level, a bias or an explicit level ([`TEX_B`]) is handled.
 
-
 use crate::isel::Unsupported;
 use kiln_ir::{Function, Inst, Opcode, Operand, TargetOp, TargetOpInfo, Temp, Value};
 use std::collections::BTreeMap;
@@ -163,8 +162,7 @@ pub fn hide(func: &mut Function) -> Result<Vec<Hidden>, Unsupported> {
                         .and_then(Operand::temp_id)
                         .is_some_and(|t| samples.contains_key(&t)) =>
                 {
-                    let (unit, mode, s, t, b) =
-                        samples[&inst.operands[0].temp_id().expect("temp")];
+                    let (unit, mode, s, t, b) = samples[&inst.operands[0].temp_id().expect("temp")];
                     let third = b.map_or(Operand::constant(0), clean);
                     for (k, d) in inst.defs.iter().enumerate() {
                         let mut p = Inst::new(Opcode::Sel);

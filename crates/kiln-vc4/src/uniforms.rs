@@ -28,7 +28,10 @@ pub enum Uniform {
     TextureP1(u32),
     /// Texture configuration parameter 2 of a unit (Mesa `QUNIFORM_TEXTURE_CONFIG_P2`): the
     /// cube-map stride type, and `BSLOD` when the b register holds an explicit level.
-    TextureP2 { unit: u32, explicit_level: bool },
+    TextureP2 {
+        unit: u32,
+        explicit_level: bool,
+    },
     /// The address of the uniform stream itself (Mesa `QUNIFORM_UNIFORMS_ADDRESS`), read by the
     /// stream resets at block starts.
     StreamAddress,
@@ -94,7 +97,11 @@ impl std::fmt::Display for Uniform {
             } => write!(
                 f,
                 "texture {unit} config p2{}",
-                if *explicit_level { " (b is the level)" } else { "" }
+                if *explicit_level {
+                    " (b is the level)"
+                } else {
+                    ""
+                }
             ),
             Uniform::StreamAddress => write!(f, "uniforms address"),
             Uniform::Viewport(k) => write!(
