@@ -1079,6 +1079,10 @@ impl Emitter<'_> {
         let to = if masked { Reg::A(SCRATCH_A) } else { d };
         let compare = self.pending_compare.take();
         if x == y {
+            if let Some(cmp) = compare {
+                // Its operands are read (a uniform among them pops the stream).
+                self.compare_flags(cmp)?;
+            }
             self.copy_to(to, x, Cond::Always)?;
         } else {
             // x where the condition holds, y where not: Z clear where c != 0, or the flags of
