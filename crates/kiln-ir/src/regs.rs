@@ -329,6 +329,20 @@ pub trait Target: fmt::Debug + Send + Sync {
         free[0]
     }
 
+    /// The read port through which an instruction reads register `unit` of `file`, for
+    /// registers that share one address field per port (vc4's files A and B: one A and one B
+    /// address per instruction). Graph colouring keeps the operands of one instruction on
+    /// different ports where it can, which saves the emitter a copy. None: no port limit.
+    fn read_port(&self, _file: FileId, _unit: u32) -> Option<u8> {
+        None
+    }
+
+    /// The read port an instruction spends on constant operand `value` (vc4: a small
+    /// immediate takes the B port), or None.
+    fn constant_read_port(&self, _value: u32) -> Option<u8> {
+        None
+    }
+
     /// Whether graph colouring colours short live ranges first (seed 002, Mesa vc4's temp
     /// order: short-lived values then take the registers the pick prefers, the accumulators).
     /// Otherwise values colour in the order of their definitions (a dominance order, which

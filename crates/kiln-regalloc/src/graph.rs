@@ -20,7 +20,9 @@
 //!   simplify is linear in the edges. When none is left, the node of least spill cost
 //!   (Σ uses × 10^loop depth / degree) is pushed optimistically.
 //! - **Select**: nodes come back in reverse order and take a start no coloured neighbour of a
-//!   member overlaps: a copy partner's colour first (biased colouring), then the target's pick
+//!   member overlaps, preferring starts whose read port (`Target::read_port`: vc4's files A and
+//!   B) no operand read by the same instruction takes, which saves the emitter a copy; among
+//!   those, a copy partner's colour first (biased colouring), then the target's pick
 //!   (`Target::select_register`: the lowest, or Mesa vc4's r4 / accumulators / A–B order).
 //!   A node with no start left is an actual spill: the driver spills its members everywhere
 //!   (`crate::spill_everywhere`) and colours again.
@@ -74,6 +76,12 @@ impl Target for Budgeted {
     }
     fn short_ranges_first(&self) -> bool {
         self.inner.short_ranges_first()
+    }
+    fn read_port(&self, file: FileId, unit: u32) -> Option<u8> {
+        self.inner.read_port(file, unit)
+    }
+    fn constant_read_port(&self, value: u32) -> Option<u8> {
+        self.inner.constant_read_port(value)
     }
 }
 
@@ -661,6 +669,26 @@ impl Sets {
                 );
                 continue;
             }
+            // Starts that put no member on a read port an operand read with it takes.
+            let file = class.file;
+            let port_free = |r: u32| {
+                self.temps_of(s).all(|m| {
+                    let Some(p) = model.target().read_port(file, r + self.offset[m as usize])
+                    else {
+                        return true;
+                    };
+                    graph.constant_ports[m as usize] & (1 << p) == 0
+                        && graph.read_with[m as usize].iter().all(|&o| {
+                            colour[self.rep[o as usize] as usize].is_none_or(|co| {
+                                let u = co + self.offset[o as usize];
+                                model.target().read_port(file, u) != Some(p)
+                            })
+                        })
+                })
+            };
+            if free.iter().any(|&r| port_free(r)) {
+                free.retain(|&r| port_free(r));
+            }
             let biased = self.temps_of(s).find_map(|m| {
                 graph.partners[m as usize]
                     .iter()
@@ -734,6 +762,10 @@ struct Graph {
     /// that are more than one temp, and 10^loop depth of their instruction: their members are
     /// coalesced into one node of the vector's class, so they are coloured in place.
     groups: Vec<(VectorUse, f64)>,
+    /// Temps read by one instruction with every temp, and the read ports (bits) its constant
+    /// operands take there (`Target::read_port`, `Target::constant_read_port`).
+    read_with: Vec<Vec<u32>>,
+    constant_ports: Vec<u8>,
 }
 
 /// 10^loop depth, capped so that deep nests stay finite.
@@ -749,6 +781,8 @@ fn build(func: &Function, cfg: &Cfg, lv: &Liveness) -> Graph {
     // each sorted on its own: Σ d·log d rather than sorting every edge of the function.
     let mut edges: Vec<Vec<u32>> = vec![Vec::new(); n];
     let mut partners: Vec<Vec<(u32, i32, f64)>> = vec![Vec::new(); n];
+    let mut read_with: Vec<Vec<u32>> = vec![Vec::new(); n];
+    let mut constant_ports = vec![0u8; n];
     let mut length = vec![0u32; n];
     let mut weight = vec![0f64; n];
     let mut groups = Vec::new();
@@ -805,6 +839,7 @@ fn build(func: &Function, cfg: &Cfg, lv: &Liveness) -> Graph {
                 }
             }
             copy_partners(func, inst, freq, &mut partners);
+            read_together(func, inst, &mut read_with, &mut constant_ports);
             if inst.op != Opcode::CreateVector {
                 groups.extend(
                     vector_uses(func, inst)
@@ -885,6 +920,46 @@ fn build(func: &Function, cfg: &Cfg, lv: &Liveness) -> Graph {
         weight,
         order,
         groups,
+        read_with,
+        constant_ports,
+    }
+}
+
+/// The operands one instruction reads together (an operation, not a copy or a vector
+/// instruction, whose parts are moved one by one): each temp's companions, and the read ports
+/// its constants take.
+fn read_together(
+    func: &Function,
+    inst: &kiln_ir::Inst,
+    read_with: &mut [Vec<u32>],
+    constant_ports: &mut [u8],
+) {
+    if inst.op.is_phi()
+        || matches!(
+            inst.op,
+            Opcode::Mov | Opcode::ParallelCopy | Opcode::CreateVector | Opcode::SplitVector
+        )
+        || inst.operands.len() < 2
+    {
+        return;
+    }
+    let mut ports = 0u8;
+    for op in &inst.operands {
+        if let kiln_ir::Value::Const(c) = op.value
+            && let Some(p) = func.target.constant_read_port(c)
+        {
+            ports |= 1 << p;
+        }
+    }
+    for (i, a) in inst.operands.iter().enumerate() {
+        let Some(a) = a.temp_id() else { continue };
+        constant_ports[a.index()] |= ports;
+        for b in inst.operands[..i].iter().filter_map(|o| o.temp_id()) {
+            if a != b && func.temps[a.index()].file == func.temps[b.index()].file {
+                read_with[a.index()].push(b.0);
+                read_with[b.index()].push(a.0);
+            }
+        }
     }
 }
 

@@ -191,6 +191,20 @@ impl Target for Vc4Target {
     fn short_ranges_first(&self) -> bool {
         true
     }
+    /// Files A and B each have one read address per instruction (the accumulators none).
+    fn read_port(&self, _file: FileId, unit: u32) -> Option<u8> {
+        match unit {
+            A0..B0 => Some(0),
+            B0..UNITS => Some(1),
+            _ => None,
+        }
+    }
+    /// A small immediate is read through B's address field.
+    fn constant_read_port(&self, value: u32) -> Option<u8> {
+        (0..48)
+            .any(|c| crate::isa::small_imm_value(c) == Some(value))
+            .then_some(1)
+    }
     /// Mesa's order (`vc4_register_allocate.c`, seed 002): r4 when the class allows it (only
     /// an r4 writer's result may sit there, and taking it saves the move out of r4); then an
     /// accumulator, round-robin (no write-to-read delay, and rotating leaves the scheduler

@@ -529,6 +529,89 @@ bb0:
     assert!(harness::check(&c.ssa, &wrong, OutputMode::Vpm, &info).is_err());
 }
 
+/// Graph colouring keeps the operands of one instruction on different read ports (files A and
+/// B), so the emitter copies none of them to ra14/rb14: twelve values live across sums and
+/// products of pairs of them (a bipartite pairing), more than the accumulators hold.
+#[test]
+fn operands_read_together_sit_in_different_files() {
+    use kiln_vc4::target::QpuReg;
+    let text = "target generic(v=32, s=16)
+function @main {
+bb0:
+    %0:v1 = input 0
+    %1:v1 = input 1
+    %2:v1 = input 2
+    %3:v1 = input 3
+    %4:v1 = input 4
+    %5:v1 = input 5
+    %6:v1 = input 6
+    %7:v1 = input 7
+    %8:v1 = input 8
+    %9:v1 = input 9
+    %10:v1 = input 10
+    %11:v1 = input 11
+    %12:v1 = fmul %0, %6
+    %13:v1 = fmul %1, %7
+    %14:v1 = fmul %2, %8
+    %15:v1 = fmul %3, %9
+    %16:v1 = fmul %4, %10
+    %17:v1 = fmul %5, %11
+    %18:v1 = fadd %0, %11
+    %19:v1 = fadd %1, %10
+    %20:v1 = fadd %2, %9
+    %21:v1 = fadd %3, %8
+    %22:v1 = fadd %4, %7
+    %23:v1 = fadd %5, %6
+    %24:v1 = fadd %12, %13
+    %25:v1 = fadd %24, %14
+    %26:v1 = fadd %25, %15
+    %27:v1 = fadd %26, %16
+    %28:v1 = fadd %27, %17
+    %29:v1 = fadd %28, %18
+    %30:v1 = fadd %29, %19
+    %31:v1 = fadd %30, %20
+    %32:v1 = fadd %31, %21
+    %33:v1 = fadd %32, %22
+    %34:v1 = fadd %33, %23
+    %35:v1 = fsub %34, %0
+    %36:v1 = fsub %35, %1
+    %37:v1 = fsub %36, %2
+    %38:v1 = fsub %37, %3
+    %39:v1 = fsub %38, %4
+    %40:v1 = fsub %39, %5
+    %41:v1 = fsub %40, %6
+    %42:v1 = fsub %41, %7
+    %43:v1 = fsub %42, %8
+    %44:v1 = fsub %43, %9
+    %45:v1 = fsub %44, %10
+    %46:v1 = fsub %45, %11
+    output 0, %46
+    return
+}
+";
+    let (c, _) = compile_text(text, Allocator::Graph, OutputMode::Vpm);
+    let port = |o: &kiln_ir::Operand| match o.reg.and_then(|r| QpuReg::from_unit(r.unit())) {
+        Some(QpuReg::A(i)) => Some((0, i)),
+        Some(QpuReg::B(i)) => Some((1, i)),
+        _ => None,
+    };
+    let mut in_files = 0;
+    for inst in c.allocated.blocks.iter().flat_map(|b| &b.insts) {
+        if let [x, y] = &inst.operands[..]
+            && let (Some(px), Some(py)) = (port(x), port(y))
+        {
+            in_files += 1;
+            assert!(
+                px.0 != py.0 || px == py,
+                "{}",
+                kiln_ir::print_function(&c.allocated)
+            );
+        }
+    }
+    assert!(in_files > 0, "no instruction reads two file registers");
+    agrees(text);
+}
+
 /// `discard`: discarded lanes stop (a later divergent loop does not wait for them) and keep the
 /// tile buffer's colour; an unconditional colour write is caught.
 #[test]
