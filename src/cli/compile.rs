@@ -100,6 +100,9 @@ pub fn shader_info(iface: &Interface) -> ShaderInfo {
                 SlotKind::BuiltIn { name, component } if vertex && name == "position" => {
                     OutputKind::Position(*component)
                 }
+                SlotKind::BuiltIn { name, .. } if vertex && name == "point_size" => {
+                    OutputKind::PointSize
+                }
                 SlotKind::Location {
                     location: 0,
                     component,

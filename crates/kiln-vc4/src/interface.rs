@@ -59,6 +59,8 @@ pub enum OutputKind {
     Position(u32),
     /// A vertex shader's varying output at (location, component).
     Varying(u32, u32),
+    /// A vertex shader's point size (`crate::vertex` writes it after 1/Wc).
+    PointSize,
     /// Any value written raw to a VPM row ([`crate::emit::OutputMode::Vpm`]): a vertex
     /// shader's outputs in Mesa's layout (`crate::vertex`), generated test programs.
     Raw,

@@ -1,11 +1,13 @@
 //! Vertex-shader outputs in Mesa's VPM layout, as generic IR before instruction selection,
 //! after `emit_vert_end` in Mesa's `vc4_program.c` (`emit_scaled_viewport_write`,
-//! `emit_zs_write`, `emit_rcp_wc_write`, then the varyings).
+//! `emit_zs_write`, `emit_rcp_wc_write`, `emit_point_size_write`, then the varyings).
 //!
 //! A vc4 vertex shader writes, per vertex, VPM rows in this order: the screen-space position
 //! `Xs`, `Ys` as two 16-bit integers in one word (`ftoi(x / w × viewport x scale)` in the low
-//! half, y in the high half), `Zs = z / w × z scale + z offset`, `1 / Wc`, and then the
-//! varyings (location outputs, by location and component). The viewport figures are driver
+//! half, y in the high half), `Zs = z / w × z scale + z offset`, `1 / Wc`, the point size
+//! when the shader writes one (the layout Mesa uses when it draws points, its
+//! `per_vertex_point_size`), and then the varyings (location outputs, by location and
+//! component). The viewport figures are driver
 //! uniforms ([`VIEWPORT_X_SCALE`] … in the uniform table). Expressing the layout in IR lets the
 //! interpreter compute exactly what the QPU must write, so the harness compares VPM rows bit
 //! for bit. Attributes are read from the VPM in slot order (`crate::emit`).
@@ -28,6 +30,7 @@ pub const ROW0: u32 = 0xfff0_0000;
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 struct VertexOutputs {
     position: [Option<u32>; 4],
+    point_size: Option<u32>,
     /// (location, component) → slot.
     varyings: BTreeMap<(u32, u32), u32>,
 }
@@ -44,6 +47,7 @@ pub fn lower_vertex_outputs(
     for (&slot, kind) in &info.outputs {
         match kind {
             OutputKind::Position(c @ 0..4) => outs.position[*c as usize] = Some(slot),
+            OutputKind::PointSize => outs.point_size = Some(slot),
             OutputKind::Varying(l, c) => {
                 outs.varyings.insert((*l, *c), slot);
             }
@@ -140,6 +144,9 @@ pub fn lower_vertex_outputs(
     let zsc = op(func, &mut new, Opcode::Fmul, &[zw, zs_scale]);
     let zs = op(func, &mut new, Opcode::Fadd, &[zsc, zs_offset]);
     let mut rows = vec![xy, zs, rcp_w];
+    if let Some(s) = outs.point_size {
+        rows.push(value.get(&s).copied().unwrap_or(Operand::constant(0)));
+    }
     rows.extend(
         outs.varyings
             .values()

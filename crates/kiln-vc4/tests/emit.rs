@@ -343,6 +343,7 @@ bb0:
     output 3, 1.5
     output 4, %2
     output 5, %0
+    output 6, %5
     return
 }
 ",
@@ -358,6 +359,7 @@ bb0:
             (3, OutputKind::Position(3)),
             (4, OutputKind::Varying(1, 0)),
             (5, OutputKind::Varying(0, 2)),
+            (6, OutputKind::PointSize),
         ]),
     };
     for allocator in [Allocator::Ssa, Allocator::Graph] {
@@ -367,13 +369,13 @@ bb0:
         };
         let c = compile(&func, &info, &opts).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(c.output, OutputMode::Vpm);
-        // xy, zs, 1/wc, then location 0 before location 1.
-        assert_eq!(c.emitted.output_rows.len(), 5);
+        // xy, zs, 1/wc, point size, then location 0 before location 1.
+        assert_eq!(c.emitted.output_rows.len(), 6);
         assert_eq!(c.emitted.varyings, vec![0, 1, 2]);
         harness::check_compiled(&c).unwrap_or_else(|m| panic!("{m}\n{}", c.disasm()));
         // The harness reads the rows back: a wrong row order would disagree.
         let mut swapped = c.emitted.clone();
-        swapped.output_rows.swap(3, 4);
+        swapped.output_rows.swap(3, 5);
         assert!(harness::check(&c.ssa, &swapped, OutputMode::Vpm, &c.info).is_err());
     }
 }
