@@ -63,6 +63,7 @@ pub static TEX: TargetOpInfo = TargetOpInfo {
     operand_classes: None,
     def_classes: None,
     eval: Some(eval),
+    cross_lane: None,
 };
 
 /// `qpu_tex_at U, k, s, t, a`: the same, with the configuration words read from address `a` (a
