@@ -511,12 +511,14 @@ impl<'a, S: Storage> Machine<'a, S> {
                     if let Some(m) = failed.into_inner() {
                         return Err(self.err(b, i, m));
                     }
-                    let mut units: Units = smallvec::smallvec![v];
-                    for d in &inst.defs[1..] {
+                    // Scratch definitions first, undefined; the result last.
+                    let mut units = Units::new();
+                    for d in &inst.defs[..inst.defs.len().saturating_sub(1)] {
                         for _ in 0..self.func.class(d.temp).size {
                             units.push(None);
                         }
                     }
+                    units.push(v);
                     units
                 }
                 op => {

@@ -10,9 +10,9 @@
 //! `v[odd] − v[even]` of that pair, computed by the QPU's truncating `fsub`: a fine derivative,
 //! the interpreter's definition up to the rounding of the subtraction.
 //!
-//! Selection turns `fddx v` into `qpu_fddx v` ([`FDDX`]), whose second definition is a dead
-//! scratch value of class `r0_r3`: the allocator gives it an accumulator that holds nothing
-//! live there, and the emitter copies `v` into it (in every lane, so inactive lanes hold `v`
+//! Selection turns `fddx v` into `qpu_fddx v` ([`FDDX`]), whose first definition is a dead
+//! scratch value of class `r0_r3` (the result is the second): the allocator gives it an
+//! accumulator that holds nothing live there, and the emitter copies `v` into it (in every lane, so inactive lanes hold `v`
 //! too, as the interpreter reads them) unless `v` already sits in an accumulator, then rotates
 //! it into ra14 and rb14 (the emitter's own registers) and subtracts.
 //!
@@ -66,16 +66,16 @@ const DEF_CLASSES: &[ClassReq] = &[
     ClassReq {
         file: "q",
         size: 1,
-        subset: None,
+        subset: Some("r0_r3"),
     },
     ClassReq {
         file: "q",
         size: 1,
-        subset: Some("r0_r3"),
+        subset: None,
     },
 ];
 
-/// `%d, %scratch = qpu_fddx %v`: the horizontal derivative of `v` (Mesa's `ntq_fddx`);
+/// `%scratch, %d = qpu_fddx %v`: the horizontal derivative of `v` (Mesa's `ntq_fddx`);
 /// `scratch` is an accumulator the emitter may overwrite in every lane.
 pub static FDDX: TargetOpInfo = TargetOpInfo {
     info: OpInfo::target("qpu_fddx", Arity::Fixed(2), Arity::Fixed(1), 0),
@@ -88,7 +88,7 @@ pub static FDDX: TargetOpInfo = TargetOpInfo {
     cross_lane: Some(|lane, read| pair_difference(lane, 1, read)),
 };
 
-/// `%d, %scratch = qpu_fddy %v`: the vertical derivative (Mesa's `ntq_fddy`).
+/// `%scratch, %d = qpu_fddy %v`: the vertical derivative (Mesa's `ntq_fddy`).
 pub static FDDY: TargetOpInfo = TargetOpInfo {
     info: OpInfo::target("qpu_fddy", Arity::Fixed(2), Arity::Fixed(1), 0),
     cross_lane: Some(|lane, read| pair_difference(lane, 2, read)),

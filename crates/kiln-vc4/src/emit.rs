@@ -811,11 +811,11 @@ impl Emitter<'_> {
         if self.packing || self.w_in_rb14 {
             return Err(internal("a derivative while ra14/rb14 are in use"));
         }
-        let d = self.def_reg(inst, 0)?;
+        let d = self.def_reg(inst, 1)?;
         let acc = match v {
             Src::Acc(n) if n <= 3 => n,
             _ => {
-                let Reg::Acc(n @ 0..=3) = self.def_reg(inst, 1)? else {
+                let Reg::Acc(n @ 0..=3) = self.def_reg(inst, 0)? else {
                     return Err(internal("a derivative's scratch is not in r0–r3"));
                 };
                 self.copy_to(Reg::Acc(n), v, Cond::Always)?;

@@ -9,7 +9,7 @@
 //! and NIR's `nir_atan`, `nir_atan2` and `build_asin`).
 //!
 //! `fddx`/`fddy` become `qpu_fddx`/`qpu_fddy` (`crate::derivative`, Mesa's `ntq_fddx`: mul-unit
-//! rotation), with a scratch accumulator as a second, dead definition.
+//! rotation), with a scratch accumulator as a first, dead definition.
 //!
 //! Not selected yet, and kept as generic ops: comparisons and `sel` (they become flag-setting
 //! ops and conditional writes once flags are modelled; the lowerings use them for Mesa's
@@ -476,7 +476,7 @@ pub fn select(func: &mut Function) -> Result<(), Unsupported> {
                 let scratch = func.new_temp(acc);
                 let mut d = kiln_ir::Def::new(scratch);
                 d.dead = true;
-                inst.defs.push(d);
+                inst.defs.insert(0, d);
                 out.push(inst);
                 continue;
             }
