@@ -12,15 +12,17 @@
 //!
 //! Selection turns `fddx v` into `qpu_fddx v` ([`FDDX`]), whose first definition is a dead
 //! scratch value of class `r0_r3` (the result is the second): the allocator gives it an
-//! accumulator that holds nothing live there, and the emitter copies `v` into it (in every lane, so inactive lanes hold `v`
-//! too, as the interpreter reads them) unless `v` already sits in an accumulator, then rotates
-//! it into ra14 and rb14 (the emitter's own registers) and subtracts.
+//! accumulator that holds nothing live there, and the emitter copies `v` into it (in every
+//! lane, so inactive lanes hold `v` too, as the interpreter reads them) unless `v` already sits
+//! in an accumulator, then rotates it into ra14 and rb14 (the emitter's own registers) and
+//! subtracts.
 //!
 //! Lanes are read whether they run or not, as the interpreter reads them. Where a neighbour
 //! does not run (divergent control flow, a discarded pixel), its register holds what that lane
 //! last wrote there, which is the interpreter's value unless the register was given to another
-//! value since (possible in a divergent loop a neighbour left earlier); GLSL leaves derivatives
-//! undefined in non-uniform control flow.
+//! value since: in a divergent loop that a neighbour left earlier, a derivative of a value the
+//! loop computes disagrees (seen on a hand-written shader; none in the corpus). GLSL leaves
+//! derivatives undefined in non-uniform control flow.
 
 use crate::sim::alu;
 use kiln_ir::{Arity, ClassReq, OpInfo, TargetOp, TargetOpInfo};
