@@ -49,8 +49,25 @@ fn main(@location(0) uv: vec2<f32>) -> @location(0) vec4<f32> {
 
 const DERIVATIVES: &str = "
 @fragment
-fn main(@location(0) uv: vec2<f32>) -> @location(0) vec4<f32> {
-    return vec4<f32>(dpdx(uv.x), dpdy(uv.y), 0.0, 1.0);
+fn main(@location(0) uv: vec2<f32>, @builtin(position) p: vec4<f32>) -> @location(0) vec4<f32> {
+    let v = uv.x * uv.y + p.x * p.x * 0.01 + p.y * 0.25;
+    return vec4<f32>(dpdx(v), dpdy(v), fwidth(uv.x * p.y), 1.0);
+}
+";
+
+const DERIVATIVES_GLSL: &str = "#version 450
+layout(location = 0) in vec2 uv;
+layout(location = 0) out vec4 color;
+void main() {
+    float v = uv.x * uv.x + gl_FragCoord.x * gl_FragCoord.y * 0.01;
+    color = vec4(dFdx(v), dFdy(v), abs(dFdx(uv.y)) + abs(dFdy(uv.x)), 1.0);
+}
+";
+
+const FRONT_FACING: &str = "
+@fragment
+fn main(@builtin(front_facing) f: bool) -> @location(0) vec4<f32> {
+    return vec4<f32>(select(0.0, 1.0, f), 0.0, 0.0, 1.0);
 }
 ";
 
@@ -112,12 +129,49 @@ fn compile_writes_a_binary_disassembly_and_statistics() {
 #[test]
 fn unsupported_features_are_named_not_panicked() {
     let d = dir();
-    let src = d.join("derivatives.wgsl");
-    std::fs::write(&src, DERIVATIVES).unwrap();
+    let src = d.join("front_facing.wgsl");
+    std::fs::write(&src, FRONT_FACING).unwrap();
     let (ok, _, err) = kiln(&["compile", src.to_str().unwrap()]);
     assert!(!ok);
-    assert!(err.contains("unsupported: derivatives"), "{err}");
+    assert!(err.contains("unsupported: input built-in"), "{err}");
+    assert!(err.contains("front_facing"), "{err}");
     assert!(!err.contains("panic"), "{err}");
+}
+
+/// dpdx/dpdy (WGSL) and dFdx/dFdy (GLSL) compile to Mesa's rotations (ntq_fddx) and the
+/// simulator agrees with the interpreter on every pixel of the batch, with both allocators.
+#[test]
+fn derivatives_compile_and_agree() {
+    let d = dir();
+    for (name, text) in [
+        ("derivatives.wgsl", DERIVATIVES),
+        ("derivatives.frag", DERIVATIVES_GLSL),
+    ] {
+        let src = d.join(name);
+        std::fs::write(&src, text).unwrap();
+        for a in ["graph", "ssa"] {
+            let (ok, out, err) = kiln(&[
+                "compile",
+                src.to_str().unwrap(),
+                "--allocator",
+                a,
+                "--check",
+                "--disasm",
+            ]);
+            assert!(ok, "{name} {a}: {err}");
+            assert!(out.contains("agrees"), "{name} {a}: {out}");
+            for rot in [
+                "+15",
+                "+14",
+                "+2\n",
+                "+1\n",
+                "and.sf nop, elem, 1",
+                "and.sf nop, elem, 2",
+            ] {
+                assert!(out.contains(rot), "{name} {a}: {rot}: {out}");
+            }
+        }
+    }
 }
 
 #[test]
@@ -127,6 +181,7 @@ fn corpus_compile_reports_by_outcome() {
     std::fs::write(d.join("a.wgsl"), SHADE).unwrap();
     std::fs::write(d.join("b.wgsl"), DERIVATIVES).unwrap();
     std::fs::write(d.join("c.wgsl"), TEXTURED).unwrap();
+    std::fs::write(d.join("d.wgsl"), FRONT_FACING).unwrap();
     let (ok, out, err) = kiln(&[
         "corpus",
         "compile",
@@ -137,11 +192,11 @@ fn corpus_compile_reports_by_outcome() {
     ]);
     assert!(ok, "{out}\n{err}");
     assert!(
-        out.contains("3: 2 compiled, 1 unsupported, 0 failed"),
+        out.contains("4: 3 compiled, 1 unsupported, 0 failed"),
         "{out}"
     );
-    assert!(out.contains("2 agree, 0 mismatched"), "{out}");
-    assert!(out.contains("derivatives"), "{out}");
+    assert!(out.contains("3 agree, 0 mismatched"), "{out}");
+    assert!(out.contains("front_facing"), "{out}");
 }
 
 /// The whole shared corpus (release build recommended): nothing fails or panics, every compiled
@@ -159,7 +214,7 @@ fn corpus_compiles_and_agrees() {
         .and_then(|r| r.split(' ').next())
         .and_then(|n| n.parse().ok())
         .unwrap();
-    assert!(compiled >= 4056, "{line}");
+    assert!(compiled >= 4165, "{line}");
     assert!(line.contains(" 0 failed"), "{line}");
     assert!(out.contains(" 0 mismatched"), "{out}");
 }

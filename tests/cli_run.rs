@@ -72,6 +72,37 @@ fn examples_render_with_no_setup() {
     let _ = std::fs::remove_dir_all(&d);
 }
 
+/// Derivatives of the texture coordinate over several batches: the QPU's rotations (Mesa's
+/// ntq_fddx) give the interpreter's image.
+#[test]
+fn derivatives_render_like_the_interpreter() {
+    let d = dir("derivatives");
+    let src = d.join("d.frag");
+    std::fs::write(
+        &src,
+        "#version 450
+layout(location = 0) in vec2 uv;
+layout(location = 0) out vec4 color;
+void main() {
+    color = vec4(dFdx(uv.x) * 8.0, dFdy(uv.y) * 2.0, fwidth(uv.x * uv.y) * 4.0, 1.0);
+}
+",
+    )
+    .unwrap();
+    let out = d.join("d.png");
+    let (ok, stdout, stderr) = kiln(&[
+        "run",
+        src.to_str().unwrap(),
+        "--size",
+        "16x4",
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    assert!(ok, "{stderr}");
+    assert!(stdout.contains(" 0 of 64 pixels differ"), "{stdout}");
+    let _ = std::fs::remove_dir_all(&d);
+}
+
 #[test]
 fn vertex_shader_outputs_per_vertex() {
     let d = dir("vertex");
@@ -121,13 +152,12 @@ fn bad_input_is_a_clear_error() {
     let wipe = example("wipe.frag");
     let not_png = d.join("not.png");
     std::fs::write(&not_png, "hello").unwrap();
-    let dfdx = d.join("dfdx.frag");
+    let facing = d.join("facing.frag");
     std::fs::write(
-        &dfdx,
+        &facing,
         "#version 450
-layout(location = 0) in vec2 uv;
 layout(location = 0) out vec4 color;
-void main() { color = vec4(dFdx(uv.x), 0.0, 0.0, 1.0); }
+void main() { color = vec4(gl_FrontFacing ? 1.0 : 0.0, 0.0, 0.0, 1.0); }
 ",
     )
     .unwrap();
@@ -161,7 +191,7 @@ void main() { color = vec4(dFdx(uv.x), 0.0, 0.0, 1.0); }
         assert!(!stderr.contains("panicked"), "{extra:?}: {stderr}");
         assert!(!out.exists(), "{extra:?} wrote an image");
     }
-    let (ok, _, stderr) = kiln(&["run", dfdx.to_str().unwrap(), "-o", o]);
+    let (ok, _, stderr) = kiln(&["run", facing.to_str().unwrap(), "-o", o]);
     assert!(!ok);
     assert!(stderr.contains("unsupported: "), "{stderr}");
     assert!(!out.exists());

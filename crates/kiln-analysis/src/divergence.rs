@@ -10,8 +10,8 @@
 //! instructions with loops nested six deep, where NIR iterates each loop to its own fixpoint).
 //!
 //! - **Sources.** `input` (per-lane interface values, fragment coordinates), `fddx`/`fddy`
-//!   (derivatives read neighbouring lanes), `reload` (per-lane spill slots). `uniform` words,
-//!   constants and `undef` are uniform. Texture results are divergent when a coordinate or
+//!   and target instructions that read other lanes (derivatives read neighbouring lanes),
+//!   `reload` (per-lane spill slots). `uniform` words, constants and `undef` are uniform. Texture results are divergent when a coordinate or
 //!   another operand is (the unit is an immediate, so it is always uniform).
 //! - **Propagation.** Any other instruction is divergent when an operand is divergent *at the
 //!   use* (below). `parallel_copy` propagates operand by operand.
@@ -271,6 +271,11 @@ impl Divergence {
                             }
                         }
                         Opcode::Input | Opcode::Fddx | Opcode::Fddy | Opcode::Reload => {
+                            for d in &inst.defs {
+                                mark(&mut dv, d.temp);
+                            }
+                        }
+                        Opcode::Target(t) if t.0.cross_lane.is_some() => {
                             for d in &inst.defs {
                                 mark(&mut dv, d.temp);
                             }

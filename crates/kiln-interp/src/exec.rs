@@ -491,6 +491,36 @@ impl<'a, S: Storage> Machine<'a, S> {
                         _ => smallvec::smallvec![None],
                     }
                 }
+                Opcode::Target(t) if t.0.cross_lane.is_some() => {
+                    // A target instruction that reads other lanes (the QPU's derivatives), as
+                    // `fddx`: lanes beyond the run read 0.0, inactive lanes what they hold.
+                    let eval = t.0.cross_lane.expect("checked");
+                    let read = |k: usize, lane: usize| -> Result<Option<u32>, String> {
+                        if lane >= self.lanes {
+                            return Ok(Some(0));
+                        }
+                        self.read(&inst.operands[k], lane, 0)
+                    };
+                    let failed = std::cell::RefCell::new(None);
+                    let v = eval(l, &|k, lane| {
+                        read(k, lane).unwrap_or_else(|m| {
+                            *failed.borrow_mut() = Some(m);
+                            None
+                        })
+                    });
+                    if let Some(m) = failed.into_inner() {
+                        return Err(self.err(b, i, m));
+                    }
+                    // Scratch definitions first, undefined; the result last.
+                    let mut units = Units::new();
+                    for d in &inst.defs[..inst.defs.len().saturating_sub(1)] {
+                        for _ in 0..self.func.class(d.temp).size {
+                            units.push(None);
+                        }
+                    }
+                    units.push(v);
+                    units
+                }
                 op => {
                     if vals.iter().any(Option::is_none) {
                         smallvec::smallvec![None]

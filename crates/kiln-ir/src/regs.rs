@@ -575,6 +575,7 @@ static GENERIC_OPS: [TargetOpInfo; 3] = [
         operand_classes: None,
         def_classes: None,
         eval: Some(|a| (a[0] & 0xff_ffff).wrapping_mul(a[1] & 0xff_ffff)),
+        cross_lane: None,
     },
     TargetOpInfo {
         info: OpInfo::target("sfu_rcp", Arity::Fixed(1), Arity::Fixed(1), 0),
@@ -595,6 +596,7 @@ static GENERIC_OPS: [TargetOpInfo; 3] = [
             subset: None,
         }]),
         eval: Some(|a| (1.0 / f32::from_bits(a[0])).to_bits()),
+        cross_lane: None,
     },
     TargetOpInfo {
         info: OpInfo {
@@ -607,6 +609,7 @@ static GENERIC_OPS: [TargetOpInfo; 3] = [
         operand_classes: Some(&[LOW, LOW]),
         def_classes: Some(&[LOW]),
         eval: Some(|a| a[0].wrapping_add(a[1])),
+        cross_lane: None,
     },
 ];
 

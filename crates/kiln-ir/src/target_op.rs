@@ -85,7 +85,16 @@ pub struct TargetOpInfo {
     /// Its meaning on one lane: the operands' bits to the result's bits. `None` for
     /// instructions whose meaning involves state (their target's simulator runs them).
     pub eval: Option<fn(&[u32]) -> u32>,
+    /// Its meaning for instructions that read other lanes (derivatives): the last
+    /// definition's bits in `lane`, given `read(operand, lane)`, any lane's operand bits (`None`
+    /// when undefined there). Definitions before the last are scratch registers, undefined after
+    /// it (first, so that an allocator places a constrained scratch before the result takes a
+    /// register). Analyses treat such an instruction as a source of divergence.
+    pub cross_lane: Option<CrossLaneEval>,
 }
+
+/// See [`TargetOpInfo::cross_lane`].
+pub type CrossLaneEval = fn(lane: usize, read: &dyn Fn(usize, usize) -> Option<u32>) -> Option<u32>;
 
 /// A target opcode: a pointer to its static descriptor. Two are equal when they are the same
 /// descriptor.

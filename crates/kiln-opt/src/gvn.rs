@@ -51,6 +51,7 @@ struct Key {
 
 fn reads_other_lanes(inst: &Inst) -> bool {
     matches!(inst.op, Opcode::Fddx | Opcode::Fddy)
+        || matches!(inst.op, Opcode::Target(t) if t.0.cross_lane.is_some())
         || (inst.op == Opcode::TextureSample && inst.imms.get(1).is_some_and(|&m| m < 2))
 }
 

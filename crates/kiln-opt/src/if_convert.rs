@@ -49,6 +49,7 @@ fn movable(func: &Function, b: Block, endif: Block, limit: usize) -> Option<usiz
                         | Opcode::Fddy
                         | Opcode::Reload
                 )
+                && !matches!(i.op, Opcode::Target(t) if t.0.cross_lane.is_some())
         })
         .then_some(body.len())
 }

@@ -926,6 +926,9 @@ impl Emitter<'_> {
         if info.unit == "tmu" {
             return self.texture(b, inst, &srcs);
         }
+        if let Some(axis) = crate::derivative::axis(kiln_ir::TargetOp(info)) {
+            return self.derivative(b, inst, axis, srcs[0]);
+        }
         let (x, y) = match srcs.as_slice() {
             [x] => (*x, *x),
             [x, y] => (*x, *y),
@@ -963,6 +966,64 @@ impl Emitter<'_> {
                 self.push_alu(builder::mov(d, Reg::Acc(4))?.cond_add(cond));
             }
             u => return Err(internal(format!("unit `{u}`"))),
+        }
+        Ok(())
+    }
+
+    /// `qpu_fddx`/`qpu_fddy` (Mesa's `ntq_fddx`/`ntq_fddy`): the value in an accumulator (the
+    /// scratch definition, written in every lane, unless it is in one already), Z from the
+    /// element number's axis bit, the value rotated into rb14 (the neighbour with the bit set,
+    /// for the lanes without it) and ra14 (the other way round), then `right − v` in the lanes
+    /// without the bit and `v − left` in the others; under a mask through rb14.
+    fn derivative(
+        &mut self,
+        b: Block,
+        inst: &Inst,
+        axis: crate::derivative::Axis,
+        v: Src,
+    ) -> Result<(), EmitError> {
+        if self.packing || self.w_in_rb14 {
+            return Err(internal("a derivative while ra14/rb14 are in use"));
+        }
+        let d = self.def_reg(inst, 1)?;
+        let acc = match v {
+            Src::Acc(n) if n <= 3 => n,
+            _ => {
+                let Reg::Acc(n @ 0..=3) = self.def_reg(inst, 0)? else {
+                    return Err(internal("a derivative's scratch is not in r0–r3"));
+                };
+                self.copy_to(Reg::Acc(n), v, Cond::Always)?;
+                n
+            }
+        };
+        // Between the write of the accumulator and its rotation (validator rule 7).
+        self.push_alu(
+            builder::qpu_a(
+                AddOp::And,
+                Reg::Nop,
+                Reg::ReadA(raddr::ELEMENT_QPU),
+                Reg::SmallImm(axis.bit() as u8),
+            )?
+            .sf(),
+        );
+        let (to_low, to_high) = axis.rotations();
+        for (dst, n) in [(Reg::B(SCRATCH_B), to_low), (Reg::A(SCRATCH_A), to_high)] {
+            let mut rot = builder::qpu_m(MulOp::V8min, dst, Reg::Acc(acc), Reg::Acc(acc))?;
+            rot.sig = Signal::SmallImm;
+            rot.raddr_b = 48 + n;
+            self.push_alu(rot);
+        }
+        let masked = self.needs_mask(b, inst);
+        let out = if masked { Reg::B(SCRATCH_B) } else { d };
+        self.push_alu(
+            builder::qpu_a(AddOp::Fsub, out, Reg::B(SCRATCH_B), Reg::Acc(acc))?.cond_add(Cond::Zs),
+        );
+        self.push_alu(
+            builder::qpu_a(AddOp::Fsub, out, Reg::Acc(acc), Reg::A(SCRATCH_A))?.cond_add(Cond::Zc),
+        );
+        if masked {
+            let cond = self.write_cond(b, inst)?;
+            self.push_alu(builder::mov(d, Reg::B(SCRATCH_B))?.cond_add(cond));
         }
         Ok(())
     }

@@ -13,7 +13,8 @@
 //! - Outputs are written once, at the end: every `output` must be in the last block and moves
 //!   to just before its `return`, where the emitter packs the colour for the tile buffer.
 //! - No value may live in r4 (no ALU op writes it; SFU results are moved out of it): every
-//!   temp's class becomes `a_or_b_or_acc`.
+//!   temp's class becomes `a_or_b_or_acc`, or the subset a target opcode requires of it
+//!   (`r0_r3` for a derivative's scratch accumulator).
 //! - A function with divergent control flow is retargeted to `vc4(threads=1, exec=1)`, which
 //!   keeps ra13 free for the execute mask.
 //!
@@ -142,9 +143,6 @@ pub fn prepare(func: &mut Function, info: &ShaderInfo) -> Result<(), Unsupported
     for (b, block) in func.blocks.iter().enumerate() {
         for inst in &block.insts {
             match inst.op {
-                Opcode::Fddx | Opcode::Fddy => {
-                    refused.insert("derivatives (fddx/fddy)".into());
-                }
                 Opcode::Spill | Opcode::Reload => {
                     refused.insert("spilling".into());
                 }
@@ -235,10 +233,18 @@ pub fn prepare(func: &mut Function, info: &ShaderInfo) -> Result<(), Unsupported
     // Retarget (execute mask) and keep every value out of r4.
     let target = Vc4Target::with_exec(1, needs_exec(func, &cfg));
     let subset = kiln_ir::Target::subset_by_name(&target, "a_or_b_or_acc");
-    func.target = std::sync::Arc::new(target);
-    for c in func.temps.iter_mut().filter(|c| !c.is_none()) {
+    let required = crate::narrow::required_subsets(func);
+    for (t, c) in func.temps.iter_mut().enumerate() {
+        if c.is_none() {
+            continue;
+        }
         c.subset = subset;
+        // A class a target opcode requires (within a_or_b_or_acc) stays.
+        if let Some(name) = required[t] {
+            c.subset = kiln_ir::Target::subset_by_name(&target, name);
+        }
     }
+    func.target = std::sync::Arc::new(target);
     kiln_ir::verify(func).map_err(|e| {
         Unsupported(vec![format!(
             "(internal) the interface pass broke the function: {}",

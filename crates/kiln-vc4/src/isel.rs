@@ -8,11 +8,14 @@
 //! `nir_opt_algebraic.py` lowerings) and trigonometry (`trig`, after vc4's `ntq_fsin`/`ntq_fcos`
 //! and NIR's `nir_atan`, `nir_atan2` and `build_asin`).
 //!
+//! `fddx`/`fddy` become `qpu_fddx`/`qpu_fddy` (`crate::derivative`, Mesa's `ntq_fddx`: mul-unit
+//! rotation), with a scratch accumulator as a first, dead definition.
+//!
 //! Not selected yet, and kept as generic ops: comparisons and `sel` (they become flag-setting
 //! ops and conditional writes once flags are modelled; the lowerings use them for Mesa's
-//! conditional writes), `fddx`/`fddy` (mul-unit rotation), and
-//! the interface and copy instructions. Everything else the QPU cannot do is refused with
-//! `unsupported: …`, naming every feature the function needs, before anything changes.
+//! conditional writes), and the interface and copy instructions. Everything else the QPU cannot
+//! do is refused with `unsupported: …`, naming every feature the function needs, before
+//! anything changes.
 //!
 //! Every value becomes one unit of the vc4 file `q` (the generic target's per-lane file `v` and
 //! uniform file `s` both map onto it). An instruction that defined a uniform-file value gets
@@ -438,6 +441,10 @@ pub fn select(func: &mut Function) -> Result<(), Unsupported> {
         .collect();
     let target = Vc4Target::arc(1);
     let q1 = target.class(crate::target::Q, 1);
+    let acc = RegClass {
+        subset: kiln_ir::Target::subset_by_name(&*target, "r0_r3"),
+        ..q1
+    };
     func.target = target;
     for c in func.temps.iter_mut().filter(|c| !c.is_none()) {
         *c = q1;
@@ -458,6 +465,20 @@ pub fn select(func: &mut Function) -> Result<(), Unsupported> {
                 .any(|d| was_uniform.get(d.temp.index()).copied().unwrap_or(false));
             if uniform {
                 inst.flags.all_lanes = true;
+            }
+            if let Some(axis) = match inst.op {
+                Opcode::Fddx => Some(crate::derivative::Axis::X),
+                Opcode::Fddy => Some(crate::derivative::Axis::Y),
+                _ => None,
+            } {
+                // Mesa's ntq_fddx / ntq_fddy: one target op with a scratch accumulator.
+                inst.op = crate::derivative::opcode(axis);
+                let scratch = func.new_temp(acc);
+                let mut d = kiln_ir::Def::new(scratch);
+                d.dead = true;
+                inst.defs.insert(0, d);
+                out.push(inst);
+                continue;
             }
             let mut e = Emitter {
                 func,

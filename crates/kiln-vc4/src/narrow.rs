@@ -8,8 +8,9 @@
 //! - An r4 writer takes r4 from every value live across it.
 //!
 //! The bits name one of the target's subsets (`crate::target`): `any` (r4 allowed) or
-//! `a_or_b_or_acc`. Packs, unpacks, rotation and thread switches narrow further once selection
-//! emits them (file A, A or r4, r0–r3, no accumulators).
+//! `a_or_b_or_acc`, within the subset a target opcode requires of the value (the derivatives'
+//! scratch accumulator: `r0_r3`). Packs, unpacks and thread switches narrow further once
+//! selection emits them (file A, A or r4, no accumulators).
 //!
 //! Cost: one backward walk per block; at an r4 writer, the values live across it.
 
@@ -72,9 +73,38 @@ pub fn narrow_classes(func: &mut Function) {
         ..target.class(Q, 1)
     };
     let (any, no_r4) = (class("any"), class("a_or_b_or_acc"));
+    let required = required_subsets(func);
     for (t, c) in func.temps.iter_mut().enumerate() {
         if !c.is_none() && c.file == Q {
-            *c = if bits[t] & R4 != 0 { any } else { no_r4 };
+            let base = if bits[t] & R4 != 0 { any } else { no_r4 };
+            *c = match required.get(t).copied().flatten() {
+                Some(name) => target.intersect_classes(base, class(name)).unwrap_or(base),
+                None => base,
+            };
         }
     }
+}
+
+/// Per temp, the subset a target opcode requires of it as an operand or definition (the
+/// derivatives' scratch accumulator: `r0_r3`).
+pub fn required_subsets(func: &Function) -> Vec<Option<&'static str>> {
+    let mut req = vec![None; func.temps.len()];
+    for inst in func.blocks.iter().flat_map(|b| &b.insts) {
+        let Opcode::Target(t) = inst.op else { continue };
+        let info = t.info();
+        let defs = inst.defs.iter().map(|d| d.temp);
+        let ops = inst.operands.iter().map(|o| o.temp_id());
+        for (temp, c) in defs
+            .map(Some)
+            .zip(info.def_classes.unwrap_or(&[]))
+            .chain(ops.zip(info.operand_classes.unwrap_or(&[])))
+        {
+            if let (Some(temp), Some(name)) = (temp, c.subset)
+                && let Some(slot) = req.get_mut(temp.index())
+            {
+                *slot = Some(name);
+            }
+        }
+    }
+    req
 }

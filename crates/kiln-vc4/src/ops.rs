@@ -46,6 +46,7 @@ const fn alu_op(info: OpInfo, unit: &'static str, eval: fn(&[u32]) -> u32) -> Ta
         operand_classes: None,
         def_classes: None,
         eval: Some(eval),
+        cross_lane: None,
     }
 }
 
@@ -69,6 +70,7 @@ const fn sfu_op(name: &'static str, eval: fn(&[u32]) -> u32) -> TargetOpInfo {
         operand_classes: None,
         def_classes: None,
         eval: Some(eval),
+        cross_lane: None,
     }
 }
 

@@ -55,6 +55,7 @@ pub static TEX: TargetOpInfo = TargetOpInfo {
     operand_classes: None,
     def_classes: None,
     eval: Some(eval),
+    cross_lane: None,
 };
 
 /// `qpu_tex_b U, k, s, t, b, M`: the same with a bias (`M` = 1) or an explicit level (`M` = 2)

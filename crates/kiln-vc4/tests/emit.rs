@@ -700,3 +700,118 @@ bb0:
         }
     }
 }
+
+/// Derivatives (Mesa's ntq_fddx / ntq_fddy): the value rotated by 1 and 15 (x) or 2 and 14 (y)
+/// on the mul unit, the neighbour picked by the element number; every lane agrees with the
+/// interpreter's `qpu_fddx`/`qpu_fddy`, a value in a file register is first copied to the
+/// scratch accumulator, and the inputs make the two axes differ.
+#[test]
+fn derivatives_rotate_within_quads() {
+    use kiln_vc4::isa::{AddOp, Instr, MulOp, Signal};
+    let text = "target generic(v=32, s=16)
+function @main {
+bb0:
+    %0:v1 = input 0
+    %1:v1 = input 1
+    %2:v1 = fmul %0, %1
+    %3:v1 = fddx %2
+    %4:v1 = fddy %2
+    %5:v1 = fddx %1
+    %6:v1 = fddy %0
+    %7:v1 = fadd %5, %6
+    %8:v1 = fmul %3, %0
+    %9:v1 = fadd %8, %1
+    output 0, %3
+    output 1, %4
+    output 2, %7
+    output 3, %9
+    return
+}
+";
+    agrees(text);
+    let (c, info) = compile_text(text, Allocator::Graph, OutputMode::Vpm);
+    let text_of = c.disasm();
+    assert_eq!(text_of.matches("and.sf nop, elem").count(), 4, "{text_of}");
+    for r in ["+15", "+1\n", "+14", "+2\n"] {
+        assert!(text_of.contains(r), "rotation {r}: {text_of}");
+    }
+    // The two axes differ on these inputs, in every quad.
+    let env = harness::environment(&c.ssa, &info);
+    let want = kiln_interp::run_ssa(&c.ssa, &env).unwrap();
+    let lane = |s: u32, l: usize| want.slots[&s][l].as_ref().unwrap()[0].unwrap();
+    for q in 0..4 {
+        assert!(
+            (0..4).all(|k| lane(0, 4 * q + k) != lane(1, 4 * q + k)),
+            "quad {q}"
+        );
+    }
+    let fails = |em: &kiln_vc4::emit::Emitted, ssa: &kiln_ir::Function| {
+        harness::check(ssa, em, OutputMode::Vpm, &info).is_err()
+    };
+    assert!(!fails(&c.emitted, &c.ssa));
+    // x and y swapped in the selected function: the interpreter disagrees.
+    let mut swapped = c.ssa.clone();
+    for inst in swapped.blocks.iter_mut().flat_map(|b| b.insts.iter_mut()) {
+        if let kiln_ir::Opcode::Target(t) = inst.op
+            && let Some(axis) = kiln_vc4::derivative::axis(t)
+        {
+            inst.op = kiln_vc4::derivative::opcode(match axis {
+                kiln_vc4::derivative::Axis::X => kiln_vc4::derivative::Axis::Y,
+                kiln_vc4::derivative::Axis::Y => kiln_vc4::derivative::Axis::X,
+            });
+        }
+    }
+    assert!(fails(&c.emitted, &swapped));
+    // The element bit of the other axis, or the rotations of the other axis.
+    let mutate = |f: &dyn Fn(&mut kiln_vc4::isa::AluInstr)| {
+        let mut em = c.emitted.clone();
+        for i in em.instrs.iter_mut() {
+            if let Instr::Alu(a) = i {
+                f(a);
+            }
+        }
+        em
+    };
+    let bit = mutate(&|a| {
+        if a.op_add == AddOp::And && a.sig == Signal::SmallImm && a.w.sf {
+            a.raddr_b ^= 3;
+        }
+    });
+    assert!(fails(&bit, &c.ssa));
+    let rot = mutate(&|a| {
+        if a.op_mul == MulOp::V8min && a.raddr_b >= 49 {
+            a.raddr_b = 48 + ((a.raddr_b - 48) ^ 3) % 16;
+        }
+    });
+    assert!(fails(&rot, &c.ssa));
+}
+
+/// A derivative inside a divergent if: the result is written under the execute mask, and the
+/// neighbours are read whether they run or not (the interpreter's helper lanes).
+#[test]
+fn derivatives_under_a_mask() {
+    let c = agrees(
+        "target generic(v=32, s=16)
+function @main {
+bb0:
+    %0:v1 = input 0
+    %1:v1 = input 1
+    %2:v1 = flt %0, 0.5
+    if.divergent %2, bb1, bb2, bb2
+bb1:
+    %3:v1 = fddx %1
+    %4:v1 = fddy %0
+    %5:v1 = fadd %3, %4
+    jump bb2
+bb2:
+    %6:v1 = phi %1, %5
+    output 0, %6
+    output 1, %0
+    return
+}
+",
+    );
+    // The differences go to rb14, then one masked move to the result.
+    let text = c.disasm();
+    assert_eq!(text.matches("fsub.zs rb14, rb14").count(), 2, "{text}");
+}

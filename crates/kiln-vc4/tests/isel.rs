@@ -418,6 +418,63 @@ fn fadd_truncates() {
     }
 }
 
+/// `fddx`/`fddy` select to `qpu_fddx`/`qpu_fddy` (Mesa's ntq_fddx): in both lanes of each pair
+/// (lanes `l ^ 1` for x, `l ^ 2` for y, within the 64 lanes of a run) the QPU's truncating
+/// `fsub` of `v[odd] − v[even]`, the generic derivative up to that rounding (the rule of
+/// `fadd_truncates`); the two axes differ.
+#[test]
+fn derivatives_are_the_pair_difference_truncated() {
+    let mut rng = Rng::new(11);
+    let rows = unary(&floats(&mut rng, N));
+    let mut axes_differ = 0;
+    let mut dx = Vec::new();
+    for (op, bit) in [(Opcode::Fddx, 1usize), (Opcode::Fddy, 2)] {
+        let res = run(op, &rows);
+        let mut sel = Vec::new();
+        for (i, (_, w, g)) in res.iter().enumerate() {
+            let (lo, hi) = (res[i & !bit].0[0], res[i | bit].0[0]);
+            let (a, b) = (f(ftz(hi)) as f64, f(ftz(lo)) as f64);
+            let exact = a - b;
+            let (gf, wf) = (f(*g), f(*w));
+            // The same value in both lanes of the pair.
+            assert_eq!(*g, res[i ^ bit].2, "{op} lane {i}");
+            if exact.is_nan() {
+                assert!(gf.is_nan() && wf.is_nan(), "{op} lane {i}");
+            } else if exact.is_infinite() || exact.abs() >= f32::MAX as f64 {
+                assert_eq!(gf.signum(), exact.signum() as f32, "{op} lane {i}");
+            } else if exact.abs() < f32::MIN_POSITIVE as f64 {
+                assert!(gf == 0.0 || gf.abs() >= f32::MIN_POSITIVE, "{op} lane {i}");
+            } else {
+                assert!(
+                    (gf as f64).abs() <= exact.abs(),
+                    "{op} lane {i}: {gf} {exact}"
+                );
+                let ulp = f32::EPSILON as f64 * 2f64.powi(exact.abs().log2().floor() as i32);
+                assert!(exact.abs() - (gf as f64).abs() <= ulp, "{op} lane {i}");
+                // Truncated or rounded to nearest: the same float or its neighbour toward 0.
+                if !is_denormal(lo) && !is_denormal(hi) {
+                    let (ga, wa) = (g & 0x7fff_ffff, w & 0x7fff_ffff);
+                    assert!(
+                        *g == *w || (g ^ w) >> 31 == 0 && wa == ga + 1,
+                        "{op} lane {i}: {gf} {wf}"
+                    );
+                }
+            }
+            sel.push(*g);
+        }
+        if bit == 1 {
+            dx = sel;
+        } else {
+            axes_differ = dx.iter().zip(&sel).filter(|(x, y)| x != y).count();
+        }
+    }
+    assert!(axes_differ > N / 2, "{axes_differ}");
+    let mut after = program(Opcode::Fddy, 1);
+    select(&mut after).unwrap();
+    let text = kiln_ir::print_function(&after);
+    assert!(text.contains("qpu_fddy"), "{text}");
+}
+
 /// Maximum relative error of `op` over rows where `ok` holds, asserting it stays under `bound`.
 fn measure(op: Opcode, rows: &[Vec<u32>], ok: impl Fn(&[u32], u32) -> bool, bound: f64) -> f64 {
     let mut worst = 0.0f64;
