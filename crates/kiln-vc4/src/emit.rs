@@ -15,6 +15,15 @@
 //! - an SFU result is read from r4 in the third instruction after the SFU write;
 //! - every branch has three delay slots (`nop`s), its target relocated when the layout is known.
 //!
+//! **Threads.** In a threaded fragment shader (`vc4(threads=2)`) every lookup that makes a TMU
+//! request switches threads (Mesa's `ntq_emit_thrsw`): the `thrsw` signal goes on the `s`
+//! write (or a `nop` after it), two delay slots follow, and `ldtmu0` then collects the result
+//! requested before the switch. The last switch becomes `lthrsw` (`vc4_generate_code`); it must
+//! run exactly once, before the tile-buffer writes: when the last lookup's block may run never
+//! or many times (Mesa then gives up threading), a switch of its own goes before the program
+//! end. No accumulator survives a switch (the interface pass narrows the classes of the values
+//! live across one) and the flags are set again after it.
+//!
 //! **Control flow.** A uniform `if` or loop becomes QPU branches on the condition of the
 //! active lanes. Divergent control flow uses Mesa's execute mask in ra13: 0 in a lane that
 //! runs, else the index of the block the lane waits for. A divergent `if` sets ra13 to the
@@ -232,8 +241,13 @@ struct Emitter<'a> {
     discards: bool,
     /// The uniform stream points away from the main stream (a lookup inside control flow).
     stream_moved: bool,
-    /// The lookup whose texel r4 holds: (unit, s, t), valid until the next other instruction.
-    tex_in_r4: Option<(u32, Src, Src)>,
+    /// The lookup whose texel r4 holds, valid until the next instruction other than a lookup
+    /// or a copy ([`crate::texture::requests`]).
+    tex_in_r4: Option<Inst>,
+    /// The function is a threaded fragment shader: lookups switch threads.
+    threaded: bool,
+    /// The last thread switch so far: its instruction and block.
+    last_thrsw: Option<(usize, Block)>,
     /// VPM attribute reads: done so far, and in all.
     attributes: u32,
     attribute_count: u32,
@@ -316,6 +330,12 @@ pub fn emit(func: &Function, info: &ShaderInfo, mode: OutputMode) -> Result<Emit
         w_in_rb14: false,
         mode,
         tex_in_r4: None,
+        threaded: func
+            .target
+            .params()
+            .iter()
+            .any(|(k, v)| k == "threads" && *v == 2),
+        last_thrsw: None,
         stream_moved: false,
         discards: false,
         packing: false,
@@ -610,7 +630,7 @@ impl Emitter<'_> {
     }
 
     fn inst(&mut self, b: Block, inst: &Inst) -> Result<(), EmitError> {
-        if !matches!(inst.op, Opcode::Target(t) if t.0.unit == "tmu") {
+        if !crate::texture::is_lookup(inst) && !crate::texture::keeps_r4(inst) {
             self.tex_in_r4 = None;
         }
         match inst.op {
@@ -811,10 +831,13 @@ impl Emitter<'_> {
             ));
         }
         let d = self.def_reg(inst, 0)?;
-        let key = (unit, srcs[2], srcs[3]);
-        // The texel of the previous lookup is still in r4 when the previous instruction was a
-        // lookup at the same coordinates (another component of one sample).
-        if self.tex_in_r4 != Some(key) {
+        // The texel of the previous lookup is still in r4 when the previous instruction (but
+        // copies) was a lookup at the same coordinates (another component of one sample).
+        if !self
+            .tex_in_r4
+            .as_ref()
+            .is_some_and(|p| crate::texture::same_texel(p, inst))
+        {
             if let Some(a) = at {
                 // The configuration words from their own address; no uniform read in the next
                 // two instructions.
@@ -828,6 +851,24 @@ impl Emitter<'_> {
             self.push_alu(builder::mov(Reg::Io(waddr::TMU0_T), t)?);
             let s = self.place(&[srcs[2]])?[0];
             self.push_alu(builder::mov(Reg::Io(waddr::TMU0_S), s)?);
+            if self.threaded {
+                // Switch threads while the TMU works: on the request itself when its signal is
+                // free, two delay slots, then `ldtmu0` takes what was requested before.
+                let mut at = self.out.len() - 1;
+                match &mut self.out[at] {
+                    Instr::Alu(a) if a.sig == Signal::None => a.sig = Signal::ThreadSwitch,
+                    _ => {
+                        let mut sw = AluInstr::nop();
+                        sw.sig = Signal::ThreadSwitch;
+                        self.push_alu(sw);
+                        at = self.out.len() - 1;
+                    }
+                }
+                self.nop();
+                self.nop();
+                self.last_thrsw = Some((at, b));
+                self.flags = Flags::Unknown;
+            }
             if at.is_none() {
                 self.uniforms.push(Uniform::TextureP0(unit));
                 self.uniforms.push(Uniform::TextureP1(unit));
@@ -844,8 +885,7 @@ impl Emitter<'_> {
                 .unpack(unpack)
                 .cond_add(cond),
         );
-        let ds = d_src_opt(d);
-        self.tex_in_r4 = (ds != Some(srcs[2]) && ds != Some(srcs[3])).then_some(key);
+        self.tex_in_r4 = Some(inst.clone());
         Ok(())
     }
 
@@ -1167,6 +1207,27 @@ impl Emitter<'_> {
 
     /// The program end: the colour write (tile buffer), then `thrend` and its two delay slots.
     fn end(&mut self, mode: OutputMode) -> Result<(), EmitError> {
+        // The last thread switch tells the QPU that this thread ends next (`vc4_generate_code`);
+        // it must run exactly once, before the tile buffer is touched: the last lookup's switch
+        // when its block runs once, else one of its own here, where every value left (the
+        // colour in ra14, the execute mask) is in a file register.
+        if self.threaded {
+            match self.last_thrsw {
+                Some((at, b)) if crate::compile::runs_once(self.func, &self.cfg)[b.index()] => {
+                    if let Instr::Alu(a) = &mut self.out[at] {
+                        a.sig = Signal::LastThreadSwitch;
+                    }
+                }
+                _ => {
+                    let mut sw = AluInstr::nop();
+                    sw.sig = Signal::LastThreadSwitch;
+                    self.push_alu(sw);
+                    self.nop();
+                    self.nop();
+                    self.flags = Flags::Unknown;
+                }
+            }
+        }
         if mode == OutputMode::Tlb {
             if !self.packing {
                 self.push(builder::load_imm(Reg::A(SCRATCH_A), 0)?);
