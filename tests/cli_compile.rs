@@ -218,3 +218,41 @@ fn corpus_compiles_and_agrees() {
     assert!(line.contains(" 0 failed"), "{line}");
     assert!(out.contains(" 0 mismatched"), "{out}");
 }
+
+/// `--threads`: a textured fragment shader runs 2 threads under `auto` and `2`, 1 under `1`;
+/// `2` on a shader without lookups is an error that says why, `auto` falls back to 1.
+#[test]
+fn compile_threads() {
+    let d = dir();
+    let tex = d.join("textured.wgsl");
+    std::fs::write(&tex, TEXTURED).unwrap();
+    let shade = d.join("shade-threads.wgsl");
+    std::fs::write(&shade, SHADE).unwrap();
+    let threads = |src: &PathBuf, t: &str| {
+        let (ok, out, err) = kiln(&[
+            "compile",
+            src.to_str().unwrap(),
+            "--threads",
+            t,
+            "--stats",
+            "--json",
+            "--check",
+        ]);
+        assert!(ok, "{t}: {err}");
+        assert!(out.contains("simulator agrees"), "{out}");
+        let json: serde_json::Value = serde_json::from_str(out.lines().next().unwrap()).unwrap();
+        json["threads"].as_u64().unwrap()
+    };
+    assert_eq!(threads(&tex, "auto"), 2);
+    assert_eq!(threads(&tex, "2"), 2);
+    assert_eq!(threads(&tex, "1"), 1);
+    assert_eq!(threads(&shade, "auto"), 1);
+    let (ok, _, err) = kiln(&["compile", shade.to_str().unwrap(), "--threads", "2"]);
+    assert!(!ok);
+    assert!(
+        err.contains("2 threads:") && err.contains("no texture lookup"),
+        "{err}"
+    );
+    let (ok, _, err) = kiln(&["compile", tex.to_str().unwrap(), "--threads", "3"]);
+    assert!(!ok && err.contains("threads"), "{err}");
+}

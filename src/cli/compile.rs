@@ -9,7 +9,7 @@ use kiln_front::corpus::shader_files;
 use kiln_front::interface::{Interface, SlotKind};
 use kiln_front::{entry_points, lower_entry_point};
 use kiln_regalloc::Allocator;
-use kiln_vc4::compile::{CompileError, CompileOptions, Compiled, Stats, compile};
+use kiln_vc4::compile::{CompileError, CompileOptions, Compiled, Stats, Threads, compile};
 use kiln_vc4::emit::OutputMode;
 use kiln_vc4::harness;
 use kiln_vc4::interface::{InputKind, OutputKind, ShaderInfo};
@@ -51,6 +51,11 @@ pub struct CompileArgs {
     /// Print the allocated function the program was emitted from.
     #[arg(long)]
     pub ir: bool,
+    /// Threads of a fragment shader: `auto` (2 when it has a texture lookup at the top level
+    /// and fits the lower half of the register files, else 1, as Mesa's vc4 chooses), `1` or
+    /// `2` (an error when it cannot be threaded).
+    #[arg(long, default_value = "auto")]
+    pub threads: Threads,
 }
 
 /// The back end's view of a front-end interface.
@@ -191,6 +196,7 @@ fn compile_on_this_thread(args: CompileArgs) -> miette::Result<()> {
         allocator: args.allocator,
         output: OutputMode::Tlb,
         check: true,
+        threads: args.threads,
     };
     let entry = match compile_lowered(lowered.function.clone(), &lowered.interface, &opts) {
         Ok(e) => e,
@@ -274,10 +280,16 @@ fn check_entry(
     if c.output == OutputMode::Vpm {
         return Ok(());
     }
+    // The debug build runs with as many threads as the real one, when it can.
     let opts = CompileOptions {
         allocator,
         output: OutputMode::Vpm,
         check: false,
+        threads: if c.stats.threads == 2 {
+            Threads::Auto
+        } else {
+            Threads::One
+        },
     };
     let debug = match compile_lowered(lowered.clone(), iface, &opts) {
         Ok(e) => e,
@@ -350,6 +362,7 @@ fn corpus_file(path: &Path, args: &CorpusCompileArgs) -> Vec<Outcome> {
                     allocator: args.allocator,
                     output: OutputMode::Tlb,
                     check: true,
+                    threads: Threads::Auto,
                 };
                 match compile_lowered(lowered.function.clone(), &lowered.interface, &opts) {
                     Err(EntryError::Front(_)) => Outcome::NotLowered,

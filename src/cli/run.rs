@@ -400,6 +400,7 @@ pub fn prepare(path: &Path, entry: Option<&str>, allocator: Allocator) -> Result
         allocator,
         output: OutputMode::Tlb,
         check: true,
+        threads: Default::default(),
     };
     let compiled = compile(&generic, &info, &opts).map_err(|e| match e {
         CompileError::Unsupported(m) if m.starts_with("unsupported") => format!("{name}: {m}"),

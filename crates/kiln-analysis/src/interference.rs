@@ -180,8 +180,8 @@ impl<'l> Interference<'l> {
 /// operand whose edge is not a linear edge kept live out of the phi block's later linear
 /// predecessors, so that it survives the linear path from its predecessor to the phi. A
 /// superset of the lanes that can still need a value, which is what an all-lanes write must
-/// respect.
-fn wide_liveness(func: &Function, cfg: &Cfg) -> Vec<LiveSet> {
+/// respect (and a target event that clobbers registers in every lane, such as a thread switch).
+pub fn wide_liveness(func: &Function, cfg: &Cfg) -> Vec<LiveSet> {
     let mut sets = BlockSets::compute(func, cfg);
     let mut extra: Vec<Vec<u32>> = vec![Vec::new(); func.blocks.len()];
     for m in func.block_ids() {

@@ -13,7 +13,7 @@ pub mod liveness;
 pub use context::{Changed, Context, DebugFlags, PassError};
 pub use demand::InstDemand;
 pub use divergence::Divergence;
-pub use interference::Interference;
+pub use interference::{Interference, wide_liveness};
 pub use kiln_ir::cfg::{Cfg, Edges, IfInfo, LoopInfo};
 pub use kiln_ir::dominance::DomTree;
 pub use live_set::LiveSet;

@@ -1,9 +1,18 @@
 //! The vc4 back end as one call: instruction selection, interface lowering, register
 //! allocation (checked), emission, and both validators. Statistics in Mesa's shader-db terms
 //! (`vc4_qpu_emit.c`'s `shaderdb` line) plus kiln's own.
+//!
+//! Threads, as Mesa's `vc4_get_compiled_shader` / `vc4_shader_ntq` (`vc4_program.c`) choose
+//! them: a fragment shader is compiled for 2 threads first (the lower half of files A and B, a
+//! thread switch at each texture lookup) and, when that fails — allocation needs more
+//! registers or would spill, or anything later fails — for 1 thread. A shader with no lookup
+//! is not tried threaded: Mesa gives such shaders up right after translation (its shader-db
+//! reports them as 1 thread), and so does [`threading`]. Mesa gives up as well when its last
+//! lookup is inside control flow (the last switch, `lthrsw`, must run exactly once); kiln then
+//! ends the program with a switch of its own (`crate::emit`).
 
 use crate::emit::{Emitted, OutputMode, emit};
-use crate::interface::{ShaderInfo, Stage, prepare};
+use crate::interface::{ShaderInfo, Stage, prepare_threads};
 use crate::isa::{disasm_program, validate, validate_mesa};
 use kiln_ir::Function;
 use kiln_regalloc::{Allocator, RaOptions, RaStats, allocate};
@@ -44,6 +53,29 @@ impl fmt::Display for CompileError {
 
 impl std::error::Error for CompileError {}
 
+/// How many threads a fragment shader runs with.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Threads {
+    /// 2 when the shader can be threaded and compiles so, else 1 (Mesa's choice).
+    #[default]
+    Auto,
+    One,
+    /// 2 or an error saying why not.
+    Two,
+}
+
+impl std::str::FromStr for Threads {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Threads, String> {
+        match s {
+            "auto" => Ok(Threads::Auto),
+            "1" => Ok(Threads::One),
+            "2" => Ok(Threads::Two),
+            _ => Err(format!("`{s}`: threads are `auto`, `1` or `2`")),
+        }
+    }
+}
+
 /// How to compile.
 #[derive(Clone, Copy, Debug)]
 pub struct CompileOptions {
@@ -51,6 +83,7 @@ pub struct CompileOptions {
     pub output: OutputMode,
     /// Run the allocation checker.
     pub check: bool,
+    pub threads: Threads,
 }
 
 impl Default for CompileOptions {
@@ -59,8 +92,76 @@ impl Default for CompileOptions {
             allocator: Allocator::Graph,
             output: OutputMode::Tlb,
             check: true,
+            threads: Threads::Auto,
         }
     }
+}
+
+/// Whether a selected function (`info` its interface) can run as a threaded fragment shader,
+/// or why not: it must be a fragment shader with a texture lookup (each request is a thread
+/// switch; Mesa's threaded attempt of a shader without one gives up, `no-tmu-access` in
+/// `mesa-vc4/README.md`).
+pub fn threading(func: &Function, info: &ShaderInfo) -> Result<(), String> {
+    if info.stage != Stage::Fragment {
+        return Err("only fragment shaders run threaded".into());
+    }
+    if func
+        .blocks
+        .iter()
+        .any(|b| b.insts.iter().any(crate::texture::is_lookup))
+    {
+        Ok(())
+    } else {
+        Err("the shader has no texture lookup to switch threads at".into())
+    }
+}
+
+/// The blocks the emitted program runs exactly once (where the last lookup's switch can be the
+/// last switch, Mesa's `last_thrsw_at_top_level`): those outside every if, in no loop that
+/// may run them again or skip them. A loop none of whose reachable blocks has a `continue` of
+/// it runs once (the front end wraps a body with early returns in such a loop); then only a
+/// reachable `break` of it before a block may skip that block. Reachability follows the
+/// linear CFG the emitter lays out, and only the taken side of a uniform `if` on a constant.
+pub fn runs_once(func: &Function, cfg: &kiln_ir::Cfg) -> Vec<bool> {
+    use kiln_ir::{Block, Opcode, Value};
+    let n = func.blocks.len();
+    let term = |b: usize| func.blocks[b].insts.last();
+    let mut reach = vec![false; n];
+    let mut stack = vec![0];
+    reach[0] = true;
+    while let Some(b) = stack.pop() {
+        let taken: Vec<Block> = match term(b) {
+            Some(i) if i.op == Opcode::If && !i.flags.divergent => match i.operands[0].value {
+                Value::Const(c) => vec![i.targets[if c != 0 { 0 } else { 1 }]],
+                _ => cfg.linear.succs[b].to_vec(),
+            },
+            _ => cfg.linear.succs[b].to_vec(),
+        };
+        for s in taken {
+            if !reach[s.index()] {
+                reach[s.index()] = true;
+                stack.push(s.index());
+            }
+        }
+    }
+    let mut once = reach.clone();
+    for i in &cfg.ifs {
+        once[i.then_start.index()..i.endif.index()].fill(false);
+    }
+    for (l, lp) in cfg.loops.iter().enumerate() {
+        let body = lp.header.index()..lp.exit.index();
+        let ends = |op: Opcode| {
+            body.clone().find(|&b| {
+                reach[b] && cfg.loop_of[b] == Some(l) && term(b).is_some_and(|i| i.op == op)
+            })
+        };
+        if ends(Opcode::Continue).is_some() {
+            once[body].fill(false);
+        } else if let Some(k) = ends(Opcode::Break) {
+            once[k + 1..lp.exit.index()].fill(false);
+        }
+    }
+    once
 }
 
 /// Statistics of one compiled shader: Mesa's shader-db figures first, then kiln's.
@@ -128,7 +229,37 @@ pub fn compile(
         crate::texture::hide(&mut f).map_err(|e| CompileError::Unsupported(e.to_string()))?;
     crate::isel::select(&mut f).map_err(|e| CompileError::Unsupported(e.to_string()))?;
     crate::texture::reveal(&mut f, &hidden).map_err(|e| CompileError::Failed(e.to_string()))?;
-    prepare(&mut f, info).map_err(|e| CompileError::Unsupported(e.to_string()))?;
+    let threadable = threading(&f, info);
+    let threads = match (opts.threads, &threadable) {
+        (Threads::One, _) | (Threads::Auto, Err(_)) => 1,
+        (Threads::Two, Err(why)) => {
+            return Err(CompileError::Unsupported(format!(
+                "unsupported: 2 threads: {why}"
+            )));
+        }
+        (_, Ok(())) => 2,
+    };
+    if threads == 2 {
+        let mut g = f.clone();
+        // What the interface pass refuses it refuses for 1 thread too.
+        prepare_threads(&mut g, info, 2).map_err(|e| CompileError::Unsupported(e.to_string()))?;
+        match finish(g, info, output, opts, 2) {
+            Err(_) if opts.threads == Threads::Auto => {}
+            r => return r,
+        }
+    }
+    prepare_threads(&mut f, info, 1).map_err(|e| CompileError::Unsupported(e.to_string()))?;
+    finish(f, info, output, opts, 1)
+}
+
+/// Allocation, emission and validation of an interface-lowered function for `threads` threads.
+fn finish(
+    mut f: Function,
+    info: &ShaderInfo,
+    output: OutputMode,
+    opts: &CompileOptions,
+    threads: u32,
+) -> Result<Compiled, CompileError> {
     let ssa = f.clone();
     let ra = allocate(
         &mut f,
@@ -169,7 +300,7 @@ pub fn compile(
         .count() as u32;
     let stats = Stats {
         instructions: words.len() as u32,
-        threads: 1,
+        threads,
         uniforms: emitted.uniforms.len() as u32,
         max_temps: ra.max_demand.first().copied().unwrap_or(0),
         estimated_cycles: words.len() as u32,

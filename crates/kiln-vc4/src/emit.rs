@@ -25,6 +25,15 @@
 //! when control arrives: every block's reads are followed in the table by the next reset's
 //! entry, or by a final [`Uniform::StreamAddress`], so that entry always holds the address.
 //!
+//! **Threads.** In a threaded fragment shader (`vc4(threads=2)`) every lookup that makes a TMU
+//! request switches threads (Mesa's `ntq_emit_thrsw`): the `thrsw` signal goes on the `s`
+//! write (or a `nop` after it), two delay slots follow, and `ldtmu0` then collects the result
+//! requested before the switch. The last switch becomes `lthrsw` (`vc4_generate_code`); it must
+//! run exactly once, before the tile-buffer writes: when the last lookup's block may run never
+//! or many times (Mesa then gives up threading), a switch of its own goes before the program
+//! end. No accumulator survives a switch (the interface pass narrows the classes of the values
+//! live across one) and the flags are set again after it.
+//!
 //! **Control flow.** A uniform `if` or loop becomes QPU branches on the condition of the
 //! active lanes. Divergent control flow uses Mesa's execute mask in ra13: 0 in a lane that
 //! runs, else the index of the block the lane waits for. A divergent `if` sets ra13 to the
@@ -274,8 +283,13 @@ struct Emitter<'a> {
     vpm_setup: bool,
     /// The function discards lanes (seen a `discard`).
     discards: bool,
-    /// The lookup whose texel r4 holds: (unit, s, t), valid until the next other instruction.
-    tex_in_r4: Option<(u32, Src, Src, Option<Src>)>,
+    /// The lookup whose texel r4 holds, valid until the next instruction other than a lookup
+    /// or a copy ([`crate::texture::requests`]).
+    tex_in_r4: Option<Inst>,
+    /// The function is a threaded fragment shader: lookups switch threads.
+    threaded: bool,
+    /// The last thread switch so far: its instruction and block.
+    last_thrsw: Option<(usize, Block)>,
     /// VPM attribute reads: done so far, and in all.
     attributes: u32,
     attribute_count: u32,
@@ -377,6 +391,12 @@ pub fn emit(func: &Function, info: &ShaderInfo, mode: OutputMode) -> Result<Emit
         w_in_rb14: false,
         mode,
         tex_in_r4: None,
+        threaded: func
+            .target
+            .params()
+            .iter()
+            .any(|(k, v)| k == "threads" && *v == 2),
+        last_thrsw: None,
         discards: false,
         packing: false,
         vpm_setup: false,
@@ -806,7 +826,7 @@ impl Emitter<'_> {
     }
 
     fn inst(&mut self, b: Block, inst: &Inst) -> Result<(), EmitError> {
-        if !matches!(inst.op, Opcode::Target(t) if t.0.unit == "tmu") {
+        if !crate::texture::is_lookup(inst) && !crate::texture::keeps_r4(inst) {
             self.tex_in_r4 = None;
         }
         match inst.op {
@@ -1046,10 +1066,13 @@ impl Emitter<'_> {
             .operands
             .get(5)
             .and_then(|o| crate::texture::constant(&o.value));
-        let key = (unit, srcs[2], srcs[3], lod);
-        // The texel of the previous lookup is still in r4 when the previous instruction was a
-        // lookup at the same coordinates (another component of one sample).
-        if self.tex_in_r4 != Some(key) {
+        // The texel of the previous lookup is still in r4 when the previous instruction (but
+        // copies) was a lookup at the same coordinates (another component of one sample).
+        if !self
+            .tex_in_r4
+            .as_ref()
+            .is_some_and(|p| crate::texture::same_texel(p, inst))
+        {
             // Each coordinate write takes a configuration uniform, in Mesa's order (`ntq_emit_tex`):
             // t with P0, then b with P1, then s with P2 for an explicit level (its `BSLOD`), a
             // zero for a bias, or P1 without b.
@@ -1071,6 +1094,24 @@ impl Emitter<'_> {
             }
             let s = self.place(&[srcs[2]])?[0];
             self.push_alu(builder::mov(Reg::Io(waddr::TMU0_S), s)?);
+            if self.threaded {
+                // Switch threads while the TMU works: on the request itself when its signal is
+                // free, two delay slots, then `ldtmu0` takes what was requested before.
+                let mut at = self.out.len() - 1;
+                match &mut self.out[at] {
+                    Instr::Alu(a) if a.sig == Signal::None => a.sig = Signal::ThreadSwitch,
+                    _ => {
+                        let mut sw = AluInstr::nop();
+                        sw.sig = Signal::ThreadSwitch;
+                        self.push_alu(sw);
+                        at = self.out.len() - 1;
+                    }
+                }
+                self.nop();
+                self.nop();
+                self.last_thrsw = Some((at, b));
+                self.flags = Flags::Unknown;
+            }
             let mut ld = AluInstr::nop();
             ld.sig = Signal::LoadTmu0;
             self.push_alu(ld);
@@ -1083,10 +1124,7 @@ impl Emitter<'_> {
                 .unpack(unpack)
                 .cond_add(cond),
         );
-        let ds = d_src_opt(d);
-        self.tex_in_r4 =
-            (ds != Some(srcs[2]) && ds != Some(srcs[3]) && (lod.is_none() || ds != lod))
-                .then_some(key);
+        self.tex_in_r4 = Some(inst.clone());
         Ok(())
     }
 
@@ -1422,6 +1460,27 @@ impl Emitter<'_> {
 
     /// The program end: the colour write (tile buffer), then `thrend` and its two delay slots.
     fn end(&mut self, mode: OutputMode) -> Result<(), EmitError> {
+        // The last thread switch tells the QPU that this thread ends next (`vc4_generate_code`);
+        // it must run exactly once, before the tile buffer is touched: the last lookup's switch
+        // when its block runs once, else one of its own here, where every value left (the
+        // colour in ra14, the execute mask) is in a file register.
+        if self.threaded {
+            match self.last_thrsw {
+                Some((at, b)) if crate::compile::runs_once(self.func, &self.cfg)[b.index()] => {
+                    if let Instr::Alu(a) = &mut self.out[at] {
+                        a.sig = Signal::LastThreadSwitch;
+                    }
+                }
+                _ => {
+                    let mut sw = AluInstr::nop();
+                    sw.sig = Signal::LastThreadSwitch;
+                    self.push_alu(sw);
+                    self.nop();
+                    self.nop();
+                    self.flags = Flags::Unknown;
+                }
+            }
+        }
         if mode == OutputMode::Tlb {
             if !self.packing {
                 self.push(builder::load_imm(Reg::A(SCRATCH_A), 0)?);

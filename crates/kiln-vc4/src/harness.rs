@@ -13,6 +13,10 @@
 //! docs/vc4.md (comparisons of denormals and NaNs go through QPU flags). The VPM debug path
 //! compares each output's 32 bits (NaN equals NaN); the tile-buffer path compares the RGBA8
 //! bytes with the interpreter's floats packed by the same rule as the QPU's mul-unit pack.
+//!
+//! A threaded program runs with the simulator's model of a thread switch (the accumulators and
+//! flags lost, registers 16–31 of A and B out of reach), so a value wrongly kept in an
+//! accumulator across a switch shows as a difference.
 
 use crate::emit::{Emitted, OutputMode};
 use crate::interface::{InputKind, ShaderInfo};

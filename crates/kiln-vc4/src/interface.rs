@@ -12,11 +12,13 @@
 //!   reads `QFILE_UNIF` operands): a uniform then holds no register.
 //! - Outputs are written once, at the end: every `output` must be in the last block and moves
 //!   to just before its `return`, where the emitter packs the colour for the tile buffer.
-//! - No value may live in r4 (no ALU op writes it; SFU results are moved out of it): every
-//!   temp's class becomes `a_or_b_or_acc`, or the subset a target opcode requires of it
-//!   (`r0_r3` for a derivative's scratch accumulator).
-//! - A function with divergent control flow is retargeted to `vc4(threads=1, exec=1)`, which
-//!   keeps ra13 free for the execute mask.
+//! - The function is retargeted to `vc4(threads=N)` — N = 2 for a threaded fragment shader,
+//!   whose A and B registers are the lower 16 — with `exec=1` when it has divergent control
+//!   flow, which keeps ra13 free for the execute mask.
+//! - Classes are narrowed again on the final function (`crate::narrow`): no value may live in
+//!   r4 (no ALU op writes it; SFU results are moved out of it), and in a threaded shader no
+//!   value live across a thread switch may live in r0–r3; a target opcode's required subset
+//!   stays (`r0_r3` for a derivative's scratch accumulator).
 //!
 //! What the emitter cannot do yet is refused here with `unsupported: …`.
 
@@ -131,9 +133,19 @@ pub fn needs_exec(func: &Function, cfg: &Cfg) -> bool {
             .any(|i| i.op == Opcode::Discard)
 }
 
-/// Lowers the interface of a selected function (see the module comment); the function
-/// verifies afterwards. Refuses, changing nothing, what the emitter cannot do.
+/// Lowers the interface of a selected function for one thread (see the module comment); the
+/// function verifies afterwards. Refuses, changing nothing, what the emitter cannot do.
 pub fn prepare(func: &mut Function, info: &ShaderInfo) -> Result<(), Unsupported> {
+    prepare_threads(func, info, 1)
+}
+
+/// [`prepare`] for `threads` threads (2: a threaded fragment shader, see
+/// [`crate::compile::threading`] for when it can be one).
+pub fn prepare_threads(
+    func: &mut Function,
+    info: &ShaderInfo,
+    threads: u32,
+) -> Result<(), Unsupported> {
     let mut refused = BTreeSet::new();
     if func.target.name() != "vc4" || func.allocated {
         refused.insert("a function that is not selected for vc4 or already allocated".into());
@@ -230,21 +242,10 @@ pub fn prepare(func: &mut Function, info: &ShaderInfo) -> Result<(), Unsupported
     rest.extend(term);
     *insts = rest;
 
-    // Retarget (execute mask) and keep every value out of r4.
-    let target = Vc4Target::with_exec(1, needs_exec(func, &cfg));
-    let subset = kiln_ir::Target::subset_by_name(&target, "a_or_b_or_acc");
-    let required = crate::narrow::required_subsets(func);
-    for (t, c) in func.temps.iter_mut().enumerate() {
-        if c.is_none() {
-            continue;
-        }
-        c.subset = subset;
-        // A class a target opcode requires (within a_or_b_or_acc) stays.
-        if let Some(name) = required[t] {
-            c.subset = kiln_ir::Target::subset_by_name(&target, name);
-        }
-    }
-    func.target = std::sync::Arc::new(target);
+    // Retarget (threads, execute mask), keep every value out of r4 and, threaded, out of the
+    // accumulators across a thread switch.
+    func.target = std::sync::Arc::new(Vc4Target::with_exec(threads, needs_exec(func, &cfg)));
+    crate::narrow::narrow_classes_with(func, false, threads == 2);
     kiln_ir::verify(func).map_err(|e| {
         Unsupported(vec![format!(
             "(internal) the interface pass broke the function: {}",

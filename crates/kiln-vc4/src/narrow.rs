@@ -6,19 +6,31 @@
 //! - Only an r4 writer's own result (SFU ops: `crate::ops`, resource `r4`) may sit in r4: r4 is
 //!   not a write address, the emitter reads the result from it.
 //! - An r4 writer takes r4 from every value live across it.
+//! - In a threaded fragment shader, a thread switch (each lookup that makes a TMU request,
+//!   [`crate::texture::requests`]) takes r0–r4 from every value live across it in *any* lane:
+//!   the accumulators do not survive a switch (Mesa's `QOP_THRSW` case in
+//!   `vc4_register_allocate.c`), and the switch hits the lanes that wait for the else side of
+//!   a divergent if or have left a divergent loop too. So this uses the liveness an all-lanes
+//!   write respects ([`kiln_analysis::wide_liveness`], and the values leaving an enclosing
+//!   divergent loop). A phi's value is written by a copy at the end of each predecessor, so
+//!   where the edge is not a linear one (a divergent break, a divergent if's then side) it is
+//!   live across the switches the linear path to the phi passes (the rest of the loop, the
+//!   else side).
 //!
-//! The bits name one of the target's subsets (`crate::target`): `any` (r4 allowed) or
-//! `a_or_b_or_acc`, within the subset a target opcode requires of the value (the derivatives'
-//! scratch accumulator: `r0_r3`). Packs, unpacks and thread switches narrow further once
-//! selection emits them (file A, A or r4, no accumulators).
+//! The bits name one of the target's subsets (`crate::target`): `any` (r4 allowed),
+//! `a_or_b_or_acc` or `a_or_b`, within the subset a target opcode requires of the value (the
+//! derivatives' scratch accumulator: `r0_r3`). Packs and unpacks narrow further once selection
+//! emits them (file A, A or r4).
 //!
-//! Cost: one backward walk per block; at an r4 writer, the values live across it.
+//! Cost: one backward walk per block; at an r4 writer or a thread switch, the values live
+//! across it.
 
 use crate::target::Q;
-use kiln_analysis::{Cfg, compute_liveness};
+use kiln_analysis::{Cfg, LiveSet, compute_liveness, wide_liveness};
 use kiln_ir::{Access, Function, Inst, Opcode, RegClass, Temp};
 
 const R4: u8 = 1;
+const ACC: u8 = 2;
 
 /// Whether `inst` writes r4.
 pub fn writes_r4(inst: &Inst) -> bool {
@@ -26,14 +38,22 @@ pub fn writes_r4(inst: &Inst) -> bool {
         if t.info().resources.iter().any(|r| r.name == "r4" && r.access != Access::Read))
 }
 
-/// Narrows the class of every value of `func` (a vc4 function, after selection). A function
-/// whose blocks do not form a CFG is left as it is (the verifier says why).
+/// Narrows the class of every value of `func` (a vc4 function, after selection): r4 for the
+/// values the r4 rule allows, no thread switches. A function whose blocks do not form a CFG is
+/// left as it is (the verifier says why).
 pub fn narrow_classes(func: &mut Function) {
+    narrow_classes_with(func, true, false);
+}
+
+/// [`narrow_classes`] with the choices of the interface pass: `r4` — whether any value may sit
+/// in r4 (the emitter moves every r4 result out, so it passes false); `threaded` — whether
+/// lookups switch threads, taking the accumulators from the values live across them.
+pub fn narrow_classes_with(func: &mut Function, r4: bool, threaded: bool) {
     let Ok(cfg) = Cfg::compute(func) else { return };
     let lv = compute_liveness(func, &cfg);
     let n = func.temps.len();
-    // Bit R4: the value may sit in r4.
-    let mut bits = vec![R4; n];
+    // Bit R4: the value may sit in r4; bit ACC: in r0–r3.
+    let mut bits = vec![if r4 { R4 | ACC } else { ACC }; n];
     let mut live = vec![false; n];
     let mut list: Vec<Temp> = Vec::new();
     for b in func.block_ids() {
@@ -67,16 +87,90 @@ pub fn narrow_classes(func: &mut Function) {
             live[t.index()] = false;
         }
     }
+    if threaded {
+        let wide = wide_liveness(func, &cfg);
+        let switches_in: Vec<bool> = func
+            .blocks
+            .iter()
+            .map(|b| crate::texture::requests(&b.insts).contains(&true))
+            .collect();
+        for m in func.block_ids() {
+            for inst in func.block(m).insts.iter().filter(|i| i.op == Opcode::Phi) {
+                for &p in &cfg.logical.preds[m.index()] {
+                    if cfg.linear.preds[m.index()].contains(&p) {
+                        continue;
+                    }
+                    // The linear path from p to m: the blocks after p, from the header of the
+                    // outermost loop the edge leaves; a back edge (a divergent `continue`)
+                    // runs the rest of the loop body first.
+                    let path = if m <= p {
+                        let exit = cfg
+                            .loops
+                            .iter()
+                            .find(|l| l.header == m)
+                            .map_or(p.index() + 1, |l| l.exit.index());
+                        p.index() + 1..exit
+                    } else {
+                        let from = cfg
+                            .enclosing_loops(p)
+                            .filter(|&l| !cfg.loops[l].contains(m))
+                            .map(|l| cfg.loops[l].header.index())
+                            .min()
+                            .unwrap_or(p.index() + 1);
+                        from..m.index()
+                    };
+                    if switches_in[path].contains(&true) {
+                        for d in &inst.defs {
+                            bits[d.temp.index()] &= !(R4 | ACC);
+                        }
+                    }
+                }
+            }
+        }
+        for b in func.block_ids() {
+            let insts = &func.block(b).insts;
+            if !switches_in[b.index()] {
+                continue;
+            }
+            let switches = crate::texture::requests(insts);
+            let mut lose = |set: &LiveSet| {
+                for t in set.iter() {
+                    bits[t.index()] &= !(R4 | ACC);
+                }
+            };
+            for l in cfg.enclosing_loops(b) {
+                lose(&lv.loop_leaving[l]);
+            }
+            let mut live = lv.live_out[b.index()].union(&wide[b.index()]);
+            for (inst, &switch) in insts.iter().zip(&switches).rev() {
+                let defs: Vec<u32> = inst.defs.iter().map(|d| d.temp.0).collect();
+                live = live.difference(&LiveSet::from_unsorted(defs));
+                if switch {
+                    lose(&live);
+                }
+                if !inst.op.is_phi() {
+                    live = live.union(&LiveSet::from_unsorted(
+                        inst.used_temps().map(|t| t.0).collect(),
+                    ));
+                }
+            }
+        }
+    }
     let target = func.target.clone();
     let class = |name: &str| RegClass {
         subset: target.subset_by_name(name),
         ..target.class(Q, 1)
     };
-    let (any, no_r4) = (class("any"), class("a_or_b_or_acc"));
+    let (any, no_r4, files) = (class("any"), class("a_or_b_or_acc"), class("a_or_b"));
     let required = required_subsets(func);
     for (t, c) in func.temps.iter_mut().enumerate() {
         if !c.is_none() && c.file == Q {
-            let base = if bits[t] & R4 != 0 { any } else { no_r4 };
+            // No subset is r4 with A and B but no r0–r3: such a value keeps to A and B.
+            let base = match (bits[t] & R4 != 0, bits[t] & ACC != 0) {
+                (true, true) => any,
+                (false, true) => no_r4,
+                (_, false) => files,
+            };
             *c = match required.get(t).copied().flatten() {
                 Some(name) => target.intersect_classes(base, class(name)).unwrap_or(base),
                 None => base,

@@ -242,3 +242,49 @@ pub fn constant(v: &Value) -> Option<u32> {
         _ => None,
     }
 }
+
+/// Whether `inst` is a TMU lookup ([`TEX`] or [`TEX_B`]).
+pub fn is_lookup(inst: &Inst) -> bool {
+    matches!(inst.op, Opcode::Target(t) if t.0.unit == "tmu")
+}
+
+/// Whether the lookup `inst` reads the texel the lookup `prev` read (the same unit and
+/// coordinates: another component of one sample). The emitter then takes it from r4 again:
+/// no new TMU request and, in a threaded shader, no thread switch.
+pub fn same_texel(prev: &Inst, inst: &Inst) -> bool {
+    is_lookup(prev)
+        && is_lookup(inst)
+        && prev.op == inst.op
+        && prev.operands.len() == inst.operands.len()
+        && prev.operands[0].value == inst.operands[0].value
+        && prev.operands[2..]
+            .iter()
+            .zip(&inst.operands[2..])
+            .all(|(a, b)| a.value == b.value)
+}
+
+/// Whether the emitter's code for `inst` leaves r4 alone, so that a texel stays there across it:
+/// copies.
+pub fn keeps_r4(inst: &Inst) -> bool {
+    matches!(inst.op, Opcode::ParallelCopy | Opcode::Mov)
+}
+
+/// For each instruction of `insts`, whether it is a lookup that makes a TMU request — in a
+/// threaded shader, a thread switch (Mesa's `ntq_emit_thrsw` before each `TEX_RESULT`): every
+/// lookup but one that reads the texel of the lookup before it, with only copies
+/// ([`keeps_r4`]) in between. The emitter decides the same way.
+pub fn requests(insts: &[Inst]) -> Vec<bool> {
+    let mut prev: Option<&Inst> = None;
+    insts
+        .iter()
+        .map(|inst| {
+            let new = is_lookup(inst) && !prev.is_some_and(|p| same_texel(p, inst));
+            if is_lookup(inst) {
+                prev = Some(inst);
+            } else if !keeps_r4(inst) {
+                prev = None;
+            }
+            new
+        })
+        .collect()
+}

@@ -3,7 +3,7 @@
 //! (VPM debug path: every output's 32 bits; tile buffer: the RGBA8 bytes).
 
 use kiln_regalloc::Allocator;
-use kiln_vc4::compile::{CompileOptions, Compiled, compile};
+use kiln_vc4::compile::{CompileOptions, Compiled, Threads, compile};
 use kiln_vc4::emit::OutputMode;
 use kiln_vc4::harness;
 use kiln_vc4::interface::ShaderInfo;
@@ -18,6 +18,7 @@ fn compile_text(text: &str, allocator: Allocator, output: OutputMode) -> (Compil
             allocator,
             output,
             check: true,
+            threads: Threads::Auto,
         },
     )
     .unwrap_or_else(|e| panic!("{e}"));
@@ -276,6 +277,7 @@ fn generated_programs_agree() {
                 allocator,
                 output: OutputMode::Vpm,
                 check: true,
+                threads: Threads::Auto,
             };
             match compile(&func, &info, &opts) {
                 Ok(c) => {
@@ -377,6 +379,14 @@ bb0:
         let mut swapped = c.emitted.clone();
         swapped.output_rows.swap(3, 5);
         assert!(harness::check(&c.ssa, &swapped, OutputMode::Vpm, &c.info).is_err());
+        // Vertex shaders run one thread.
+        assert_eq!(c.stats.threads, 1);
+        let two = CompileOptions {
+            threads: Threads::Two,
+            ..opts
+        };
+        let e = compile(&func, &info, &two).unwrap_err().to_string();
+        assert!(e.contains("only fragment shaders run threaded"), "{e}");
     }
 }
 
@@ -694,6 +704,7 @@ bb0:
                 allocator,
                 output,
                 check: true,
+                threads: Threads::Auto,
             };
             let c = compile(&func, &info, &opts).unwrap_or_else(|e| panic!("{e}"));
             harness::check_compiled(&c).unwrap_or_else(|m| panic!("{m}\n{}", c.disasm()));
@@ -814,4 +825,442 @@ bb2:
     // The differences go to rb14, then one masked move to the result.
     let text = c.disasm();
     assert_eq!(text.matches("fsub.zs rb14, rb14").count(), 2, "{text}");
+}
+
+/// A fragment shader with two samples, a value computed before the lookups and used after
+/// them, for 2 threads.
+const THREADED: &str = "target generic(v=32, s=16)
+function @main {
+bb0:
+    %0:v1 = input 0
+    %1:v1 = input 1
+    %2:v1 = fmul %0, 3.0
+    %3:v1 = fsub 0.0, %1
+    %20:v1 = fadd %0, %1
+    %21:v1 = fmul %0, %1
+    %4:v4 = texture_sample 0, 0, %2, %3
+    %5:v1, %6:v1, %7:v1, %8:v1 = split_vector %4
+    %22:v1 = fadd %5, %20
+    %9:v4 = texture_sample 1, 0, %1, %0
+    %10:v1, %11:v1, %12:v1, %13:v1 = split_vector %9
+    %14:v1 = fadd %22, %13
+    %15:v1 = fmul %6, %12
+    %16:v1 = fsub %7, %11
+    %17:v1 = fadd %8, %10
+    %18:v1 = fadd %17, %21
+    output 0, %14
+    output 1, %15
+    output 2, %16
+    output 3, %18
+    return
+}
+";
+
+fn compile_threads(
+    text: &str,
+    allocator: Allocator,
+    output: OutputMode,
+    threads: Threads,
+) -> Result<Compiled, kiln_vc4::compile::CompileError> {
+    let func = kiln_ir::parse_function(text).unwrap_or_else(|e| panic!("{e}"));
+    let info = ShaderInfo::fragment_default(&func);
+    compile(
+        &func,
+        &info,
+        &CompileOptions {
+            allocator,
+            output,
+            check: true,
+            threads,
+        },
+    )
+}
+
+/// Registers 16–31 of file A or B an instruction names.
+fn upper_half(i: &kiln_vc4::isa::Instr) -> bool {
+    use kiln_vc4::isa::{Instr, Signal};
+    let w = match i {
+        Instr::Alu(a) => {
+            if (16..32).contains(&a.raddr_a)
+                || (a.sig != Signal::SmallImm && (16..32).contains(&a.raddr_b))
+            {
+                return true;
+            }
+            &a.w
+        }
+        Instr::LoadImm(l) => &l.w,
+        _ => return false,
+    };
+    (16..32).contains(&w.waddr_add) || (16..32).contains(&w.waddr_mul)
+}
+
+/// Two threads: a thread switch at each lookup (the last one `lthrsw`), only the lower half of
+/// files A and B, and the same results as the interpreter with both allocators and outputs.
+#[test]
+fn threaded_fragment_shader_agrees() {
+    use kiln_vc4::isa::{Instr, Signal};
+    for allocator in [Allocator::Ssa, Allocator::Graph] {
+        for mode in [OutputMode::Vpm, OutputMode::Tlb] {
+            let c = compile_threads(THREADED, allocator, mode, Threads::Two)
+                .unwrap_or_else(|e| panic!("{allocator:?} {mode:?}: {e}"));
+            assert_eq!(c.stats.threads, 2);
+            let sigs: Vec<Signal> = c
+                .emitted
+                .instrs
+                .iter()
+                .filter_map(|i| i.signal())
+                .filter(|s| matches!(s, Signal::ThreadSwitch | Signal::LastThreadSwitch))
+                .collect();
+            assert_eq!(
+                sigs,
+                [Signal::ThreadSwitch, Signal::LastThreadSwitch],
+                "{}",
+                c.disasm()
+            );
+            assert!(!c.emitted.instrs.iter().any(upper_half), "{}", c.disasm());
+            assert!(matches!(c.emitted.instrs[0], Instr::Alu(_)));
+            if let Err(m) = harness::check_compiled(&c) {
+                panic!(
+                    "{allocator:?} {mode:?}: {m}\n{}\n{}",
+                    kiln_ir::print_function(&c.allocated),
+                    c.disasm()
+                );
+            }
+            // Auto picks 2 threads for it, as Mesa would.
+            let auto = compile_threads(THREADED, allocator, mode, Threads::Auto).unwrap();
+            assert_eq!(auto.stats.threads, 2);
+            let one = compile_threads(THREADED, allocator, mode, Threads::One).unwrap();
+            assert_eq!(one.stats.threads, 1);
+            assert!(
+                !one.emitted
+                    .instrs
+                    .iter()
+                    .any(|i| matches!(i.signal(), Some(Signal::ThreadSwitch)))
+            );
+        }
+    }
+}
+
+/// Values live across a thread switch are narrowed out of the accumulators; without that
+/// narrowing the allocator keeps some of them in r0–r3, the simulator loses them at the switch
+/// and the harness sees the difference.
+#[test]
+fn thread_switch_narrowing_is_needed() {
+    let mut caught = 0;
+    for allocator in [Allocator::Ssa, Allocator::Graph] {
+        let c = compile_threads(THREADED, allocator, OutputMode::Vpm, Threads::Two).unwrap();
+        let mut f = c.ssa.clone();
+        let target = f.target.clone();
+        let acc = target.subset_by_name("a_or_b_or_acc");
+        for t in f.temps.iter_mut().filter(|t| !t.is_none()) {
+            t.subset = acc;
+        }
+        let ssa = f.clone();
+        kiln_regalloc::allocate(
+            &mut f,
+            &kiln_regalloc::RaOptions {
+                allocator,
+                budget: Vec::new(),
+                check: true,
+            },
+        )
+        .unwrap();
+        let em = kiln_vc4::emit::emit(&f, &c.info, OutputMode::Vpm).unwrap();
+        assert!(kiln_vc4::isa::validate(&em.words()).is_empty());
+        if harness::check(&ssa, &em, OutputMode::Vpm, &c.info).is_err() {
+            caught += 1;
+        }
+    }
+    assert!(caught > 0, "no allocator kept a value in an accumulator");
+}
+
+/// The thread switch signals of a program.
+fn switches(c: &Compiled) -> Vec<(usize, kiln_vc4::isa::Signal)> {
+    use kiln_vc4::isa::Signal;
+    c.emitted
+        .instrs
+        .iter()
+        .enumerate()
+        .filter_map(|(k, i)| i.signal().map(|s| (k, s)))
+        .filter(|(_, s)| matches!(s, Signal::ThreadSwitch | Signal::LastThreadSwitch))
+        .collect()
+}
+
+/// The last switch runs exactly once: on the last lookup when its block does (here the body
+/// of a loop the constant condition leaves after one pass, as the front end wraps early
+/// returns), else on a switch of its own before the program end (a lookup inside an if, where
+/// Mesa gives up threading).
+#[test]
+fn last_thread_switch_runs_once() {
+    use kiln_vc4::isa::{Instr, Signal};
+    let once = "target generic(v=32, s=16)
+function @main {
+bb0:
+    %0:v1 = input 0
+    %1:v1 = input 1
+    loop bb1, bb4
+bb1:
+    %4:v4 = texture_sample 0, 0, %0, %1
+    %5:v1, %6:v1, %7:v1, %8:v1 = split_vector %4
+    %9:v1 = fadd %5, %0
+    if.uniform -1, bb2, bb3, bb3
+bb2:
+    break bb4
+bb3:
+    continue bb1
+bb4:
+    %10:v1 = phi %9
+    output 0, %10
+    output 1, %6
+    return
+}
+";
+    let in_if = "target generic(v=32, s=16)
+function @main {
+bb0:
+    %0:v1 = input 0
+    %1:v1 = input 1
+    %2:s1 = uniform 0
+    %3:v1 = flt %0, 0.4
+    %20:v4 = texture_sample 1, 0, %1, %0
+    %21:v1, %22:v1, %23:v1, %24:v1 = split_vector %20
+    if.divergent %3, bb1, bb2, bb3
+bb1:
+    %4:v4 = texture_sample 0, 0, %0, %1
+    %5:v1, %6:v1, %7:v1, %8:v1 = split_vector %4
+    jump bb3
+bb2:
+    %9:v1 = fmul %0, %2
+    jump bb3
+bb3:
+    %10:v1 = phi %6, %9
+    %11:v1 = fadd %10, %22
+    output 0, %11
+    return
+}
+";
+    for allocator in [Allocator::Ssa, Allocator::Graph] {
+        for mode in [OutputMode::Vpm, OutputMode::Tlb] {
+            let c = compile_threads(once, allocator, mode, Threads::Two).unwrap();
+            assert_eq!(
+                switches(&c).iter().map(|s| s.1).collect::<Vec<_>>(),
+                [Signal::LastThreadSwitch]
+            );
+            harness::check_compiled(&c).unwrap();
+            let c = compile_threads(in_if, allocator, mode, Threads::Auto).unwrap();
+            assert_eq!(c.stats.threads, 2);
+            let sw = switches(&c);
+            assert_eq!(
+                sw.iter().map(|s| s.1).collect::<Vec<_>>(),
+                [
+                    Signal::ThreadSwitch,
+                    Signal::ThreadSwitch,
+                    Signal::LastThreadSwitch
+                ],
+                "{}",
+                c.disasm()
+            );
+            assert_eq!(c.emitted.instrs[sw[2].0], {
+                let mut n = kiln_vc4::isa::AluInstr::nop();
+                n.sig = Signal::LastThreadSwitch;
+                Instr::Alu(n)
+            });
+            harness::check_compiled(&c).unwrap_or_else(|m| panic!("{m}\n{}", c.disasm()));
+        }
+    }
+}
+
+/// Fall-back to one thread, as Mesa's `vc4_get_compiled_shader`: a shader without lookups is
+/// not threaded (`Two` says why); one whose values live across a lookup do not fit the lower
+/// half of files A and B is compiled again for one thread.
+#[test]
+fn threads_fall_back_to_one() {
+    use kiln_vc4::compile::CompileError;
+    let no_lookup = "target generic(v=32, s=16)
+function @main {
+bb0:
+    %0:v1 = input 0
+    %1:v1 = fmul %0, 2.0
+    output 0, %1
+    return
+}
+";
+    let c = compile_threads(no_lookup, Allocator::Graph, OutputMode::Tlb, Threads::Auto).unwrap();
+    assert_eq!(c.stats.threads, 1);
+    harness::check_compiled(&c).unwrap();
+    match compile_threads(no_lookup, Allocator::Graph, OutputMode::Tlb, Threads::Two) {
+        Err(CompileError::Unsupported(m)) => assert!(m.contains("no texture lookup"), "{m}"),
+        r => panic!("{:?}", r.map(|c| c.stats)),
+    }
+    // 36 values live across the lookup: more than the 29 registers of ra0–ra15 and rb0–rb15
+    // (ra13, ra14 and rb14 reserved), fewer than the 61 of the full files.
+    let n = 36;
+    let mut text = String::from("target generic(v=64, s=16)\nfunction @main {\nbb0:\n");
+    for k in 0..n {
+        text += &format!("    %{k}:v1 = input {k}\n");
+    }
+    text += "    %100:v4 = texture_sample 0, 0, %0, %1\n";
+    text += "    %101:v1, %102:v1, %103:v1, %104:v1 = split_vector %100\n";
+    let mut acc = 101;
+    for k in 0..n {
+        text += &format!("    %{}:v1 = fadd %{acc}, %{k}\n", 200 + k);
+        acc = 200 + k;
+    }
+    text += &format!("    output 0, %{acc}\n    output 1, %102\n    return\n}}\n");
+    for allocator in [Allocator::Ssa, Allocator::Graph] {
+        let c = compile_threads(&text, allocator, OutputMode::Tlb, Threads::Auto)
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(c.stats.threads, 1, "{allocator:?}");
+        harness::check_compiled(&c).unwrap();
+        assert!(compile_threads(&text, allocator, OutputMode::Tlb, Threads::Two).is_err());
+    }
+}
+
+/// A switch in the then side of a divergent if hits the lanes waiting for the else side too:
+/// a value they need after the if (here through a phi) is live across the switch in those
+/// lanes, so it must not sit in an accumulator either (found on the corpus, where the
+/// allocators coalesced it with the phi into r0).
+#[test]
+fn thread_switch_in_a_divergent_if_keeps_the_other_lanes_values() {
+    let text = "target generic(v=32, s=16)
+function @main {
+bb0:
+    %0:v1 = input 0
+    %1:v1 = input 1
+    %2:v1 = input 2
+    %3:v1 = fle 0.5, %0
+    if.divergent %3, bb1, bb2, bb3
+bb1:
+    %4:v4 = texture_sample 0, 0, %1, %2
+    %5:v1, %6:v1, %7:v1, %8:v1 = split_vector %4
+    jump bb3
+bb2:
+    jump bb3
+bb3:
+    %9:v1 = phi %5, %0
+    %10:v1 = phi %6, %1
+    %11:v1 = phi %7, %2
+    output 0, %9
+    output 1, %10
+    output 2, %11
+    return
+}
+";
+    for allocator in [Allocator::Ssa, Allocator::Graph] {
+        for mode in [OutputMode::Vpm, OutputMode::Tlb] {
+            let c = compile_threads(text, allocator, mode, Threads::Two).unwrap();
+            let f = &c.ssa;
+            let a_or_b = f.target.subset_by_name("a_or_b");
+            for t in [0, 1, 2] {
+                assert_eq!(f.temps[t].subset, a_or_b, "%{t}");
+            }
+            harness::check_compiled(&c).unwrap_or_else(|m| panic!("{m}\n{}", c.disasm()));
+        }
+    }
+}
+
+/// Generated programs with a texture lookup at the end of every block (coordinates from the
+/// first inputs, the texel unused): every lookup is a thread switch wherever the generator put
+/// its ifs and loops, with the program's values live across it in every lane. Compiled with
+/// `auto` (2 threads when they fit), both allocators; every output of every lane agrees. (This
+/// found the phi rule of `narrow`: a loop-exit phi's copy sits at the divergent break, inside
+/// the loop, and the lanes that left keep it while the others switch threads.)
+#[test]
+fn generated_programs_with_thread_switches_agree() {
+    use kiln_ir::generate::{GenConfig, generate};
+    let seeds: u64 = std::env::var("KILN_EMIT_SEEDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(120);
+    let (mut threaded, mut single, mut other) = (0, 0, 0);
+    for seed in 0..seeds {
+        let cfg = GenConfig {
+            vectors: false,
+            constraints: false,
+            size: 50 + (seed as usize % 4) * 20,
+            ..GenConfig::new(seed)
+        };
+        let func = generate(&cfg);
+        let inputs: Vec<String> = func.blocks[0]
+            .insts
+            .iter()
+            .filter(|i| i.op == kiln_ir::Opcode::Input && func.class(i.defs[0].temp).size == 1)
+            .map(|i| format!("%{}", i.defs[0].temp.0))
+            .collect();
+        let Some(s) = inputs.first() else { continue };
+        let t = inputs.get(1).unwrap_or(s);
+        let mut fresh = func.temps.len();
+        let mut text = String::new();
+        let mut block: Vec<String> = Vec::new();
+        let flush = |block: &mut Vec<String>, text: &mut String, fresh: &mut usize| {
+            if let Some(term) = block.pop() {
+                let v = *fresh;
+                *fresh += 5;
+                block.push(format!("    %{v}:v4 = texture_sample 0, 0, {s}, {t}"));
+                block.push(format!(
+                    "    %{}:v1, %{}:v1, %{}:v1, %{}:v1 = split_vector %{v}",
+                    v + 1,
+                    v + 2,
+                    v + 3,
+                    v + 4
+                ));
+                block.push(term);
+            }
+            for l in block.drain(..) {
+                text.push_str(&l);
+                text.push('\n');
+            }
+        };
+        for line in kiln_ir::print_function(&func).lines() {
+            if line.starts_with("bb") || line.starts_with('}') {
+                flush(&mut block, &mut text, &mut fresh);
+                text.push_str(line);
+                text.push('\n');
+            } else if line.starts_with("    ") {
+                block.push(line.to_string());
+            } else {
+                text.push_str(line);
+                text.push('\n');
+            }
+        }
+        let func = kiln_ir::parse_function(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+        let info = ShaderInfo::debug(&func);
+        for allocator in [Allocator::Ssa, Allocator::Graph] {
+            let opts = CompileOptions {
+                allocator,
+                output: OutputMode::Vpm,
+                check: true,
+                threads: Threads::Auto,
+            };
+            match compile(&func, &info, &opts) {
+                Ok(c) => {
+                    if c.stats.threads == 2 {
+                        threaded += 1;
+                    } else {
+                        single += 1;
+                    }
+                    if let Err(m) = harness::check_compiled(&c) {
+                        panic!(
+                            "seed {seed} {allocator:?} ({} threads): {m}\n{}\n{}",
+                            c.stats.threads,
+                            kiln_ir::print_function(&c.allocated),
+                            c.disasm()
+                        );
+                    }
+                }
+                Err(e) => {
+                    other += 1;
+                    eprintln!("seed {seed} {allocator:?}: {e}");
+                }
+            }
+        }
+    }
+    // At 3,000 seeds: 3,352 of 6,000 compile threaded, 2,636 single-threaded, all agree; 12
+    // allocations are rejected by the allocation checker (an allocator matter, as above).
+    eprintln!("{threaded} threaded, {single} single-threaded, {other} not compiled");
+    assert!(
+        threaded as u64 >= seeds,
+        "{threaded} threaded, {single} single"
+    );
+    assert!(other as u64 * 100 <= seeds, "{other} not compiled");
 }

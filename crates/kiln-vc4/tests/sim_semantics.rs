@@ -468,3 +468,42 @@ mod fuzz {
         }
     }
 }
+
+/// A thread switch takes effect after its two delay slots: then r0–r5 hold the poison pattern
+/// and the flags are gone; file registers stay. In a threaded program registers 16–31 of file
+/// A or B are the other thread's: touching one is an error.
+#[test]
+fn thread_switch_loses_accumulators_and_upper_registers() {
+    use kiln_vc4::sim::POISON;
+    let m = run(
+        "sig_small_imm mov r0, 1 ; nop nop, r0, r0\n\
+         sig_small_imm mov ra3, 2 ; nop nop, r0, r0\n\
+         sig_switch nop\n\
+         sig_small_imm mov r1, 3 ; nop nop, r0, r0\n\
+         mov r2, r1 ; nop nop, r0, r0\n\
+         mov r3, r0 ; nop nop, r0, r0\n\
+         mov rb2, ra3 ; nop nop, r0, r0\n\
+         sig_end nop\nnop\nnop\n",
+        &[],
+    );
+    let q = &m.qpus[0];
+    // r2 ← r1 ran in the second delay slot (3); the switch then lost r0–r2; r3 ← r0 reads the
+    // poison of r0.
+    assert_eq!(q.acc[0][5], POISON | 5);
+    assert_eq!(q.acc[2][0], POISON | 2 << 4);
+    assert_eq!(q.acc[3][7], POISON | 7);
+    assert_eq!(q.rb[2][0], 2);
+    for bad in [
+        "mov r0, ra16 ; nop nop, r0, r0",
+        "mov rb31, r0 ; nop nop, r0, r0",
+    ] {
+        let src = format!("sig_switch nop\nnop\nnop\n{bad}\n{END}");
+        let mut m = machine(&src, &[]);
+        assert!(matches!(
+            m.run(100).unwrap_err().kind,
+            SimErrorKind::OtherThreadsRegister { .. }
+        ));
+        // Not threaded: the whole files.
+        run(&format!("{bad}\n{END}"), &[]);
+    }
+}

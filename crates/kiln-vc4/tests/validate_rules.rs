@@ -184,4 +184,35 @@ fn thread_switch() {
         &[sw, sw, nop(), nop(), nop()],
         &[sw, nop(), nop(), nop(), nop()],
     );
+    // The kernel's rules: no branch in the two delay slots, no register 16–31 of file A or B.
+    let br = builder::branch(BranchCond::Always, true, 0).encode();
+    check(
+        Rule::ThreadSwitch,
+        &[sw, nop(), br, nop(), nop(), nop(), nop()],
+        &[sw, nop(), nop(), br, nop(), nop(), nop()],
+    );
+    for upper in [
+        mov(waddr::R0, Mux::A).raddr_a(16).encode(),
+        mov(waddr::R0, Mux::B).raddr_b(31).encode(),
+        mov(20, Mux::R0).encode(),
+    ] {
+        check(
+            Rule::ThreadSwitch,
+            &[sw, nop(), nop(), upper],
+            &[
+                sw,
+                nop(),
+                nop(),
+                mov(waddr::R0, Mux::A).raddr_a(15).encode(),
+            ],
+        );
+        // Without a thread switch the whole files are the thread's.
+        assert!(validate(&[nop(), upper]).is_empty());
+    }
+    // A small immediate in raddr_b is no register.
+    let imm = mov(waddr::R0, Mux::B)
+        .sig(Signal::SmallImm)
+        .raddr_b(20)
+        .encode();
+    assert!(validate(&[sw, nop(), nop(), imm]).is_empty());
 }

@@ -48,7 +48,9 @@ pub enum Rule {
     /// 9. No VPM setup write together with another VPM access in one instruction.
     VpmSetup,
     /// Threaded shaders (Mesa): no thread switch with the scoreboard locked, after a last
-    /// thread switch or with one queued; TMU results collected per thread switch.
+    /// thread switch or with one queued; TMU results collected per thread switch. The
+    /// kernel's (`vc4_validate_shaders.c`): no branch in a thread switch's delay slots, no
+    /// register 16–31 of file A or B (the other thread's half) read or written.
     ThreadSwitch,
 }
 
@@ -245,6 +247,36 @@ fn peripheral_accesses(i: &Instr) -> usize {
         n += 1;
     }
     n
+}
+
+/// Registers 16–31 of file A (true) or B an instruction names, as the kernel counts them: the
+/// encoded read addresses (B unless a small immediate), a register branch's, and both write
+/// addresses of ALU, load-immediate and semaphore instructions.
+fn other_threads_registers(i: &Instr) -> Vec<(bool, u8)> {
+    let mut out = Vec::new();
+    let mut write = |w: &WriteFields| {
+        out.extend(
+            [(!w.ws, w.waddr_add), (w.ws, w.waddr_mul)]
+                .into_iter()
+                .filter(|&(_, r)| (16..32).contains(&r)),
+        );
+    };
+    match i {
+        Instr::Alu(a) => {
+            write(&a.w);
+            if (16..32).contains(&a.raddr_a) {
+                out.push((true, a.raddr_a));
+            }
+            if a.sig != Signal::SmallImm && (16..32).contains(&a.raddr_b) {
+                out.push((false, a.raddr_b));
+            }
+        }
+        Instr::LoadImm(l) => write(&l.w),
+        Instr::Semaphore(s) => write(&s.w),
+        Instr::Branch(b) if b.reg && (16..32).contains(&b.raddr_a) => out.push((true, b.raddr_a)),
+        Instr::Branch(_) => {}
+    }
+    out
 }
 
 fn is_thrend(i: &Instr) -> bool {
@@ -656,6 +688,13 @@ pub fn validate_instrs(prog: &[Instr]) -> Vec<Violation> {
                     }
                     switch_at = Some(i + 3);
                 }
+                None if matches!(ins, Instr::Branch(_)) && switch_at.is_some_and(|t| i < t) => {
+                    add(
+                        i,
+                        Rule::ThreadSwitch,
+                        "branch in the delay slots of a thread switch".into(),
+                    );
+                }
                 Some(Signal::LoadTmu0 | Signal::LoadTmu1) => {
                     if last_outstanding == 0 {
                         add(
@@ -674,6 +713,16 @@ pub fn validate_instrs(prog: &[Instr]) -> Vec<Violation> {
                 .any(|w| w.waddr == waddr::TMU0_S || w.waddr == waddr::TMU1_S)
             {
                 outstanding += 1;
+            }
+            for (file_a, reg) in other_threads_registers(ins) {
+                add(
+                    i,
+                    Rule::ThreadSwitch,
+                    format!(
+                        "{}{reg} in a threaded shader (registers 16–31 belong to the other thread)",
+                        if file_a { "ra" } else { "rb" }
+                    ),
+                );
             }
         }
     }

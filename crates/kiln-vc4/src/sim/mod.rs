@@ -13,6 +13,13 @@
 //! Not modelled as stalls: VPM/DMA waits (transfers complete immediately), SFU (r4 is ready
 //! in the third instruction after the write, reading it earlier is an error), regfile read-after-write
 //! (a file register written by instruction i reads its old value in instruction i + 1).
+//!
+//! Threads: a program with a thread-switch signal is a threaded fragment shader (the kernel's
+//! `vc4_validate_shaders.c` decides so too). Each QPU still runs one thread, but a switch does
+//! to the switching thread what may happen to it meanwhile: after the two delay slots of
+//! `thrsw`/`lthrsw`, r0–r5, the flags and an SFU result in flight are lost (the accumulators
+//! are [`POISON`], the flags a fixed pattern), and in a threaded program an access to
+//! registers 16–31 of file A or B — the other thread's half — is an error.
 
 pub mod alu;
 pub mod memory;
@@ -32,6 +39,10 @@ use vpm::{Vpm, VpmPort};
 pub const TMU_LATENCY: u64 = 8;
 /// Requests a TMU can hold before `ldtmu` reads them.
 pub const TMU_FIFO_DEPTH: usize = 4;
+/// What accumulator rN holds in lane l after a thread switch: `POISON | N << 4 | l`, an
+/// ordinary float near 0.368, so that a value wrongly kept across a switch shows in a packed
+/// colour as well as in raw bits.
+pub const POISON: u32 = 0x3ebc_5a00;
 
 /// What went wrong, and at which instruction.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -70,6 +81,11 @@ pub enum SimErrorKind {
     UnsupportedTexture(u32),
     #[error("all running QPUs are blocked on semaphores (deadlock)")]
     Deadlock,
+    #[error(
+        "{}{reg} in a threaded program (registers 16–31 of each file belong to the other thread)",
+        if *file_a { "ra" } else { "rb" }
+    )]
+    OtherThreadsRegister { file_a: bool, reg: u8 },
 }
 
 /// A program placed at a bus address.
@@ -78,14 +94,22 @@ pub struct Program {
     pub base: u32,
     pub words: Vec<u64>,
     pub instrs: Vec<Instr>,
+    /// The program switches threads (has a `thrsw` or `lthrsw` signal).
+    pub threaded: bool,
 }
 
 impl Program {
     pub fn new(base: u32, words: &[u64]) -> Program {
+        let instrs: Vec<Instr> = words.iter().map(|w| decode(*w)).collect();
+        let threaded = instrs.iter().any(|i| {
+            matches!(i, Instr::Alu(a)
+                if matches!(a.sig, Signal::ThreadSwitch | Signal::LastThreadSwitch))
+        });
         Program {
             base,
             words: words.to_vec(),
-            instrs: words.iter().map(|w| decode(*w)).collect(),
+            instrs,
+            threaded,
         }
     }
 }
@@ -140,6 +164,10 @@ pub struct Qpu {
     sfu: Option<([u32; 16], u64)>,
     branch: Option<(u32, u8)>,
     end: Option<u8>,
+    /// Delay slots left before a thread switch.
+    switch: Option<u8>,
+    /// The program is threaded: registers 16–31 of A and B are not this thread's.
+    threaded: bool,
     tmu: [TmuUnit; 2],
     pub vpm: VpmPort,
 }
@@ -166,9 +194,21 @@ impl Qpu {
             sfu: None,
             branch: None,
             end: None,
+            switch: None,
+            threaded: false,
             tmu: Default::default(),
             vpm: VpmPort::default(),
         }
+    }
+
+    /// What a thread switch leaves of this thread's state: the accumulators, the flags and an
+    /// SFU result in flight are gone.
+    fn switch_threads(&mut self) {
+        for (n, acc) in self.acc.iter_mut().enumerate() {
+            *acc = std::array::from_fn(|l| POISON | (n as u32) << 4 | l as u32);
+        }
+        self.sfu = None;
+        (self.z, self.n, self.c) = (0x5a5a, 0xa5a5, 0x3c3c);
     }
 
     /// Commits register-file writes still in flight (used when inspecting final state).
@@ -325,9 +365,11 @@ impl Machine {
                 qpu.sfu = None;
             }
         }
+        qpu.threaded = program.threaded;
         let mut new_pending: [Option<RfWrite>; 2] = [None, None];
         let prev_branch = qpu.branch.take();
         let prev_end = qpu.end.take();
+        let prev_switch = qpu.switch.take();
         let mut sx = Shared {
             mem,
             vpm,
@@ -356,6 +398,7 @@ impl Machine {
                         qpu.cycles += 1;
                         qpu.branch = prev_branch;
                         qpu.end = prev_end;
+                        qpu.switch = prev_switch;
                         return Ok(Step::Blocked);
                     }
                     semaphores[n] -= 1;
@@ -364,6 +407,7 @@ impl Machine {
                         qpu.cycles += 1;
                         qpu.branch = prev_branch;
                         qpu.end = prev_end;
+                        qpu.switch = prev_switch;
                         return Ok(Step::Blocked);
                     }
                     semaphores[n] += 1;
@@ -378,6 +422,12 @@ impl Machine {
                     let mut target = if b.rel { link } else { 0 };
                     target = target.wrapping_add(b.imm as u32);
                     if b.reg {
+                        if qpu.threaded && b.raddr_a >= 16 {
+                            return Err(SimErrorKind::OtherThreadsRegister {
+                                file_a: true,
+                                reg: b.raddr_a,
+                            });
+                        }
                         target = target.wrapping_add(qpu.ra[b.raddr_a as usize][15]);
                     }
                     qpu.branch = Some((target, 3));
@@ -429,6 +479,18 @@ impl Machine {
                 }
             }
         }
+        // A thread switch: two delay slots, then the state the switch does not keep is gone.
+        match prev_switch {
+            Some(1) => qpu.switch_threads(),
+            Some(left) => qpu.switch = Some(left - 1),
+            None => {
+                if let Instr::Alu(a) = instr
+                    && matches!(a.sig, Signal::ThreadSwitch | Signal::LastThreadSwitch)
+                {
+                    qpu.switch = Some(2);
+                }
+            }
+        }
         match prev_end {
             Some(1) => {
                 qpu.halted = true;
@@ -472,6 +534,9 @@ fn read_raddr(
     file_a: bool,
 ) -> Result<[u32; 16], SimErrorKind> {
     Ok(match raddr {
+        16..=31 if qpu.threaded => {
+            return Err(SimErrorKind::OtherThreadsRegister { file_a, reg: raddr });
+        }
         0..=31 => {
             if file_a {
                 qpu.ra[raddr as usize]
@@ -787,6 +852,12 @@ fn write_dst(
     let waddr = if is_mul { w.waddr_mul } else { w.waddr_add };
     let is_a = is_mul == w.ws;
     match waddr {
+        16..=31 if qpu.threaded => {
+            return Err(SimErrorKind::OtherThreadsRegister {
+                file_a: is_a,
+                reg: waddr,
+            });
+        }
         0..=31 => {
             pending[is_mul as usize] = Some(RfWrite {
                 file_a: is_a,
