@@ -10,6 +10,10 @@
 //! reports them as 1 thread), and so does [`threading`]. Mesa gives up as well when its last
 //! lookup is inside control flow (the last switch, `lthrsw`, must run exactly once); kiln then
 //! ends the program with a switch of its own (`crate::emit`).
+//!
+//! The QPU has no spill path: an allocation that spills is refused. Where the graph allocator's
+//! colouring spills, the SSA allocator is tried on the same function first — it spills only
+//! where the register demand exceeds the file, which colouring may not reach.
 
 use crate::emit::{Emitted, OutputMode, emit};
 use crate::interface::{ShaderInfo, Stage, prepare_threads};
@@ -261,15 +265,27 @@ fn finish(
     threads: u32,
 ) -> Result<Compiled, CompileError> {
     let ssa = f.clone();
-    let ra = allocate(
-        &mut f,
-        &RaOptions {
-            allocator: opts.allocator,
-            budget: Vec::new(),
-            check: opts.check,
-        },
-    )
-    .map_err(|e| CompileError::Failed(format!("allocation: {e}")))?;
+    let run = |f: &mut Function, allocator: Allocator| {
+        allocate(
+            f,
+            &RaOptions {
+                allocator,
+                budget: Vec::new(),
+                check: opts.check,
+            },
+        )
+        .map_err(|e| CompileError::Failed(format!("allocation: {e}")))
+    };
+    let mut ra = run(&mut f, opts.allocator)?;
+    if ra.spills > 0 && opts.allocator == Allocator::Graph {
+        // The QPU has no spilling; where colouring spills, the SSA allocator may still fit
+        // (it spills only where the register demand exceeds the file).
+        let mut g = ssa.clone();
+        let r = run(&mut g, Allocator::Ssa)?;
+        if r.spills == 0 {
+            (f, ra) = (g, r);
+        }
+    }
     if ra.spills > 0 {
         return Err(CompileError::Unsupported("unsupported: spilling".into()));
     }

@@ -706,13 +706,6 @@ impl Emitter<'_> {
             let nphi = block.phi_count();
             if !self.falls_through[b.index()] && b.index() > 0 {
                 self.stream_known = false;
-                // Reset first, so that the block's own code covers the two instructions after.
-                if block.insts.iter().any(|i| {
-                    i.op == Opcode::Uniform
-                        || matches!(i.op, Opcode::Target(t) if t.0.unit == "tmu")
-                }) {
-                    self.reset_uniform_stream()?;
-                }
             }
             if self.wakes[b.index()] {
                 self.wake(b)?;
@@ -727,6 +720,16 @@ impl Emitter<'_> {
                 if self.skippable(b, endif) {
                     self.skip_if_none_run(endif)?;
                 }
+            }
+            // The reset after any branch out of the block's start (which must leave the stream
+            // at the end of the reads that ran), before the block's own code.
+            if !self.stream_known
+                && block.insts.iter().any(|i| {
+                    i.op == Opcode::Uniform
+                        || matches!(i.op, Opcode::Target(t) if t.0.unit == "tmu")
+                })
+            {
+                self.reset_uniform_stream()?;
             }
             let insts = &block.insts[nphi..];
             for (k, inst) in insts.iter().enumerate() {

@@ -1241,8 +1241,9 @@ fn generated_programs_with_thread_switches_agree() {
                     }
                     if let Err(m) = harness::check_compiled(&c) {
                         panic!(
-                            "seed {seed} {allocator:?} ({} threads): {m}\n{}\n{}",
+                            "seed {seed} {allocator:?} ({} threads): {m}\n{:?}\n{}\n{}",
                             c.stats.threads,
+                            c.emitted.uniforms.iter().enumerate().collect::<Vec<_>>(),
                             kiln_ir::print_function(&c.allocated),
                             c.disasm()
                         );
