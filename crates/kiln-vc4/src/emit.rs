@@ -707,28 +707,30 @@ impl Emitter<'_> {
             if !self.falls_through[b.index()] && b.index() > 0 {
                 self.stream_known = false;
             }
-            if self.wakes[b.index()] {
-                self.wake(b)?;
-            }
-            if let Some(i) = self
+            // The branch over a divergent else side no lane runs.
+            let skip = self
                 .cfg
                 .ifs
                 .iter()
                 .find(|i| i.divergent && i.else_start == b && i.else_start < i.endif)
-            {
-                let endif = i.endif;
-                if self.skippable(b, endif) {
-                    self.skip_if_none_run(endif)?;
-                }
+                .map(|i| i.endif)
+                .filter(|&endif| self.skippable(b, endif));
+            // A reset comes after any branch out of the block's start, which must leave the
+            // stream at the end of the reads that ran; else first, so that the wake covers the
+            // two instructions after it.
+            let reads = block.insts.iter().any(|i| {
+                i.op == Opcode::Uniform || matches!(i.op, Opcode::Target(t) if t.0.unit == "tmu")
+            });
+            if !self.stream_known && reads && skip.is_none() {
+                self.reset_uniform_stream()?;
             }
-            // The reset after any branch out of the block's start (which must leave the stream
-            // at the end of the reads that ran), before the block's own code.
-            if !self.stream_known
-                && block.insts.iter().any(|i| {
-                    i.op == Opcode::Uniform
-                        || matches!(i.op, Opcode::Target(t) if t.0.unit == "tmu")
-                })
-            {
+            if self.wakes[b.index()] {
+                self.wake(b)?;
+            }
+            if let Some(endif) = skip {
+                self.skip_if_none_run(endif)?;
+            }
+            if !self.stream_known && reads {
                 self.reset_uniform_stream()?;
             }
             let insts = &block.insts[nphi..];
