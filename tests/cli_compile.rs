@@ -174,6 +174,19 @@ fn derivatives_compile_and_agree() {
     }
 }
 
+/// A phi in an accumulator that a derivative's scratch displaces at the start of its block: the
+/// copies into the phi write the register the block starts with (the SSA allocator once wrote
+/// the displaced one, which the allocation checker refused).
+#[test]
+fn displaced_phi_takes_its_copies_where_its_block_starts() {
+    let shader = "../shared/corpus/wgsl/skia/16-56.frag.wgsl";
+    for a in ["ssa", "graph"] {
+        let (ok, out, err) = kiln(&["compile", shader, "--allocator", a, "--check", "--stats"]);
+        assert!(ok, "{a}: {err}");
+        assert!(out.contains("agrees"), "{a}: {out}");
+    }
+}
+
 #[test]
 fn corpus_compile_reports_by_outcome() {
     let d = dir().join("corpus");

@@ -82,6 +82,9 @@ struct Assigner<'f> {
     /// Classes of the temps, the SSA function's first (copies may add none today).
     temps: Vec<RegClass>,
     home: Vec<Option<PhysReg>>,
+    /// Each phi's home where its block starts, which its copies write (a phi that dies in its
+    /// block may leave that home there, for a constrained instruction).
+    phi_home: Vec<Option<PhysReg>>,
     /// Where each value is now (its home outside the copies around one instruction).
     place: Vec<Option<PhysReg>>,
     /// Occupant of every unit of every file.
@@ -187,6 +190,7 @@ impl<'f> Assigner<'f> {
                 .collect(),
             temps: func.temps.clone(),
             home: vec![None; n],
+            phi_home: vec![None; n],
             place: vec![None; n],
             occ: files.iter().map(|f| vec![None; f.units as usize]).collect(),
             starts: Vec::new(),
@@ -377,7 +381,7 @@ impl<'f> Assigner<'f> {
                 {
                     let q = phi.defs[0].temp;
                     if phi.op == Opcode::LinearPhi
-                        && let Some(h) = self.home[q.index()]
+                        && let Some(h) = self.phi_home[q.index()]
                     {
                         blocked.push(self.span(q, h));
                     }
@@ -409,7 +413,7 @@ impl<'f> Assigner<'f> {
                     for phi in phis.take_while(|i| i.op.is_phi()) {
                         let q = phi.defs[0].temp;
                         if (phi.op == Opcode::LinearPhi) != linear
-                            && let Some(h) = self.home[q.index()]
+                            && let Some(h) = self.phi_home[q.index()]
                         {
                             blocked.push(self.span(q, h));
                         }
@@ -489,7 +493,7 @@ impl<'f> Assigner<'f> {
                         .take_while(|i| i.op.is_phi())
                     {
                         let o = other.defs[0].temp;
-                        if let Some(h) = self.home[o.index()] {
+                        if let Some(h) = self.phi_home[o.index()] {
                             blocked.push(self.span(o, h));
                         }
                     }
@@ -551,6 +555,7 @@ impl<'f> Assigner<'f> {
                 message: format!("no register of its class is free for the phi {t}"),
             })?;
         self.set_home(t, reg);
+        self.phi_home[t.index()] = Some(reg);
         self.occupy(t, reg);
         Ok(())
     }
@@ -1283,7 +1288,7 @@ impl<'f> Assigner<'f> {
                     op.flags = kiln_ir::OperandFlags::empty();
                     if let Some(o) = op.temp_id() {
                         op.reg = self.home[o.index()];
-                        if op.reg == self.home[t.index()] {
+                        if op.reg == self.phi_home[t.index()] {
                             // Coalesced: the value is where the phi wants it.
                             continue;
                         }
@@ -1384,7 +1389,7 @@ impl<'f> Assigner<'f> {
         pc.flags.all_lanes = all_lanes;
         for (t, op) in copies {
             let mut d = Def::new(t);
-            d.reg = self.home[t.index()];
+            d.reg = self.phi_home[t.index()];
             pc.defs.push(d);
             pc.operands.push(op);
             self.stats.copied_units += self.size(t) as u32;
