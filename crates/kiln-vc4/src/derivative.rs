@@ -79,7 +79,10 @@ const DEF_CLASSES: &[ClassReq] = &[
 
 /// `%scratch, %d = qpu_fddx %v`: the horizontal derivative of `v` (Mesa's `ntq_fddx`);
 /// `scratch` is an accumulator the emitter may overwrite in every lane.
-pub static FDDX: TargetOpInfo = TargetOpInfo {
+pub static FDDX: &TargetOpInfo = &crate::ops::VC4_OPS[crate::ops::TEX_INDEX + 2];
+
+/// [`FDDX`]'s facts.
+pub(crate) const FDDX_INFO: TargetOpInfo = TargetOpInfo {
     info: OpInfo::target("qpu_fddx", Arity::Fixed(2), Arity::Fixed(1), 0),
     unit: "mul",
     latency: 1,
@@ -91,17 +94,20 @@ pub static FDDX: TargetOpInfo = TargetOpInfo {
 };
 
 /// `%scratch, %d = qpu_fddy %v`: the vertical derivative (Mesa's `ntq_fddy`).
-pub static FDDY: TargetOpInfo = TargetOpInfo {
+pub static FDDY: &TargetOpInfo = &crate::ops::VC4_OPS[crate::ops::TEX_INDEX + 3];
+
+/// [`FDDY`]'s facts.
+pub(crate) const FDDY_INFO: TargetOpInfo = TargetOpInfo {
     info: OpInfo::target("qpu_fddy", Arity::Fixed(2), Arity::Fixed(1), 0),
     cross_lane: Some(|lane, read| pair_difference(lane, 2, read)),
-    ..FDDX
+    ..FDDX_INFO
 };
 
 /// The axis of a derivative opcode.
 pub fn axis(op: TargetOp) -> Option<Axis> {
-    if std::ptr::eq(op.0, &FDDX) {
+    if std::ptr::eq(op.0, FDDX) {
         Some(Axis::X)
-    } else if std::ptr::eq(op.0, &FDDY) {
+    } else if std::ptr::eq(op.0, FDDY) {
         Some(Axis::Y)
     } else {
         None
@@ -111,8 +117,8 @@ pub fn axis(op: TargetOp) -> Option<Axis> {
 /// The derivative opcode of an axis.
 pub fn opcode(axis: Axis) -> kiln_ir::Opcode {
     kiln_ir::Opcode::Target(TargetOp(match axis {
-        Axis::X => &FDDX,
-        Axis::Y => &FDDY,
+        Axis::X => FDDX,
+        Axis::Y => FDDY,
     }))
 }
 

@@ -257,9 +257,11 @@ pub fn prepare_threads(
 
 /// Whether the emitter turns `op` into one instruction reading each operand once (after any
 /// fix-ups), which can then take a uniform operand from the stream itself: an ALU or SFU
-/// operation, or a comparison (the flag-setting op; its moves read no operand).
+/// operation (not a derivative, which reads its operand across lanes), or a comparison (the
+/// flag-setting op; its moves read no operand).
 pub fn folds_uniform(op: Opcode) -> bool {
-    matches!(op, Opcode::Target(t) if matches!(t.0.unit, "add" | "mul" | "sfu"))
+    matches!(op, Opcode::Target(t)
+        if matches!(t.0.unit, "add" | "mul" | "sfu") && t.0.cross_lane.is_none())
         || is_comparison(op)
 }
 

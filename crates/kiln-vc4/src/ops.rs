@@ -122,8 +122,12 @@ impl Op {
     }
 }
 
-/// The vc4 opcodes, in the order of [`Op`].
-pub static VC4_OPS: [TargetOpInfo; 32] = [
+/// Index of the first opcode after the ALU and SFU ones of [`Op`]: the TMU lookups
+/// (`crate::texture::TEX`, `TEX_B`), then the derivatives (`crate::derivative::FDDX`, `FDDY`).
+pub const TEX_INDEX: usize = 32;
+
+/// The vc4 opcodes: those of [`Op`], in its order, then the lookups and the derivatives.
+pub static VC4_OPS: [TargetOpInfo; TEX_INDEX + 4] = [
     alu_op(binary("qpu_fadd", true), "add", |a| {
         add(AddOp::Fadd, a[0], a[1])
     }),
@@ -204,6 +208,10 @@ pub static VC4_OPS: [TargetOpInfo; 32] = [
     sfu_op("qpu_recipsqrt", |a| sfu::sfu(waddr::SFU_RECIPSQRT, a[0])),
     sfu_op("qpu_exp2", |a| sfu::sfu(waddr::SFU_EXP, a[0])),
     sfu_op("qpu_log2", |a| sfu::sfu(waddr::SFU_LOG, a[0])),
+    crate::texture::TEX_INFO,
+    crate::texture::TEX_B_INFO,
+    crate::derivative::FDDX_INFO,
+    crate::derivative::FDDY_INFO,
 ];
 
 #[cfg(test)]

@@ -41,8 +41,12 @@ fn eval(a: &[u32]) -> u32 {
     tex.fetch(x, y)[a[1] as usize & 3]
 }
 
-/// `qpu_tex U, k, s, t`: component k of texture unit U's texel at (s, t).
-pub static TEX: TargetOpInfo = TargetOpInfo {
+/// `qpu_tex U, k, s, t`: component k of texture unit U's texel at (s, t). In the vc4 opcode
+/// table (`crate::ops::VC4_OPS`), so that the IR text reads back.
+pub static TEX: &TargetOpInfo = &crate::ops::VC4_OPS[crate::ops::TEX_INDEX];
+
+/// [`TEX`]'s facts.
+pub(crate) const TEX_INFO: TargetOpInfo = TargetOpInfo {
     info: kiln_ir::OpInfo::target(
         "qpu_tex",
         kiln_ir::Arity::Fixed(1),
@@ -61,14 +65,17 @@ pub static TEX: TargetOpInfo = TargetOpInfo {
 /// `qpu_tex_b U, k, s, t, b, M`: the same with a bias (`M` = 1) or an explicit level (`M` = 2)
 /// written to the TMU's b register (Mesa's `txb` / `txl`). The test textures have one level, so
 /// the texel is the same (the interpreter's `texture_sample` ignores the mode too).
-pub static TEX_B: TargetOpInfo = TargetOpInfo {
+pub static TEX_B: &TargetOpInfo = &crate::ops::VC4_OPS[crate::ops::TEX_INDEX + 1];
+
+/// [`TEX_B`]'s facts.
+pub(crate) const TEX_B_INFO: TargetOpInfo = TargetOpInfo {
     info: kiln_ir::OpInfo::target(
         "qpu_tex_b",
         kiln_ir::Arity::Fixed(1),
         kiln_ir::Arity::Fixed(6),
         0,
     ),
-    ..TEX
+    ..TEX_INFO
 };
 
 /// A placeholder left by [`hide`]: its temp, texture unit and component.
@@ -209,7 +216,7 @@ pub fn reveal(func: &mut Function, hidden: &[Hidden]) -> Result<(), Unsupported>
             continue;
         };
         let (s, t, b) = (inst.operands[0], inst.operands[1], inst.operands[2]);
-        inst.op = Opcode::Target(TargetOp(if h.mode == 0 { &TEX } else { &TEX_B }));
+        inst.op = Opcode::Target(TargetOp(if h.mode == 0 { TEX } else { TEX_B }));
         inst.operands.clear();
         inst.operands.extend([
             Operand::constant(h.unit),
