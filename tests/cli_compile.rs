@@ -1,19 +1,9 @@
 //! `kiln compile` and `kiln corpus compile`, run as a user would.
 
-use std::path::PathBuf;
-use std::process::Command;
+mod common;
 
-fn kiln(args: &[&str]) -> (bool, String, String) {
-    let o = Command::new(env!("CARGO_BIN_EXE_kiln"))
-        .args(args)
-        .output()
-        .unwrap();
-    (
-        o.status.success(),
-        String::from_utf8_lossy(&o.stdout).into_owned(),
-        String::from_utf8_lossy(&o.stderr).into_owned(),
-    )
-}
+use common::kiln;
+use std::path::PathBuf;
 
 fn dir() -> PathBuf {
     let d = std::env::temp_dir().join(format!("kiln-cli-compile-{}", std::process::id()));

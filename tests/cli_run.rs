@@ -1,20 +1,10 @@
 //! `kiln run` from the command line: the examples render with no setup, a vertex shader
 //! prints its outputs, and bad input gets a clear error (never a panic, no image written).
 
-use std::path::PathBuf;
-use std::process::Command;
+mod common;
 
-fn kiln(args: &[&str]) -> (bool, String, String) {
-    let o = Command::new(env!("CARGO_BIN_EXE_kiln"))
-        .args(args)
-        .output()
-        .unwrap();
-    (
-        o.status.success(),
-        String::from_utf8_lossy(&o.stdout).into_owned(),
-        String::from_utf8_lossy(&o.stderr).into_owned(),
-    )
-}
+use common::kiln;
+use std::path::PathBuf;
 
 fn dir(test: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("kiln-cli-run-{test}-{}", std::process::id()));
