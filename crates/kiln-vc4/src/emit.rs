@@ -205,27 +205,6 @@ fn file_reads(i: &Instr) -> Vec<(bool, u8)> {
     out
 }
 
-/// Whether an instruction takes the next uniform: an ALU operand read of the uniform address,
-/// or a TMU coordinate write (which takes a configuration uniform).
-fn reads_uniform(i: &Instr) -> bool {
-    let Instr::Alu(a) = i else {
-        return false;
-    };
-    let mut muxes = Vec::new();
-    if a.op_add != AddOp::Nop {
-        muxes.extend([a.add_a, a.add_b]);
-    }
-    if a.op_mul != MulOp::Nop {
-        muxes.extend([a.mul_a, a.mul_b]);
-    }
-    let tmu = |w: u8| (waddr::TMU0_S..=waddr::TMU1_B).contains(&w);
-    muxes.iter().any(|&m| {
-        (m == Mux::A && a.raddr_a == raddr::UNIFORM)
-            || (m == Mux::B && a.sig != Signal::SmallImm && a.raddr_b == raddr::UNIFORM)
-    }) || (a.op_add != AddOp::Nop && tmu(a.w.waddr_add))
-        || (a.op_mul != MulOp::Nop && tmu(a.w.waddr_mul))
-}
-
 /// The file registers an instruction writes (true = A).
 fn file_writes(i: &Instr) -> Vec<(bool, u8)> {
     let mut out = Vec::new();
@@ -429,7 +408,7 @@ impl Emitter<'_> {
     /// Appends `i`, with a `nop` first when it reads a file register the previous instruction
     /// wrote.
     fn push(&mut self, i: Instr) {
-        if reads_uniform(&i) {
+        if crate::isa::validate::takes_uniform(&i) {
             while self.out.len() < self.uniform_fence {
                 self.out.push(Instr::nop());
             }

@@ -189,6 +189,15 @@ fn io_reads(i: &Instr) -> Vec<u8> {
     }
 }
 
+/// Whether `i` takes the next uniform: a read of the uniform address (encoded, used or not), or
+/// a TMU coordinate write (which takes a configuration uniform).
+pub(crate) fn takes_uniform(i: &Instr) -> bool {
+    reads_io(i, raddr::UNIFORM)
+        || writes(i)
+            .iter()
+            .any(|w| (waddr::TMU0_S..=waddr::TMU1_B).contains(&w.waddr))
+}
+
 fn reads_io(i: &Instr, r: u8) -> bool {
     io_reads(i).contains(&r)
 }
