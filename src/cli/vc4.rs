@@ -1,9 +1,9 @@
 //! `kiln disasm`, `kiln asm`, `kiln sim`: the VideoCore IV QPU tools of `kiln-vc4`.
 
 use clap::{Args, ValueEnum};
-use kiln_vc4::isa::{self, Style};
-use kiln_vc4::sim::{Machine, Program, Qpu};
-use kiln_vc4::words;
+use kiln_qpu::isa::{self, Style};
+use kiln_qpu::sim::{Machine, Program, Qpu};
+use kiln_qpu::words;
 use miette::{IntoDiagnostic, Result, WrapErr, miette};
 use serde_json::{Value, json};
 use std::io::{Read, Write};
@@ -296,7 +296,7 @@ pub fn run_sim(args: SimArgs) -> Result<()> {
         dumps.push((a, w));
     }
     let q = &m.qpus[0];
-    let vpm_rows: Vec<(usize, [u32; 16])> = (0..kiln_vc4::sim::vpm::VPM_ROWS)
+    let vpm_rows: Vec<(usize, [u32; 16])> = (0..kiln_qpu::sim::vpm::VPM_ROWS)
         .filter_map(|r| {
             let row: [u32; 16] = m.vpm.data[r * 16..r * 16 + 16].try_into().unwrap();
             (row != [0; 16]).then_some((r, row))
@@ -306,7 +306,7 @@ pub fn run_sim(args: SimArgs) -> Result<()> {
         .filter(|&i| m.tlb.color[i] != 0 || m.tlb.z[i] != 0)
         .map(|i| (i, m.tlb.color[i], m.tlb.z[i]))
         .collect();
-    let width = kiln_vc4::sim::tlb::TILE;
+    let width = kiln_qpu::sim::tlb::TILE;
     if args.json {
         let v = json!({
             "qpu": qpu_json(q),

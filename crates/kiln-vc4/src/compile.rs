@@ -17,8 +17,8 @@
 
 use crate::emit::{Emitted, OutputMode, emit};
 use crate::interface::{ShaderInfo, Stage, prepare_threads};
-use crate::isa::{disasm_program, validate, validate_mesa};
 use kiln_ir::Function;
+use kiln_qpu::isa::{disasm_program, validate, validate_mesa};
 use kiln_regalloc::{Allocator, RaOptions, RaStats, allocate};
 use serde::Serialize;
 use std::fmt;
@@ -209,7 +209,7 @@ pub struct Compiled {
 impl Compiled {
     /// Mesa-style disassembly.
     pub fn disasm(&self) -> String {
-        disasm_program(&self.words, crate::isa::Style::Mesa)
+        disasm_program(&self.words, kiln_qpu::isa::Style::Mesa)
     }
 }
 
@@ -307,12 +307,12 @@ fn finish(
     let nops = emitted
         .instrs
         .iter()
-        .filter(|i| **i == crate::isa::Instr::nop())
+        .filter(|i| **i == kiln_qpu::isa::Instr::nop())
         .count() as u32;
     let branches = emitted
         .instrs
         .iter()
-        .filter(|i| matches!(i, crate::isa::Instr::Branch(_)))
+        .filter(|i| matches!(i, kiln_qpu::isa::Instr::Branch(_)))
         .count() as u32;
     let stats = Stats {
         instructions: words.len() as u32,

@@ -24,8 +24,8 @@
 //! loop computes disagrees (seen on a hand-written shader; none in the corpus). GLSL leaves
 //! derivatives undefined in non-uniform control flow.
 
-use crate::sim::alu;
 use kiln_ir::{Arity, ClassReq, OpInfo, TargetOp, TargetOpInfo};
+use kiln_qpu::sim::alu;
 
 /// Which neighbour a derivative subtracts.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -61,7 +61,7 @@ fn pair_difference(
 ) -> Option<u32> {
     let lo = read(0, lane & !bit)?;
     let hi = read(0, lane | bit)?;
-    alu::add_op(crate::isa::AddOp::Fsub, hi, lo).map(|r| r.value)
+    alu::add_op(kiln_qpu::isa::AddOp::Fsub, hi, lo).map(|r| r.value)
 }
 
 const DEF_CLASSES: &[ClassReq] = &[

@@ -50,14 +50,14 @@
 //! moves of ~0 and 0 (under a mask: into ra14, then one masked move).
 
 use crate::interface::{InputKind, OutputKind, ShaderInfo};
-use crate::isa::builder::{self, Reg};
-use crate::isa::{
-    AddOp, AluInstr, BranchCond, Cond, Instr, MulOp, Mux, Signal, Unpack, raddr, small_imm_value,
-    waddr,
-};
 use crate::target::{EXEC_REG, QpuReg};
 use crate::uniforms::Uniform;
 use kiln_ir::{Block, Cfg, Function, Inst, Opcode, Operand, Value};
+use kiln_qpu::isa::builder::{self, Reg};
+use kiln_qpu::isa::{
+    AddOp, AluInstr, BranchCond, Cond, Instr, MulOp, Mux, Signal, Unpack, raddr, small_imm_value,
+    waddr,
+};
 use std::fmt;
 
 /// Why emission failed.
@@ -408,7 +408,7 @@ impl Emitter<'_> {
     /// Appends `i`, with a `nop` first when it reads a file register the previous instruction
     /// wrote.
     fn push(&mut self, i: Instr) {
-        if crate::isa::validate::takes_uniform(&i) {
+        if kiln_qpu::isa::validate::takes_uniform(&i) {
             while self.out.len() < self.uniform_fence {
                 self.out.push(Instr::nop());
             }

@@ -20,11 +20,11 @@
 
 use crate::emit::{Emitted, OutputMode};
 use crate::interface::{InputKind, ShaderInfo};
-use crate::isa::{AddOp, MulOp};
-use crate::sim::{Machine, Program, alu, tlb, tmu};
 use crate::uniforms::Uniform;
 use kiln_interp::{Env, Outputs};
 use kiln_ir::Function;
+use kiln_qpu::isa::{AddOp, MulOp};
+use kiln_qpu::sim::{Machine, Program, alu, tlb, tmu};
 
 const BASE: u32 = 0x1_0000;
 const UNIFORMS: u32 = 0x8_0000;

@@ -14,9 +14,9 @@
 //!   moves r4 into it; the r4 write is named as a resource so that class narrowing can take r4
 //!   away from values live across it.
 
-use crate::isa::{AddOp, MulOp, waddr};
-use crate::sim::{alu, sfu};
 use kiln_ir::{Access, Arity, OpInfo, ResourceUse, TargetOp, TargetOpInfo};
+use kiln_qpu::isa::{AddOp, MulOp, waddr};
+use kiln_qpu::sim::{alu, sfu};
 
 fn add(op: AddOp, a: u32, b: u32) -> u32 {
     alu::add_op(op, a, b).map_or(0, |r| r.value)

@@ -2,7 +2,7 @@
 //! simulator and in the reference interpreter, and comparing the two images.
 //!
 //! The simulator runs the program once per QPU batch: 16 pixels, four 2×2 quads side by side
-//! ([`crate::sim::tlb::lane_xy`]), so batches are 8×2 pixels; lanes outside the image are run
+//! ([`kiln_qpu::sim::tlb::lane_xy`]), so batches are 8×2 pixels; lanes outside the image are run
 //! and dropped. Each batch gets its varyings (W = 1.0 in ra15, C = 0 in r5, so `vary × W + r5`
 //! is the value), its batch origin (the `x_coord`/`y_coord` reads behind `gl_FragCoord`) and
 //! the same uniform stream. Textures are RGBA8888 in the layout the TMU reads (T-format, or
@@ -18,10 +18,10 @@
 
 use crate::compile::Compiled;
 use crate::interface::{InputKind, OutputKind, Stage};
-use crate::sim::{Machine, Program, alu, tlb, tmu};
 use crate::uniforms::Uniform;
 use kiln_interp::{Env, Texture};
 use kiln_ir::Function;
+use kiln_qpu::sim::{Machine, Program, alu, tlb, tmu};
 use std::collections::BTreeMap;
 
 const BASE: u32 = 0x1_0000;

@@ -202,7 +202,7 @@ impl Target for Vc4Target {
     /// A small immediate is read through B's address field.
     fn constant_read_port(&self, value: u32) -> Option<u8> {
         (0..48)
-            .any(|c| crate::isa::small_imm_value(c) == Some(value))
+            .any(|c| kiln_qpu::isa::small_imm_value(c) == Some(value))
             .then_some(1)
     }
     /// Mesa's order (`vc4_register_allocate.c`, seed 002): r4 when the class allows it (only

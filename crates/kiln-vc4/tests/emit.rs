@@ -73,10 +73,10 @@ bb0:
     assert_eq!(c.emitted.varyings, vec![0, 1]);
     // Each operation reads its first uniform operand itself (Mesa's `QFILE_UNIF` operands); the
     // second of `fmul %3, %2` stays a read into a register: 1 + 4 reads, one move.
-    use kiln_vc4::isa::{Instr, raddr};
+    use kiln_qpu::isa::{Instr, raddr};
     assert_eq!(c.emitted.uniforms.len(), 5, "{:?}", c.emitted.uniforms);
     let uniform_moves = c.emitted.instrs.iter().filter(|i| {
-        matches!(i, Instr::Alu(a) if a.op_add == kiln_vc4::isa::AddOp::Or
+        matches!(i, Instr::Alu(a) if a.op_add == kiln_qpu::isa::AddOp::Or
             && a.raddr_a == raddr::UNIFORM
             && a.w.waddr_add < 32)
     });
@@ -206,7 +206,7 @@ bb4:
 /// makes it disagree with the interpreter.
 #[test]
 fn the_harness_rejects_broken_programs() {
-    use kiln_vc4::isa::{AddOp, Cond, Instr};
+    use kiln_qpu::isa::{AddOp, Cond, Instr};
     let text = "target generic(v=32, s=16)
 function @main {
 bb0:
@@ -394,7 +394,7 @@ bb0:
 /// the interpreter; a wrong component unpack disagrees.
 #[test]
 fn texture_samples_through_the_tmu() {
-    use kiln_vc4::isa::{Instr, Unpack};
+    use kiln_qpu::isa::{Instr, Unpack};
     let text = "target generic(v=32, s=16)
 function @main {
 bb0:
@@ -440,7 +440,7 @@ bb0:
 /// stream is reset: the program agrees, and an off-by-one reset offset is caught.
 #[test]
 fn uniform_reads_and_samples_inside_control_flow() {
-    use kiln_vc4::isa::{Instr, waddr};
+    use kiln_qpu::isa::{Instr, waddr};
     use kiln_vc4::uniforms::Uniform;
     let text = "target generic(v=32, s=16)
 function @main {
@@ -513,7 +513,7 @@ bb7:
 /// (Mesa's order); dropping that write shifts the uniform stream, which the check catches.
 #[test]
 fn samples_with_a_bias_or_a_level() {
-    use kiln_vc4::isa::{Instr, waddr};
+    use kiln_qpu::isa::{Instr, waddr};
     let text = "target generic(v=32, s=16)
 function @main {
 bb0:
@@ -665,7 +665,7 @@ bb0:
 /// tile buffer's colour; an unconditional colour write is caught.
 #[test]
 fn discard_stops_lanes_and_keeps_their_pixels() {
-    use kiln_vc4::isa::{Cond, Instr, waddr};
+    use kiln_qpu::isa::{Cond, Instr, waddr};
     let text = "target generic(v=32, s=16)
 function @main {
 bb0:
@@ -755,7 +755,7 @@ bb0:
 /// scratch accumulator, and the inputs make the two axes differ.
 #[test]
 fn derivatives_rotate_within_quads() {
-    use kiln_vc4::isa::{AddOp, Instr, MulOp, Signal};
+    use kiln_qpu::isa::{AddOp, Instr, MulOp, Signal};
     let text = "target generic(v=32, s=16)
 function @main {
 bb0:
@@ -811,7 +811,7 @@ bb0:
     }
     assert!(fails(&c.emitted, &swapped));
     // The element bit of the other axis, or the rotations of the other axis.
-    let mutate = |f: &dyn Fn(&mut kiln_vc4::isa::AluInstr)| {
+    let mutate = |f: &dyn Fn(&mut kiln_qpu::isa::AluInstr)| {
         let mut em = c.emitted.clone();
         for i in em.instrs.iter_mut() {
             if let Instr::Alu(a) = i {
@@ -914,8 +914,8 @@ fn compile_threads(
 }
 
 /// Registers 16–31 of file A or B an instruction names.
-fn upper_half(i: &kiln_vc4::isa::Instr) -> bool {
-    use kiln_vc4::isa::{Instr, Signal};
+fn upper_half(i: &kiln_qpu::isa::Instr) -> bool {
+    use kiln_qpu::isa::{Instr, Signal};
     let w = match i {
         Instr::Alu(a) => {
             if (16..32).contains(&a.raddr_a)
@@ -935,7 +935,7 @@ fn upper_half(i: &kiln_vc4::isa::Instr) -> bool {
 /// files A and B, and the same results as the interpreter with both allocators and outputs.
 #[test]
 fn threaded_fragment_shader_agrees() {
-    use kiln_vc4::isa::{Instr, Signal};
+    use kiln_qpu::isa::{Instr, Signal};
     for allocator in [Allocator::Ssa, Allocator::Graph] {
         for mode in [OutputMode::Vpm, OutputMode::Tlb] {
             let c = compile_threads(THREADED, allocator, mode, Threads::Two)
@@ -1003,7 +1003,7 @@ fn thread_switch_narrowing_is_needed() {
         )
         .unwrap();
         let em = kiln_vc4::emit::emit(&f, &c.info, OutputMode::Vpm).unwrap();
-        assert!(kiln_vc4::isa::validate(&em.words()).is_empty());
+        assert!(kiln_qpu::isa::validate(&em.words()).is_empty());
         if harness::check(&ssa, &em, OutputMode::Vpm, &c.info).is_err() {
             caught += 1;
         }
@@ -1012,8 +1012,8 @@ fn thread_switch_narrowing_is_needed() {
 }
 
 /// The thread switch signals of a program.
-fn switches(c: &Compiled) -> Vec<(usize, kiln_vc4::isa::Signal)> {
-    use kiln_vc4::isa::Signal;
+fn switches(c: &Compiled) -> Vec<(usize, kiln_qpu::isa::Signal)> {
+    use kiln_qpu::isa::Signal;
     c.emitted
         .instrs
         .iter()
@@ -1029,7 +1029,7 @@ fn switches(c: &Compiled) -> Vec<(usize, kiln_vc4::isa::Signal)> {
 /// Mesa gives up threading).
 #[test]
 fn last_thread_switch_runs_once() {
-    use kiln_vc4::isa::{Instr, Signal};
+    use kiln_qpu::isa::{Instr, Signal};
     let once = "target generic(v=32, s=16)
 function @main {
 bb0:
@@ -1098,7 +1098,7 @@ bb3:
                 c.disasm()
             );
             assert_eq!(c.emitted.instrs[sw[2].0], {
-                let mut n = kiln_vc4::isa::AluInstr::nop();
+                let mut n = kiln_qpu::isa::AluInstr::nop();
                 n.sig = Signal::LastThreadSwitch;
                 Instr::Alu(n)
             });

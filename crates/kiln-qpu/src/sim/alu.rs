@@ -217,72 +217,28 @@ pub fn mul_op(op: MulOp, a: u32, b: u32) -> LaneResult {
     }
 }
 
-macro_rules! per_op {
-    ($op:expr, $f:ident, $a:expr, $b:expr, $out:expr, [$($v:pat),*]) => {
-        match $op {
-            $(op @ $v => {
-                for i in 0..16 {
-                    $out[i] = $f(op, $a[i], $b[i]);
-                }
-            })*
-        }
-    };
-}
-
 /// The add unit over 16 lanes (the opcode is dispatched once, not per lane). Undefined
 /// opcodes give zeros; the caller reports them.
 pub fn add_vec(op: AddOp, a: &[u32; 16], b: &[u32; 16], out: &mut [LaneResult; 16]) {
-    use AddOp::*;
-    #[inline(always)]
-    fn f(op: AddOp, x: u32, y: u32) -> LaneResult {
-        add_op(op, x, y).unwrap_or_default()
-    }
-    per_op!(
-        op,
-        f,
-        a,
-        b,
-        out,
-        [
-            Nop,
-            Fadd,
-            Fsub,
-            Fmin,
-            Fmax,
-            Fminabs,
-            Fmaxabs,
-            Ftoi,
-            Itof,
-            Add,
-            Sub,
-            Shr,
-            Asr,
-            Ror,
-            Shl,
-            Min,
-            Max,
-            And,
-            Or,
-            Xor,
-            Not,
-            Clz,
-            V8adds,
-            V8subs,
-            Undefined(_)
-        ]
+    op.specialise(
+        #[inline(always)]
+        |op| {
+            for i in 0..16 {
+                out[i] = add_op(op, a[i], b[i]).unwrap_or_default();
+            }
+        },
     )
 }
 
 /// The mul unit over 16 lanes.
 pub fn mul_vec(op: MulOp, a: &[u32; 16], b: &[u32; 16], out: &mut [LaneResult; 16]) {
-    use MulOp::*;
-    per_op!(
-        op,
-        mul_op,
-        a,
-        b,
-        out,
-        [Nop, Fmul, Mul24, V8muld, V8min, V8max, V8adds, V8subs]
+    op.specialise(
+        #[inline(always)]
+        |op| {
+            for i in 0..16 {
+                out[i] = mul_op(op, a[i], b[i]);
+            }
+        },
     )
 }
 

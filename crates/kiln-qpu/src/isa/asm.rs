@@ -15,9 +15,9 @@
 //! and [`normalize`] sets them to it. Mesa-style text is read too, but it does not carry
 //! every field.
 
-use super::disasm::{signal_name, special_read_a, special_read_b, special_write};
 use super::fields::*;
 use super::instr::*;
+use super::names::*;
 use std::collections::HashMap;
 
 /// An assembly error with its position (1-based line and column).
@@ -27,58 +27,6 @@ pub struct AsmError {
     pub line: usize,
     pub column: usize,
     pub message: String,
-}
-
-/// Read addresses whose read has an effect (pops or waits) even when no mux uses the value.
-pub fn read_has_side_effect(raddr: u8) -> bool {
-    matches!(raddr, 32 | 35 | 48 | 50 | 51)
-}
-
-/// Read addresses with the same name in both files (Mesa `special_read_a/b`).
-pub fn shared_read_name(raddr: u8) -> bool {
-    matches!(raddr, 32 | 35 | 39 | 48 | 51)
-}
-
-/// True when the write address depends on ws for its meaning or its name (`a47?`/`b47?`).
-pub fn waddr_uses_ws(w: u8) -> bool {
-    w < 32 || matches!(w, 37 | 41 | 42 | 47 | 49 | 50)
-}
-
-/// Kiln-style name of write address 32–63 in one file: Mesa's name, except that r5 is
-/// `r5quad` (A) / `r5rep` (B) and address 42 through file B is `rev_flag`.
-pub fn kiln_write_name(waddr: u8, is_a: bool) -> Option<&'static str> {
-    match (waddr, is_a) {
-        (37, true) => Some("r5quad"),
-        (37, false) => Some("r5rep"),
-        (42, false) => Some("rev_flag"),
-        _ => special_write(waddr, is_a),
-    }
-}
-
-/// True when ws is shown by nothing else in the text (no destination name depends on it and
-/// no pm = 0 pack places a destination in file A): kiln style then writes `b:` on the add
-/// destination.
-pub fn ws_hidden(w: &WriteFields) -> bool {
-    w.ws && !waddr_uses_ws(w.waddr_add) && !waddr_uses_ws(w.waddr_mul) && (w.pm || w.pack == 0)
-}
-
-/// True when some operand of `a` shows (consumes) the unpack field.
-pub fn unpack_consumed(a: &AluInstr) -> bool {
-    let want = if a.w.pm { Mux::R4 } else { Mux::A };
-    [a.add_a, a.add_b, a.mul_a, a.mul_b].contains(&want)
-}
-
-/// True when the mul destination's name shows that it is in file A (`raN`, `quad_x`,
-/// `vr_setup`, `vr_addr`, `r5quad`, the unnamed `a47?`).
-pub fn mul_dst_names_a(w: &WriteFields) -> bool {
-    w.ws && waddr_uses_ws(w.waddr_mul)
-}
-
-/// Whether Mesa's name of a pm = 1 mul pack (codes 3–7) reads back as pm = 1: it does unless
-/// the mul destination is named in file A (then the same name means a pm = 0 pack) and no
-/// r4 operand shows the pm = 1 unpack.
-pub fn pm1_pack_evident(w: &WriteFields, r4_unpack_shown: bool) -> bool {
-    r4_unpack_shown || !mul_dst_names_a(w)
 }
 
 /// Canonical form of an instruction word: the fields text cannot show and the machine does

@@ -5,6 +5,7 @@ pub mod builder;
 pub mod disasm;
 pub mod fields;
 pub mod instr;
+pub mod names;
 pub mod validate;
 pub mod validate_mesa;
 

@@ -1,10 +1,10 @@
 //! Assembler round trips: every `disasm.tsv` and `roundtrip.tsv` word, every `programs/` file
 //! and random words of every form disassemble (kiln style) and reassemble to the same word, bit
-//! for bit. The normalized form (`kiln_vc4::isa::normalize`, defined in `docs/vc4.md`) is a
+//! for bit. The normalized form (`kiln_qpu::isa::normalize`, defined in `docs/vc4.md`) is a
 //! separate operation: idempotent, round-tripping too, and invisible to the simulator.
 
-use kiln_vc4::isa::{Style, assemble, assemble_line, decode, disasm, disasm_program, normalize};
-use kiln_vc4::words;
+use kiln_qpu::isa::{Style, assemble, assemble_line, decode, disasm, disasm_program, normalize};
+use kiln_qpu::words;
 use proptest::prelude::*;
 use std::path::{Path, PathBuf};
 
@@ -152,7 +152,7 @@ proptest! {
 
 /// Runs `w` after some setup and returns everything observable (or the error).
 fn observe(w: u64, seed: u32) -> String {
-    use kiln_vc4::sim::{Machine, Program};
+    use kiln_qpu::sim::{Machine, Program};
     let mut code: Vec<u64> = (0..4u64)
         .map(|r| {
             // load_imm r0..r3 with seed-dependent per-lane-ish values

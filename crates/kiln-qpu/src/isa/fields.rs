@@ -205,130 +205,131 @@ impl BranchCond {
     }
 }
 
-/// Add-unit opcode, bits 28:24.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum AddOp {
-    Nop,
-    Fadd,
-    Fsub,
-    Fmin,
-    Fmax,
-    Fminabs,
-    Fmaxabs,
-    Ftoi,
-    Itof,
-    Add,
-    Sub,
-    Shr,
-    Asr,
-    Ror,
-    Shl,
-    Min,
-    Max,
-    And,
-    Or,
-    Xor,
-    Not,
-    Clz,
-    V8adds,
-    V8subs,
-    /// Codes 9–11 and 25–29, undefined.
-    Undefined(u8),
+/// Defines an ALU unit's opcode enum from one list of (variant, code, Mesa mnemonic): the
+/// enum, `ALL` (every defined opcode in code order), `bits`, `name`, `from_name`, and
+/// `specialise`, which calls a function with the opcode as a constant per match arm (the
+/// simulator's 16-lane loops are compiled once per opcode).
+macro_rules! alu_opcodes {
+    ($(#[$doc:meta])* $ty:ident, $n:literal, [$($v:ident = $code:literal $text:literal,)*]
+     $(, $(#[$udoc:meta])* $undef:ident(u8))?) => {
+        $(#[$doc])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        pub enum $ty {
+            $($v,)*
+            $($(#[$udoc])* $undef(u8),)?
+        }
+
+        impl $ty {
+            /// Every defined opcode, in code order.
+            pub const ALL: [$ty; $n] = [$($ty::$v,)*];
+
+            /// The opcode field's value.
+            pub fn bits(self) -> u8 {
+                match self {
+                    $($ty::$v => $code,)*
+                    $($ty::$undef(n) => n & 31,)?
+                }
+            }
+
+            /// Mesa's mnemonic (`None` for an undefined code).
+            pub fn mnemonic(self) -> Option<&'static str> {
+                match self {
+                    $($ty::$v => Some($text),)*
+                    #[allow(unreachable_patterns)]
+                    _ => None,
+                }
+            }
+
+            /// The opcode with Mesa's mnemonic `s`.
+            pub fn from_name(s: &str) -> Option<$ty> {
+                $ty::ALL.into_iter().find(|op| op.mnemonic() == Some(s))
+            }
+
+            /// `f(self)`, with `self` a constant in each match arm, so that an inlined `f` is
+            /// compiled once per opcode.
+            #[inline(always)]
+            pub fn specialise<R>(self, f: impl FnOnce($ty) -> R) -> R {
+                match self {
+                    $($ty::$v => f($ty::$v),)*
+                    #[allow(unreachable_patterns)]
+                    other => f(other),
+                }
+            }
+        }
+    };
 }
 
-const ADD_OPS: [(u8, AddOp, &str); 24] = [
-    (0, AddOp::Nop, "nop"),
-    (1, AddOp::Fadd, "fadd"),
-    (2, AddOp::Fsub, "fsub"),
-    (3, AddOp::Fmin, "fmin"),
-    (4, AddOp::Fmax, "fmax"),
-    (5, AddOp::Fminabs, "fminabs"),
-    (6, AddOp::Fmaxabs, "fmaxabs"),
-    (7, AddOp::Ftoi, "ftoi"),
-    (8, AddOp::Itof, "itof"),
-    (12, AddOp::Add, "add"),
-    (13, AddOp::Sub, "sub"),
-    (14, AddOp::Shr, "shr"),
-    (15, AddOp::Asr, "asr"),
-    (16, AddOp::Ror, "ror"),
-    (17, AddOp::Shl, "shl"),
-    (18, AddOp::Min, "min"),
-    (19, AddOp::Max, "max"),
-    (20, AddOp::And, "and"),
-    (21, AddOp::Or, "or"),
-    (22, AddOp::Xor, "xor"),
-    (23, AddOp::Not, "not"),
-    (24, AddOp::Clz, "clz"),
-    (30, AddOp::V8adds, "v8adds"),
-    (31, AddOp::V8subs, "v8subs"),
-];
+alu_opcodes!(
+    /// Add-unit opcode, bits 28:24; codes 9–11 and 25–29 are undefined.
+    AddOp, 24, [
+    Nop = 0 "nop",
+    Fadd = 1 "fadd",
+    Fsub = 2 "fsub",
+    Fmin = 3 "fmin",
+    Fmax = 4 "fmax",
+    Fminabs = 5 "fminabs",
+    Fmaxabs = 6 "fmaxabs",
+    Ftoi = 7 "ftoi",
+    Itof = 8 "itof",
+    Add = 12 "add",
+    Sub = 13 "sub",
+    Shr = 14 "shr",
+    Asr = 15 "asr",
+    Ror = 16 "ror",
+    Shl = 17 "shl",
+    Min = 18 "min",
+    Max = 19 "max",
+    And = 20 "and",
+    Or = 21 "or",
+    Xor = 22 "xor",
+    Not = 23 "not",
+    Clz = 24 "clz",
+    V8adds = 30 "v8adds",
+    V8subs = 31 "v8subs",
+],
+    /// Codes 9–11 and 25–29, undefined.
+    Undefined(u8));
 
 impl AddOp {
     pub fn from_bits(v: u8) -> AddOp {
         let v = v & 31;
-        ADD_OPS
-            .iter()
-            .find(|(c, _, _)| *c == v)
-            .map(|(_, op, _)| *op)
+        AddOp::ALL
+            .into_iter()
+            .find(|op| op.bits() == v)
             .unwrap_or(AddOp::Undefined(v))
     }
-    pub fn bits(self) -> u8 {
-        match self {
-            AddOp::Undefined(n) => n & 31,
-            op => ADD_OPS.iter().find(|(_, o, _)| *o == op).unwrap().0,
-        }
-    }
+
     /// Mesa's mnemonic, `None` for undefined codes.
     pub fn name(self) -> Option<&'static str> {
-        ADD_OPS.iter().find(|(_, o, _)| *o == self).map(|e| e.2)
+        self.mnemonic()
     }
-    pub fn from_name(s: &str) -> Option<AddOp> {
-        ADD_OPS.iter().find(|e| e.2 == s).map(|e| e.1)
-    }
+
     /// Ops that read only one operand (the second mux is not used by the machine).
     pub fn is_unary(self) -> bool {
         matches!(self, AddOp::Ftoi | AddOp::Itof | AddOp::Not | AddOp::Clz)
     }
 }
 
-/// Mul-unit opcode, bits 31:29 (all 8 defined).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum MulOp {
-    Nop = 0,
-    Fmul = 1,
-    Mul24 = 2,
-    V8muld = 3,
-    V8min = 4,
-    V8max = 5,
-    V8adds = 6,
-    V8subs = 7,
-}
+alu_opcodes!(
+    /// Mul-unit opcode, bits 31:29 (all 8 defined).
+    MulOp, 8, [
+    Nop = 0 "nop",
+    Fmul = 1 "fmul",
+    Mul24 = 2 "mul24",
+    V8muld = 3 "v8muld",
+    V8min = 4 "v8min",
+    V8max = 5 "v8max",
+    V8adds = 6 "v8adds",
+    V8subs = 7 "v8subs",
+]);
 
 impl MulOp {
-    pub const ALL: [MulOp; 8] = [
-        MulOp::Nop,
-        MulOp::Fmul,
-        MulOp::Mul24,
-        MulOp::V8muld,
-        MulOp::V8min,
-        MulOp::V8max,
-        MulOp::V8adds,
-        MulOp::V8subs,
-    ];
-    const NAMES: [&'static str; 8] = [
-        "nop", "fmul", "mul24", "v8muld", "v8min", "v8max", "v8adds", "v8subs",
-    ];
     pub fn from_bits(v: u8) -> MulOp {
         MulOp::ALL[(v & 7) as usize]
     }
+
     pub fn name(self) -> &'static str {
-        MulOp::NAMES[self as usize]
-    }
-    pub fn from_name(s: &str) -> Option<MulOp> {
-        MulOp::NAMES
-            .iter()
-            .position(|n| *n == s)
-            .map(|i| MulOp::ALL[i])
+        self.mnemonic().unwrap_or("nop")
     }
 }
 

@@ -2,8 +2,8 @@
 //! the ratio against a straight-line program of the same body run in the same process (so the
 //! figure is comparable on a noisy machine). Run with `cargo bench -p kiln-vc4`.
 
-use kiln_vc4::isa::assemble;
-use kiln_vc4::sim::{Machine, Program};
+use kiln_qpu::isa::assemble;
+use kiln_qpu::sim::{Machine, Program};
 use std::time::Instant;
 
 const BODY: &str = "\

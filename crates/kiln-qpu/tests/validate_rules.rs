@@ -1,6 +1,6 @@
 //! One failing and one passing program per validator rule, built with the instruction builder.
 
-use kiln_vc4::isa::*;
+use kiln_qpu::isa::*;
 
 fn nop() -> u64 {
     AluInstr::nop().encode()

@@ -3,8 +3,8 @@
 //! byte and token edits, including non-ASCII characters, are fed to `assemble`. Whatever
 //! assembles prints in both styles and its kiln-style text reassembles to the same words.
 
-use kiln_vc4::isa::{Style, assemble, assemble_line, disasm, disasm_program};
-use kiln_vc4::words;
+use kiln_qpu::isa::{Style, assemble, assemble_line, disasm, disasm_program};
+use kiln_qpu::words;
 use proptest::prelude::*;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::{Path, PathBuf};

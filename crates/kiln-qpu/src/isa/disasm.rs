@@ -16,6 +16,7 @@
 
 use super::fields::*;
 use super::instr::*;
+use super::names::*;
 
 /// Text style.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -24,106 +25,6 @@ pub enum Style {
     Mesa,
     /// Mesa's text plus the fields Mesa does not show: lossless.
     Kiln,
-}
-
-/// Names of read addresses 32–51 in file A (Mesa `special_read_a`).
-pub fn special_read_a(raddr: u8) -> Option<&'static str> {
-    Some(match raddr {
-        32 => "uni",
-        35 => "vary",
-        38 => "elem",
-        39 => "nop",
-        41 => "x_pix",
-        42 => "ms_flags",
-        48 => "vpm_read",
-        49 => "vpm_ld_busy",
-        50 => "vpm_ld_wait",
-        51 => "mutex_acq",
-        _ => return None,
-    })
-}
-
-/// Names of read addresses 32–51 in file B (Mesa `special_read_b`).
-pub fn special_read_b(raddr: u8) -> Option<&'static str> {
-    Some(match raddr {
-        32 => "uni",
-        35 => "vary",
-        38 => "qpu",
-        39 => "nop",
-        41 => "y_pix",
-        42 => "rev_flag",
-        48 => "vpm_read",
-        49 => "vpm_st_busy",
-        50 => "vpm_st_wait",
-        51 => "mutex_acq",
-        _ => return None,
-    })
-}
-
-/// Names of write addresses 32–63 (Mesa `special_write` with the A-file overrides).
-pub fn special_write(waddr: u8, is_a: bool) -> Option<&'static str> {
-    if is_a {
-        match waddr {
-            41 => return Some("quad_x"),
-            49 => return Some("vr_setup"),
-            50 => return Some("vr_addr"),
-            _ => {}
-        }
-    }
-    Some(match waddr {
-        32 => "r0",
-        33 => "r1",
-        34 => "r2",
-        35 => "r3",
-        36 => "tmu_noswap",
-        37 => "r5",
-        38 => "host_int",
-        39 => "nop",
-        40 => "uniforms_addr",
-        41 => "quad_y",
-        42 => "ms_flags",
-        43 => "tlb_stencil_setup",
-        44 => "tlb_z",
-        45 => "tlb_color_ms",
-        46 => "tlb_color_all",
-        48 => "vpm",
-        49 => "vw_setup",
-        50 => "vw_addr",
-        51 => "mutex_release",
-        52 => "sfu_recip",
-        53 => "sfu_recipsqrt",
-        54 => "sfu_exp",
-        55 => "sfu_log",
-        56 => "tmu0_s",
-        57 => "tmu0_t",
-        58 => "tmu0_r",
-        59 => "tmu0_b",
-        60 => "tmu1_s",
-        61 => "tmu1_t",
-        62 => "tmu1_r",
-        63 => "tmu1_b",
-        _ => return None,
-    })
-}
-
-/// Mesa's signal prefixes for sig 0–13 (sig 1 prints nothing).
-pub fn signal_name(s: Signal) -> &'static str {
-    [
-        "sig_brk",
-        "",
-        "sig_switch",
-        "sig_end",
-        "sig_wait_score",
-        "sig_unlock_score",
-        "sig_thread_switch",
-        "sig_coverage_load",
-        "sig_color_load",
-        "sig_color_load_end",
-        "load_tmu0",
-        "load_tmu1",
-        "sig_alpha_mask_load",
-        "sig_small_imm",
-    ][s as usize]
 }
 
 /// glibc `printf("%.*f")` of a double: NaN as `nan`/`-nan`, infinities as `inf`/`-inf`.
@@ -279,11 +180,11 @@ fn dst(
     let waddr = if is_mul { w.waddr_mul } else { w.waddr_add };
     let file = if is_a { "a" } else { "b" };
     let kiln = style == Style::Kiln;
-    if kiln && !is_mul && super::asm::ws_hidden(w) {
+    if kiln && !is_mul && ws_hidden(w) {
         out.push_str("b:");
     }
     let name = if kiln {
-        super::asm::kiln_write_name(waddr, is_a)
+        kiln_write_name(waddr, is_a)
     } else {
         special_write(waddr, is_a)
     };
@@ -298,11 +199,7 @@ fn dst(
         out.push_str(".pack0");
     } else if is_mul && w.pm {
         match PACK_MUL_NAMES[w.pack as usize] {
-            Some(n)
-                if style == Style::Mesa
-                    || w.pack == 0
-                    || super::asm::pm1_pack_evident(w, r4_unpack) =>
-            {
+            Some(n) if style == Style::Mesa || w.pack == 0 || pm1_pack_evident(w, r4_unpack) => {
                 out.push_str(n)
             }
             Some(_) => out.push_str(&format!(".pack{}", w.pack)),
@@ -310,11 +207,7 @@ fn dst(
             None => out.push_str(&format!(".pack{}", w.pack)),
         }
     } else if is_a && !w.pm {
-        if style == Style::Kiln
-            && is_mul
-            && (3..=7).contains(&w.pack)
-            && !super::asm::mul_dst_names_a(w)
-        {
+        if style == Style::Kiln && is_mul && (3..=7).contains(&w.pack) && !mul_dst_names_a(w) {
             out.push_str(&format!(".apack{}", w.pack));
         } else {
             out.push_str(PACK_A_NAMES[w.pack as usize]);
@@ -414,7 +307,7 @@ fn alu(out: &mut String, a: &AluInstr, style: Style) {
         out.push(' ');
     }
     if style == Style::Kiln {
-        if a.unpack != Unpack::None && !super::asm::unpack_consumed(a) {
+        if a.unpack != Unpack::None && !unpack_consumed(a) {
             let file = if a.w.pm { "r4." } else { "" };
             out.push_str(&format!("unpack.{file}{} ", a.unpack.name()));
         }

@@ -1,8 +1,8 @@
 //! Simulator semantics per op and per rule, with programs written in the assembler's syntax.
 //! Expectations come from the reference guide and `vc4/README.md`, not from the simulator.
 
-use kiln_vc4::isa::assemble;
-use kiln_vc4::sim::{Machine, Program, SimErrorKind, TMU_LATENCY, tmu};
+use kiln_qpu::isa::assemble;
+use kiln_qpu::sim::{Machine, Program, SimErrorKind, TMU_LATENCY, tmu};
 
 const BASE: u32 = 0x10000;
 const UNIF: u32 = 0x80000;
@@ -474,7 +474,7 @@ mod fuzz {
 /// A or B are the other thread's: touching one is an error.
 #[test]
 fn thread_switch_loses_accumulators_and_upper_registers() {
-    use kiln_vc4::sim::POISON;
+    use kiln_qpu::sim::POISON;
     let m = run(
         "sig_small_imm mov r0, 1 ; nop nop, r0, r0\n\
          sig_small_imm mov ra3, 2 ; nop nop, r0, r0\n\

@@ -4,8 +4,8 @@
 //! which is what `vc4/README.md` lists), except the rows in `DELIBERATE` where both tools are
 //! known to be wrong or one of them has a documented quirk.
 
-use kiln_vc4::isa::{Rule, validate};
-use kiln_vc4::words;
+use kiln_qpu::isa::{Rule, validate};
+use kiln_qpu::words;
 use std::path::{Path, PathBuf};
 
 fn golden() -> PathBuf {
@@ -162,7 +162,7 @@ fn mesa_verdicts_reproduced_on_every_row() {
             .split(' ')
             .map(|w| u64::from_str_radix(w, 16).unwrap())
             .collect();
-        let got = match kiln_vc4::isa::validate_mesa(&words) {
+        let got = match kiln_qpu::isa::validate_mesa(&words) {
             Ok(()) => "accept".to_string(),
             Err(r) => format!("reject: {}", r.message),
         };
@@ -191,7 +191,7 @@ fn mesa_verdicts_reproduced_on_programs() {
             continue;
         };
         let words = words::parse(&bytes).unwrap();
-        let got = match kiln_vc4::isa::validate_mesa(&words) {
+        let got = match kiln_qpu::isa::validate_mesa(&words) {
             Ok(()) => "accept".to_string(),
             Err(r) => format!("reject: {}", r.message),
         };

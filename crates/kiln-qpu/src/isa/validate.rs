@@ -191,7 +191,7 @@ fn io_reads(i: &Instr) -> Vec<u8> {
 
 /// Whether `i` takes the next uniform: a read of the uniform address (encoded, used or not), or
 /// a TMU coordinate write (which takes a configuration uniform).
-pub(crate) fn takes_uniform(i: &Instr) -> bool {
+pub fn takes_uniform(i: &Instr) -> bool {
     reads_io(i, raddr::UNIFORM)
         || writes(i)
             .iter()

@@ -2,7 +2,7 @@
 //! must show the missing information on noted rows, and on rows without a note the kiln text of
 //! the normalized word must be Mesa's text (but for the documented extras).
 
-use kiln_vc4::isa::{Style, disasm, normalize};
+use kiln_qpu::isa::{Style, disasm, normalize};
 use std::path::{Path, PathBuf};
 
 fn golden() -> PathBuf {

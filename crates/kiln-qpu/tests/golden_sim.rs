@@ -1,7 +1,7 @@
 //! Every case of `golden/sim/` (py-videocore's hardware-verified tests), run on the simulator
 //! and compared with each case's `checks` exactly as `golden/sim/check.py` defines them.
 
-use kiln_vc4::sim::{Machine, Program};
+use kiln_qpu::sim::{Machine, Program};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
@@ -26,7 +26,7 @@ fn f64s(v: &Value) -> Vec<f64> {
 }
 
 fn half_to_f64(h: u32) -> f64 {
-    kiln_vc4::sim::alu::f16_to_f32(h as u16) as f64
+    kiln_qpu::sim::alu::f16_to_f32(h as u16) as f64
 }
 
 fn close(a: f64, r: f64, c: &Value) -> bool {
