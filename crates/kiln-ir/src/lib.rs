@@ -28,6 +28,6 @@ pub use regs::{
     RegSubset, SubsetId, Target, TargetConstructor, TargetRegistry, UnitMask,
     close_under_intersection,
 };
-pub use target_op::{Access, ClassReq, CrossLaneEval, ResourceUse, TargetOp, TargetOpInfo};
+pub use target_op::{ClassReq, CrossLaneEval, TargetOp, TargetOpInfo};
 pub use text::{ParseError, parse_function, print_function};
 pub use verify::{VerifyError, verify, verify_with_cfg};

@@ -2,7 +2,7 @@
 //! description every target provides (DESIGN.md §3).
 
 use crate::opcode::{Arity, OpInfo};
-use crate::target_op::{Access, ClassReq, ResourceUse, TargetOpInfo};
+use crate::target_op::{ClassReq, TargetOpInfo};
 use fixedbitset::FixedBitSet;
 use std::fmt;
 use std::num::{NonZeroU16, NonZeroU32};
@@ -561,17 +561,16 @@ impl Target for GenericTarget {
 }
 
 /// The generic target's own opcodes, one of each kind of fact, for tests of target
-/// instructions: a 24-bit multiply on a `mul` unit, a reciprocal on an `sfu` unit with a
-/// latency and a resource, and an add whose operands and result must lie in subset `low`.
+/// instructions: a 24-bit multiply, a reciprocal with a latency and classes, and an add whose
+/// operands and result must lie in subset `low`.
 static GENERIC_OPS: [TargetOpInfo; 3] = [
     TargetOpInfo {
         info: OpInfo {
             commutative: true,
             ..OpInfo::target("umul24", Arity::Fixed(1), Arity::Fixed(2), 0)
         },
-        unit: "mul",
+        code: 0,
         latency: 1,
-        resources: &[],
         operand_classes: None,
         def_classes: None,
         eval: Some(|a| (a[0] & 0xff_ffff).wrapping_mul(a[1] & 0xff_ffff)),
@@ -579,12 +578,8 @@ static GENERIC_OPS: [TargetOpInfo; 3] = [
     },
     TargetOpInfo {
         info: OpInfo::target("sfu_rcp", Arity::Fixed(1), Arity::Fixed(1), 0),
-        unit: "sfu",
+        code: 1,
         latency: 3,
-        resources: &[ResourceUse {
-            name: "sfu",
-            access: Access::ReadWrite,
-        }],
         operand_classes: Some(&[ClassReq {
             file: "v",
             size: 1,
@@ -603,9 +598,8 @@ static GENERIC_OPS: [TargetOpInfo; 3] = [
             commutative: true,
             ..OpInfo::target("iadd_low", Arity::Fixed(1), Arity::Fixed(2), 0)
         },
-        unit: "add",
+        code: 2,
         latency: 1,
-        resources: &[],
         operand_classes: Some(&[LOW, LOW]),
         def_classes: Some(&[LOW]),
         eval: Some(|a| a[0].wrapping_add(a[1])),

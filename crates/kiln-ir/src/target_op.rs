@@ -1,35 +1,18 @@
-//! Target instructions: opcodes a target declares with their full facts — generic ones (arity,
-//! side effects, writes all lanes), the functional unit, the latency, the implicit resources
-//! they read and write, the classes of their operands and definitions — and their meaning, so
-//! the verifier checks them, the interpreter runs them and instruction selection is tested
-//! differentially like every other pass.
+//! Target instructions: opcodes a target declares with the facts the IR needs — generic ones
+//! (arity, side effects, writes all lanes), the classes of their operands and definitions, the
+//! latency a scheduler plans with, and their meaning, so that the verifier checks them, the
+//! interpreter runs them and instruction selection is tested differentially like every other
+//! pass. Machine facts beyond these (units, implicit resources, hardware encodings) live in the
+//! target's own typed table, which [`TargetOpInfo::code`] indexes.
 //!
 //! A target keeps its table in a `static` and hands out `&'static` descriptors
 //! ([`Target::opcodes`](crate::Target::opcodes)); an instruction holds a pointer to one
-//! ([`TargetOp`]), so `Opcode::info` answers for target opcodes too. Flags and other implicit
-//! state can be modelled as a register file (NAK models carry and barriers this way): then the
-//! scheduler's dependences come from operands, and [`TargetOpInfo::resources`] lists only what
-//! no register names (vc4: the TMU FIFO, the tile buffer, the VPM, the uniform stream).
+//! ([`TargetOp`]), so `Opcode::info` answers for target opcodes too.
 
 use crate::opcode::OpInfo;
 use crate::regs::{RegClass, Target};
 use std::fmt;
 use std::hash::{Hash, Hasher};
-
-/// How an instruction uses an implicit resource.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub enum Access {
-    Read,
-    Write,
-    ReadWrite,
-}
-
-/// An implicit resource an instruction uses, by the target's name for it.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub struct ResourceUse {
-    pub name: &'static str,
-    pub access: Access,
-}
 
 /// The class an operand or definition must have: a file by name, a size, and optionally a
 /// subset by name (the value's class must lie within it).
@@ -72,12 +55,11 @@ pub struct TargetOpInfo {
     /// Name, arity, immediates, commutative, side effects, writes all lanes. Target opcodes are
     /// never terminators.
     pub info: OpInfo,
-    /// The functional unit that executes it (vc4: `add`, `mul`; `sfu`, `tmu`...).
-    pub unit: &'static str,
-    /// Instructions after it before its result can be read without a stall.
+    /// The target's own number for the opcode: its index in the target's table, where the
+    /// target keeps what else it knows of it.
+    pub code: u16,
+    /// Instructions from it to the first that may read its result without a stall.
     pub latency: u8,
-    /// Implicit resources it reads or writes.
-    pub resources: &'static [ResourceUse],
     /// Class each operand must have (`None`: any value the verifier's generic rules accept).
     pub operand_classes: Option<&'static [ClassReq]>,
     /// Class each definition must have.

@@ -229,10 +229,7 @@ pub fn compile(
         output = OutputMode::Vpm;
     }
     let info = &info;
-    let hidden =
-        crate::texture::hide(&mut f).map_err(|e| CompileError::Unsupported(e.to_string()))?;
     crate::isel::select(&mut f).map_err(|e| CompileError::Unsupported(e.to_string()))?;
-    crate::texture::reveal(&mut f, &hidden).map_err(|e| CompileError::Failed(e.to_string()))?;
     let threadable = threading(&f, info);
     let threads = match (opts.threads, &threadable) {
         (Threads::One, _) | (Threads::Auto, Err(_)) => 1,

@@ -50,6 +50,7 @@
 //! moves of ~0 and 0 (under a mask: into ra14, then one masked move).
 
 use crate::interface::{InputKind, OutputKind, ShaderInfo};
+use crate::ops::{Axis, Hw, Op};
 use crate::target::{EXEC_REG, QpuReg};
 use crate::uniforms::Uniform;
 use kiln_ir::{Block, Cfg, Function, Inst, Opcode, Operand, Value};
@@ -697,9 +698,10 @@ impl Emitter<'_> {
             // A reset comes after any branch out of the block's start, which must leave the
             // stream at the end of the reads that ran; else first, so that the wake covers the
             // two instructions after it.
-            let reads = block.insts.iter().any(|i| {
-                i.op == Opcode::Uniform || matches!(i.op, Opcode::Target(t) if t.0.unit == "tmu")
-            });
+            let reads = block
+                .insts
+                .iter()
+                .any(|i| i.op == Opcode::Uniform || crate::texture::is_lookup(i));
             if !self.stream_known && reads && skip.is_none() {
                 self.reset_uniform_stream()?;
             }
@@ -837,7 +839,10 @@ impl Emitter<'_> {
             Opcode::ParallelCopy => self.parallel_copy(b, inst),
             Opcode::Sel => self.sel(b, inst),
             op if crate::interface::is_comparison(op) => self.compare(b, inst),
-            Opcode::Target(t) => self.target_op(b, inst, t.0),
+            Opcode::Target(t) => match Op::of(t) {
+                Some(op) => self.target_op(b, inst, op),
+                None => Err(internal(format!("`{}` is no vc4 operation", inst.op))),
+            },
             op => Err(EmitError::Unsupported(format!("`{op}` in the emitter"))),
         }
     }
@@ -911,65 +916,50 @@ impl Emitter<'_> {
         }
     }
 
-    fn target_op(
-        &mut self,
-        b: Block,
-        inst: &Inst,
-        info: &'static kiln_ir::TargetOpInfo,
-    ) -> Result<(), EmitError> {
-        let name = info
-            .info
-            .name
-            .strip_prefix("qpu_")
-            .ok_or_else(|| internal(format!("`{}` is no vc4 opcode", info.info.name)))?;
+    fn target_op(&mut self, b: Block, inst: &Inst, op: Op) -> Result<(), EmitError> {
         let srcs: Vec<Src> = inst
             .operands
             .iter()
             .map(|o| self.src(o))
             .collect::<Result<_, _>>()?;
-        if info.unit == "tmu" {
-            return self.texture(b, inst, &srcs);
-        }
-        if let Some(axis) = crate::derivative::axis(kiln_ir::TargetOp(info)) {
-            return self.derivative(b, inst, axis, srcs[0]);
-        }
-        let (x, y) = match srcs.as_slice() {
-            [x] => (*x, *x),
-            [x, y] => (*x, *y),
-            _ => return Err(internal(format!("`{name}` with {} operands", srcs.len()))),
+        let facts = op.facts();
+        let (x, y) = match (facts.hw, srcs.as_slice()) {
+            (Hw::Tmu { .. }, _) => return self.texture(b, inst, &srcs),
+            (Hw::Derivative(axis), [v]) => return self.derivative(b, inst, axis, *v),
+            (_, [x]) => (*x, *x),
+            (_, [x, y]) => (*x, *y),
+            _ => {
+                return Err(internal(format!(
+                    "`{}` with {} operands",
+                    op.name(),
+                    srcs.len()
+                )));
+            }
         };
         let d = self.def_reg(inst, 0)?;
-        match info.unit {
-            "add" => {
-                let op = AddOp::from_name(name)
-                    .ok_or_else(|| internal(format!("no add op `{name}`")))?;
+        match facts.hw {
+            // An operation both units have goes on the add unit.
+            Hw::Add(add) | Hw::Either(add, _) => {
                 let r = self.place(&[x, y])?;
                 let cond = self.write_cond(b, inst)?;
-                self.push_alu(builder::qpu_a(op, d, r[0], r[1])?.cond_add(cond));
+                self.push_alu(builder::qpu_a(add, d, r[0], r[1])?.cond_add(cond));
             }
-            "mul" => {
-                let op = MulOp::from_name(name)
-                    .ok_or_else(|| internal(format!("no mul op `{name}`")))?;
+            Hw::Mul(mul) => {
                 let r = self.place(&[x, y])?;
                 let cond = self.write_cond(b, inst)?;
-                self.push_alu(builder::qpu_m(op, d, r[0], r[1])?.cond_mul(cond));
+                self.push_alu(builder::qpu_m(mul, d, r[0], r[1])?.cond_mul(cond));
             }
-            "sfu" => {
-                let addr = match name {
-                    "recip" => waddr::SFU_RECIP,
-                    "recipsqrt" => waddr::SFU_RECIPSQRT,
-                    "exp2" => waddr::SFU_EXP,
-                    "log2" => waddr::SFU_LOG,
-                    _ => return Err(internal(format!("no SFU op `{name}`"))),
-                };
+            Hw::Sfu(address) => {
                 let r = self.place(&[x])?;
-                self.push_alu(builder::mov(Reg::Io(addr), r[0])?);
-                self.nop();
-                self.nop();
+                self.push_alu(builder::mov(Reg::Io(address), r[0])?);
+                // r4 holds the result `latency` instructions after the write.
+                for _ in 1..facts.latency {
+                    self.nop();
+                }
                 let cond = self.write_cond(b, inst)?;
                 self.push_alu(builder::mov(d, Reg::Acc(4))?.cond_add(cond));
             }
-            u => return Err(internal(format!("unit `{u}`"))),
+            Hw::Tmu { .. } | Hw::Derivative(_) => unreachable!("handled above"),
         }
         Ok(())
     }
@@ -979,13 +969,7 @@ impl Emitter<'_> {
     /// element number's axis bit, the value rotated into rb14 (the neighbour with the bit set,
     /// for the lanes without it) and ra14 (the other way round), then `right − v` in the lanes
     /// without the bit and `v − left` in the others; under a mask through rb14.
-    fn derivative(
-        &mut self,
-        b: Block,
-        inst: &Inst,
-        axis: crate::derivative::Axis,
-        v: Src,
-    ) -> Result<(), EmitError> {
+    fn derivative(&mut self, b: Block, inst: &Inst, axis: Axis, v: Src) -> Result<(), EmitError> {
         if self.packing || self.w_in_rb14 {
             return Err(internal("a derivative while ra14/rb14 are in use"));
         }

@@ -23,6 +23,7 @@
 //! What the emitter cannot do yet is refused here with `unsupported: …`.
 
 use crate::isel::Unsupported;
+use crate::ops::{Hw, Op};
 use crate::target::Vc4Target;
 use kiln_ir::{Block, Cfg, Function, Inst, Opcode, Temp, Value};
 use std::collections::{BTreeMap, BTreeSet};
@@ -260,9 +261,12 @@ pub fn prepare_threads(
 /// operation (not a derivative, which reads its operand across lanes), or a comparison (the
 /// flag-setting op; its moves read no operand).
 pub fn folds_uniform(op: Opcode) -> bool {
-    matches!(op, Opcode::Target(t)
-        if matches!(t.0.unit, "add" | "mul" | "sfu") && t.0.cross_lane.is_none())
-        || is_comparison(op)
+    Op::of_opcode(op).is_some_and(|op| {
+        matches!(
+            op.facts().hw,
+            Hw::Add(_) | Hw::Mul(_) | Hw::Either(..) | Hw::Sfu(_)
+        )
+    }) || is_comparison(op)
 }
 
 /// The comparisons, which the emitter turns into flags (and a boolean).

@@ -8,8 +8,9 @@
 //! `nir_opt_algebraic.py` lowerings) and trigonometry (`trig`, after vc4's `ntq_fsin`/`ntq_fcos`
 //! and NIR's `nir_atan`, `nir_atan2` and `build_asin`).
 //!
-//! `fddx`/`fddy` become `qpu_fddx`/`qpu_fddy` (`crate::derivative`, Mesa's `ntq_fddx`: mul-unit
-//! rotation), with a scratch accumulator as a first, dead definition.
+//! `fddx`/`fddy` become `qpu_fddx`/`qpu_fddy` (Mesa's `ntq_fddx`: mul-unit rotation), with a
+//! scratch accumulator as a first, dead definition; each component of a 2D `texture_sample`
+//! becomes a TMU lookup (`crate::texture`).
 //!
 //! Not selected yet, and kept as generic ops: comparisons and `sel` (they become flag-setting
 //! ops and conditional writes once flags are modelled; the lowerings use them for Mesa's
@@ -58,7 +59,7 @@ fn ic(x: i32) -> Operand {
 }
 
 /// Why `inst` cannot be selected, if it cannot.
-fn refusal(func: &Function, inst: &Inst) -> Option<String> {
+fn refusal(func: &Function, inst: &Inst, texture_results: &[bool]) -> Option<String> {
     use Opcode::*;
     let vector = inst
         .defs
@@ -71,8 +72,14 @@ fn refusal(func: &Function, inst: &Inst) -> Option<String> {
         }))
         .any(|c| c.size != 1);
     Some(match inst.op {
-        TextureSample | TextureFetch => {
-            "texture sampling (the TMU interface is not lowered yet)".into()
+        // Refused or selected by `crate::texture`.
+        TextureSample | TextureFetch => return None,
+        SplitVector
+            if inst.operands[0]
+                .temp_id()
+                .is_some_and(|t| texture_results[t.index()]) =>
+        {
+            return None;
         }
         Target(t) => format!("another target's opcode ({})", t.info().info.name),
         op if !op.info().operands.accepts(inst.operands.len())
@@ -414,18 +421,26 @@ pub fn select(func: &mut Function) -> Result<(), Unsupported> {
             refused.insert(format!("functions of target {other}"));
         }
     }
+    // What the TMU path refuses is all that is said (its vectors are part of the same refusal).
+    let texture = crate::texture::refusals(func);
+    if !texture.is_empty() {
+        return Err(Unsupported(texture));
+    }
+    let mut texture_results = vec![false; func.temps.len()];
     for inst in func.blocks.iter().flat_map(|b| &b.insts) {
-        if let Some(why) = refusal(func, inst) {
-            refused.insert(why);
+        if inst.op == Opcode::TextureSample {
+            texture_results[inst.defs[0].temp.index()] = true;
         }
     }
-    if refused.iter().any(|r| r.starts_with("texture sampling")) {
-        // The texture result's split is part of the same missing interface.
-        refused.remove("vector values (split_vector)");
+    for inst in func.blocks.iter().flat_map(|b| &b.insts) {
+        if let Some(why) = refusal(func, inst, &texture_results) {
+            refused.insert(why);
+        }
     }
     if !refused.is_empty() {
         return Err(Unsupported(refused.into_iter().collect()));
     }
+    crate::texture::select_lookups(func);
 
     let nonneg = sign_bit_clear(func);
     let uniform_file: Vec<bool> = func
@@ -466,13 +481,13 @@ pub fn select(func: &mut Function) -> Result<(), Unsupported> {
             if uniform {
                 inst.flags.all_lanes = true;
             }
-            if let Some(axis) = match inst.op {
-                Opcode::Fddx => Some(crate::derivative::Axis::X),
-                Opcode::Fddy => Some(crate::derivative::Axis::Y),
+            if let Some(op) = match inst.op {
+                Opcode::Fddx => Some(Op::Fddx),
+                Opcode::Fddy => Some(Op::Fddy),
                 _ => None,
             } {
                 // Mesa's ntq_fddx / ntq_fddy: one target op with a scratch accumulator.
-                inst.op = crate::derivative::opcode(axis);
+                inst.op = op.opcode();
                 let scratch = func.new_temp(acc);
                 let mut d = kiln_ir::Def::new(scratch);
                 d.dead = true;

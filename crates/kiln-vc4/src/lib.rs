@@ -5,7 +5,6 @@
 //! See `docs/vc4.md` for the design and `../shared/vc4/README.md` for the ISA facts.
 
 pub mod compile;
-pub mod derivative;
 pub mod emit;
 pub mod harness;
 pub mod interface;

@@ -3,7 +3,7 @@
 //! live with): after instruction selection, every value of the `q` file gets the subset of the
 //! registers its definition and the instructions it lives across allow.
 //!
-//! - Only an r4 writer's own result (SFU ops: `crate::ops`, resource `r4`) may sit in r4: r4 is
+//! - Only an r4 writer's own result (SFU ops: `crate::ops`, resource R4) may sit in r4: r4 is
 //!   not a write address, the emitter reads the result from it.
 //! - An r4 writer takes r4 from every value live across it.
 //! - In a threaded fragment shader, a thread switch (each lookup that makes a TMU request,
@@ -25,17 +25,17 @@
 //! Cost: one backward walk per block; at an r4 writer or a thread switch, the values live
 //! across it.
 
+use crate::ops::{Op, Resource};
 use crate::target::Q;
 use kiln_analysis::{Cfg, LiveSet, compute_liveness, wide_liveness};
-use kiln_ir::{Access, Function, Inst, Opcode, RegClass, Temp};
+use kiln_ir::{Function, Inst, Opcode, RegClass, Temp};
 
 const R4: u8 = 1;
 const ACC: u8 = 2;
 
 /// Whether `inst` writes r4.
 pub fn writes_r4(inst: &Inst) -> bool {
-    matches!(inst.op, Opcode::Target(t)
-        if t.info().resources.iter().any(|r| r.name == "r4" && r.access != Access::Read))
+    Op::of_opcode(inst.op).is_some_and(|op| op.facts().writes(Resource::R4))
 }
 
 /// Narrows the class of every value of `func` (a vc4 function, after selection): r4 for the

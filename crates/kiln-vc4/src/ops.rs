@@ -1,118 +1,302 @@
-//! The vc4 target opcodes: the QPU's add-unit, mul-unit and SFU operations as kiln target
-//! instructions (`kiln_ir::target_op`), with their unit, latency, implicit resources and their
-//! meaning on one lane — the simulator's own ALU and SFU functions (`sim::alu`, `sim::sfu`), so
-//! the interpreter runs a selected program exactly as the simulator computes each operation.
+//! The vc4 operations: every QPU operation selection produces, defined once — its hardware
+//! operation, unit, latency and the implicit resources it uses, in order, with the IR's facts
+//! (arity, classes, its meaning on a lane: the simulator's own ALU and SFU functions, so the
+//! interpreter runs a selected program as the QPU computes each operation). Selection, class
+//! narrowing, emission and scheduling read these facts; `kiln_ir::TargetOpInfo::code` leads
+//! from an instruction's opcode back to its [`Op`].
 //!
-//! Names carry a `qpu_` prefix so that they never shadow the shared generic opcodes in the text
-//! format (`%3:q1 = qpu_fadd %1, %2`). Facts (Mesa `vc4_qir.h`, `vc4_qpu_emit.c`):
-//!
-//! - add and mul ops: one instruction; a result written to file A or B is not readable by the
-//!   next instruction (accumulators are), so the latency is 1;
-//! - SFU ops (`qpu_recip`, `qpu_recipsqrt`, `qpu_exp2`, `qpu_log2`): a write to the SFU address,
-//!   whose result arrives in r4 for the third instruction after it (latency 2, resources `sfu`
-//!   and `r4`). Their definition may live in any register: as Mesa's emitter does, the emitter
-//!   moves r4 into it; the r4 write is named as a resource so that class narrowing can take r4
-//!   away from values live across it.
+//! IR names carry a `qpu_` prefix so that they never shadow a generic opcode in the text format
+//! (`%3:q1 = qpu_fadd %1, %2`). The design is in `docs/vc4.md` ("Operations").
 
-use kiln_ir::{Access, Arity, OpInfo, ResourceUse, TargetOp, TargetOpInfo};
-use kiln_qpu::isa::{AddOp, MulOp, waddr};
+use kiln_ir::{Arity, ClassReq, CrossLaneEval, OpInfo, TargetOp, TargetOpInfo};
+use kiln_qpu::isa::{AddOp, MulOp, latency, waddr};
 use kiln_qpu::sim::{alu, sfu};
 
-fn add(op: AddOp, a: u32, b: u32) -> u32 {
-    alu::add_op(op, a, b).map_or(0, |r| r.value)
-}
-
-fn mul(op: MulOp, a: u32, b: u32) -> u32 {
-    alu::mul_op(op, a, b).value
-}
-
-const fn binary(name: &'static str, commutative: bool) -> OpInfo {
-    OpInfo {
-        commutative,
-        ..OpInfo::target(name, Arity::Fixed(1), Arity::Fixed(2), 0)
-    }
-}
-
-const fn unary(name: &'static str) -> OpInfo {
-    OpInfo::target(name, Arity::Fixed(1), Arity::Fixed(1), 0)
-}
-
-const fn alu_op(info: OpInfo, unit: &'static str, eval: fn(&[u32]) -> u32) -> TargetOpInfo {
-    TargetOpInfo {
-        info,
-        unit,
-        latency: 1,
-        resources: &[],
-        operand_classes: None,
-        def_classes: None,
-        eval: Some(eval),
-        cross_lane: None,
-    }
-}
-
-const SFU_RESOURCES: &[ResourceUse] = &[
-    ResourceUse {
-        name: "sfu",
-        access: Access::ReadWrite,
-    },
-    ResourceUse {
-        name: "r4",
-        access: Access::Write,
-    },
-];
-
-const fn sfu_op(name: &'static str, eval: fn(&[u32]) -> u32) -> TargetOpInfo {
-    TargetOpInfo {
-        info: unary(name),
-        unit: "sfu",
-        latency: 2,
-        resources: SFU_RESOURCES,
-        operand_classes: None,
-        def_classes: None,
-        eval: Some(eval),
-        cross_lane: None,
-    }
-}
-
-/// Index of each opcode in [`VC4_OPS`].
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub enum Op {
-    Fadd,
-    Fsub,
-    Fmin,
-    Fmax,
-    Fminabs,
-    Fmaxabs,
-    Ftoi,
-    Itof,
+/// The functional unit an operation issues on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Unit {
     Add,
-    Sub,
-    Shr,
-    Asr,
-    Ror,
-    Shl,
-    Min,
-    Max,
-    And,
-    Or,
-    Xor,
-    Not,
-    Clz,
-    V8adds,
-    V8subs,
-    Fmul,
-    Mul24,
-    V8muld,
-    V8min,
-    V8max,
-    Recip,
-    Recipsqrt,
-    Exp2,
-    Log2,
+    Mul,
+    /// Either ALU: both have the operation.
+    Either,
+    /// The special-function unit (a write to its address; the result arrives in r4).
+    Sfu,
+    /// Texture and memory lookup unit 0.
+    Tmu,
+}
+
+/// Implicit state an operation uses besides its operands and result.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Resource {
+    /// Accumulator r4, where SFU and TMU results arrive.
+    R4,
+    /// The TMU request FIFO (four requests in flight at most).
+    TmuFifo,
+    /// The uniform stream, read in program order.
+    UniformStream,
+    /// The varying FIFO (and r5, which receives each varying's C coefficient).
+    VaryingFifo,
+    /// The vertex pipe memory.
+    Vpm,
+    /// The tile buffer (and the scoreboard).
+    TileBuffer,
+    /// The Z, N and C flags.
+    Flags,
+}
+
+/// How an operation uses a resource.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Access {
+    Read,
+    Write,
+    ReadWrite,
+}
+
+/// One use of a resource.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Use(pub Resource, pub Access);
+
+/// Which neighbour a derivative subtracts (Mesa's `ntq_fddx`, `ntq_fddy`).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Axis {
+    /// Horizontal: lanes `l` and `l ^ 1`.
+    X,
+    /// Vertical: lanes `l` and `l ^ 2`.
+    Y,
+}
+
+impl Axis {
+    /// The bit of the lane (element) number that tells the two pixels of a pair apart.
+    pub fn bit(self) -> u32 {
+        match self {
+            Axis::X => 1,
+            Axis::Y => 2,
+        }
+    }
+
+    /// Rotations (lane `l` receives lane `l − n`) that bring the neighbour with the bit set to
+    /// the lane without it, and the other way round (Mesa: 15 and 1, 14 and 2).
+    pub fn rotations(self) -> (u8, u8) {
+        let b = self.bit() as u8;
+        (16 - b, b)
+    }
+}
+
+/// The hardware operation behind an [`Op`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Hw {
+    Add(AddOp),
+    Mul(MulOp),
+    /// An operation both ALUs have: the add unit's and the mul unit's opcode.
+    Either(AddOp, MulOp),
+    /// A write to this SFU address.
+    Sfu(u8),
+    /// A TMU0 lookup; `lod`: a bias or an explicit level is written to the b register.
+    Tmu {
+        lod: bool,
+    },
+    /// A derivative: the value rotated on the mul unit, neighbours subtracted on the add unit.
+    Derivative(Axis),
+}
+
+/// The machine facts of one operation.
+#[derive(Debug)]
+pub struct Facts {
+    pub hw: Hw,
+    pub unit: Unit,
+    /// Instructions from the operation (its last instruction) to the first that may read its
+    /// result: [`latency`]'s distances.
+    pub latency: u8,
+    /// The implicit resources it uses, in the order it uses them.
+    pub resources: &'static [Use],
+}
+
+impl Facts {
+    /// Whether the operation writes `r`.
+    pub fn writes(&self, r: Resource) -> bool {
+        self.resources
+            .iter()
+            .any(|u| u.0 == r && u.1 != Access::Read)
+    }
+}
+
+const REGFILE: u8 = latency::REGFILE as u8;
+
+const fn alu(hw: Hw, unit: Unit) -> Facts {
+    Facts {
+        hw,
+        unit,
+        latency: REGFILE,
+        resources: &[],
+    }
+}
+
+const fn add(op: AddOp) -> Facts {
+    alu(Hw::Add(op), Unit::Add)
+}
+
+const fn mul(op: MulOp) -> Facts {
+    alu(Hw::Mul(op), Unit::Mul)
+}
+
+const fn sfu_op(address: u8) -> Facts {
+    Facts {
+        hw: Hw::Sfu(address),
+        unit: Unit::Sfu,
+        latency: latency::SFU as u8,
+        resources: &[Use(Resource::R4, Access::Write)],
+    }
+}
+
+const fn tmu(lod: bool) -> Facts {
+    Facts {
+        hw: Hw::Tmu { lod },
+        unit: Unit::Tmu,
+        latency: latency::TMU_ESTIMATE as u8,
+        // The configuration uniforms, the request, the result in r4.
+        resources: &[
+            Use(Resource::UniformStream, Access::Read),
+            Use(Resource::TmuFifo, Access::Write),
+            Use(Resource::R4, Access::Write),
+        ],
+    }
+}
+
+const fn derivative(axis: Axis) -> Facts {
+    Facts {
+        hw: Hw::Derivative(axis),
+        unit: Unit::Mul,
+        latency: REGFILE,
+        // Z from the element number picks each lane's neighbour.
+        resources: &[Use(Resource::Flags, Access::Write)],
+    }
+}
+
+/// The IR's facts of an operation beyond its name.
+struct Ir {
+    defs: u8,
+    operands: u8,
+    commutative: bool,
+    def_classes: Option<&'static [ClassReq]>,
+    eval: Option<fn(&[u32]) -> u32>,
+    cross_lane: Option<CrossLaneEval>,
+}
+
+const fn ir(operands: u8, commutative: bool, eval: fn(&[u32]) -> u32) -> Ir {
+    Ir {
+        defs: 1,
+        operands,
+        commutative,
+        def_classes: None,
+        eval: Some(eval),
+        cross_lane: None,
+    }
+}
+
+/// Defines [`Op`], its facts and the target opcode table from one list.
+macro_rules! vc4_ops {
+    ($($(#[$doc:meta])* $v:ident $name:literal => $facts:expr, $ir:expr;)*) => {
+        /// A vc4 operation (the target opcodes of `vc4`).
+        #[derive(Clone, Copy, PartialEq, Eq, Debug)]
+        pub enum Op {
+            $($(#[$doc])* $v,)*
+        }
+
+        impl Op {
+            /// Every operation, in table order.
+            pub const ALL: &'static [Op] = &[$(Op::$v,)*];
+
+            /// The machine facts.
+            pub fn facts(self) -> &'static Facts {
+                match self {
+                    $(Op::$v => {
+                        const F: Facts = $facts;
+                        &F
+                    })*
+                }
+            }
+        }
+
+        /// The vc4 target opcodes, in [`Op`]'s order.
+        pub static VC4_OPS: [TargetOpInfo; Op::ALL.len()] = [$({
+            const I: Ir = $ir;
+            TargetOpInfo {
+                info: OpInfo {
+                    commutative: I.commutative,
+                    ..OpInfo::target(
+                        concat!("qpu_", $name),
+                        Arity::Fixed(I.defs),
+                        Arity::Fixed(I.operands),
+                        0,
+                    )
+                },
+                code: Op::$v as u16,
+                latency: { const F: Facts = $facts; F.latency },
+                operand_classes: None,
+                def_classes: I.def_classes,
+                eval: I.eval,
+                cross_lane: I.cross_lane,
+            }
+        },)*];
+    };
+}
+
+vc4_ops! {
+    Fadd "fadd" => add(AddOp::Fadd), ir(2, true, |a| eval(Op::Fadd, a));
+    Fsub "fsub" => add(AddOp::Fsub), ir(2, false, |a| eval(Op::Fsub, a));
+    Fmin "fmin" => add(AddOp::Fmin), ir(2, false, |a| eval(Op::Fmin, a));
+    Fmax "fmax" => add(AddOp::Fmax), ir(2, false, |a| eval(Op::Fmax, a));
+    Fminabs "fminabs" => add(AddOp::Fminabs), ir(2, false, |a| eval(Op::Fminabs, a));
+    Fmaxabs "fmaxabs" => add(AddOp::Fmaxabs), ir(2, false, |a| eval(Op::Fmaxabs, a));
+    Ftoi "ftoi" => add(AddOp::Ftoi), ir(1, false, |a| eval(Op::Ftoi, a));
+    Itof "itof" => add(AddOp::Itof), ir(1, false, |a| eval(Op::Itof, a));
+    Add "add" => add(AddOp::Add), ir(2, true, |a| eval(Op::Add, a));
+    Sub "sub" => add(AddOp::Sub), ir(2, false, |a| eval(Op::Sub, a));
+    Shr "shr" => add(AddOp::Shr), ir(2, false, |a| eval(Op::Shr, a));
+    Asr "asr" => add(AddOp::Asr), ir(2, false, |a| eval(Op::Asr, a));
+    Ror "ror" => add(AddOp::Ror), ir(2, false, |a| eval(Op::Ror, a));
+    Shl "shl" => add(AddOp::Shl), ir(2, false, |a| eval(Op::Shl, a));
+    Min "min" => add(AddOp::Min), ir(2, true, |a| eval(Op::Min, a));
+    Max "max" => add(AddOp::Max), ir(2, true, |a| eval(Op::Max, a));
+    And "and" => add(AddOp::And), ir(2, true, |a| eval(Op::And, a));
+    Or "or" => add(AddOp::Or), ir(2, true, |a| eval(Op::Or, a));
+    Xor "xor" => add(AddOp::Xor), ir(2, true, |a| eval(Op::Xor, a));
+    Not "not" => add(AddOp::Not), ir(1, false, |a| eval(Op::Not, a));
+    Clz "clz" => add(AddOp::Clz), ir(1, false, |a| eval(Op::Clz, a));
+    V8adds "v8adds" => alu(Hw::Either(AddOp::V8adds, MulOp::V8adds), Unit::Either),
+        ir(2, true, |a| eval(Op::V8adds, a));
+    V8subs "v8subs" => alu(Hw::Either(AddOp::V8subs, MulOp::V8subs), Unit::Either),
+        ir(2, false, |a| eval(Op::V8subs, a));
+    Fmul "fmul" => mul(MulOp::Fmul), ir(2, true, |a| eval(Op::Fmul, a));
+    Mul24 "mul24" => mul(MulOp::Mul24), ir(2, true, |a| eval(Op::Mul24, a));
+    V8muld "v8muld" => mul(MulOp::V8muld), ir(2, true, |a| eval(Op::V8muld, a));
+    V8min "v8min" => mul(MulOp::V8min), ir(2, true, |a| eval(Op::V8min, a));
+    V8max "v8max" => mul(MulOp::V8max), ir(2, true, |a| eval(Op::V8max, a));
+    Recip "recip" => sfu_op(waddr::SFU_RECIP), ir(1, false, |a| eval(Op::Recip, a));
+    Recipsqrt "recipsqrt" => sfu_op(waddr::SFU_RECIPSQRT), ir(1, false, |a| eval(Op::Recipsqrt, a));
+    Exp2 "exp2" => sfu_op(waddr::SFU_EXP), ir(1, false, |a| eval(Op::Exp2, a));
+    Log2 "log2" => sfu_op(waddr::SFU_LOG), ir(1, false, |a| eval(Op::Log2, a));
+    /// `qpu_tex U, k, s, t`: component k of texture unit U's texel at (s, t).
+    Tex "tex" => tmu(false), ir(4, false, texel_component);
+    /// `qpu_tex_b U, k, s, t, b, M`: the same with a bias (`M` = 1) or an explicit level
+    /// (`M` = 2) written to the TMU's b register (Mesa's `txb` / `txl`). The test textures
+    /// have one level, so the texel is the same.
+    TexB "tex_b" => tmu(true), ir(6, false, texel_component);
+    /// `%scratch, %d = qpu_fddx %v`: the horizontal derivative of `v`; `scratch` is an
+    /// accumulator the emitter may overwrite in every lane.
+    Fddx "fddx" => derivative(Axis::X), Ir {
+        cross_lane: Some(|lane, read| pair_difference(lane, Axis::X, read)),
+        ..DERIVATIVE
+    };
+    /// `%scratch, %d = qpu_fddy %v`: the vertical derivative.
+    Fddy "fddy" => derivative(Axis::Y), Ir {
+        cross_lane: Some(|lane, read| pair_difference(lane, Axis::Y, read)),
+        ..DERIVATIVE
+    };
 }
 
 impl Op {
-    /// The opcode as a kiln target opcode.
+    /// The operation as a kiln target opcode.
     pub fn target_op(self) -> TargetOp {
         TargetOp(&VC4_OPS[self as usize])
     }
@@ -120,153 +304,130 @@ impl Op {
     pub fn opcode(self) -> kiln_ir::Opcode {
         kiln_ir::Opcode::Target(self.target_op())
     }
+
+    /// The vc4 operation a target opcode is, if it is one.
+    pub fn of(t: TargetOp) -> Option<Op> {
+        let code = t.info().code as usize;
+        VC4_OPS
+            .get(code)
+            .is_some_and(|i| std::ptr::eq(i, t.0))
+            .then(|| Op::ALL[code])
+    }
+
+    /// The vc4 operation of an IR opcode, if it is one.
+    pub fn of_opcode(op: kiln_ir::Opcode) -> Option<Op> {
+        match op {
+            kiln_ir::Opcode::Target(t) => Op::of(t),
+            _ => None,
+        }
+    }
+
+    /// The IR name (`qpu_…`).
+    pub fn name(self) -> &'static str {
+        VC4_OPS[self as usize].info.name
+    }
 }
 
-/// Index of the first opcode after the ALU and SFU ones of [`Op`]: the TMU lookups
-/// (`crate::texture::TEX`, `TEX_B`), then the derivatives (`crate::derivative::FDDX`, `FDDY`).
-pub const TEX_INDEX: usize = 32;
+/// A derivative's definitions: a scratch accumulator (first, so that an allocator places this
+/// constrained value before the result takes a register), then the result.
+const DERIVATIVE: Ir = Ir {
+    defs: 2,
+    operands: 1,
+    commutative: false,
+    def_classes: Some(&[
+        ClassReq {
+            file: "q",
+            size: 1,
+            subset: Some("r0_r3"),
+        },
+        ClassReq {
+            file: "q",
+            size: 1,
+            subset: None,
+        },
+    ]),
+    eval: None,
+    cross_lane: None,
+};
 
-/// The vc4 opcodes: those of [`Op`], in its order, then the lookups and the derivatives.
-pub static VC4_OPS: [TargetOpInfo; TEX_INDEX + 4] = [
-    alu_op(binary("qpu_fadd", true), "add", |a| {
-        add(AddOp::Fadd, a[0], a[1])
-    }),
-    alu_op(binary("qpu_fsub", false), "add", |a| {
-        add(AddOp::Fsub, a[0], a[1])
-    }),
-    alu_op(binary("qpu_fmin", false), "add", |a| {
-        add(AddOp::Fmin, a[0], a[1])
-    }),
-    alu_op(binary("qpu_fmax", false), "add", |a| {
-        add(AddOp::Fmax, a[0], a[1])
-    }),
-    alu_op(binary("qpu_fminabs", false), "add", |a| {
-        add(AddOp::Fminabs, a[0], a[1])
-    }),
-    alu_op(binary("qpu_fmaxabs", false), "add", |a| {
-        add(AddOp::Fmaxabs, a[0], a[1])
-    }),
-    alu_op(unary("qpu_ftoi"), "add", |a| add(AddOp::Ftoi, a[0], 0)),
-    alu_op(unary("qpu_itof"), "add", |a| add(AddOp::Itof, a[0], 0)),
-    alu_op(binary("qpu_add", true), "add", |a| {
-        add(AddOp::Add, a[0], a[1])
-    }),
-    alu_op(binary("qpu_sub", false), "add", |a| {
-        add(AddOp::Sub, a[0], a[1])
-    }),
-    alu_op(binary("qpu_shr", false), "add", |a| {
-        add(AddOp::Shr, a[0], a[1])
-    }),
-    alu_op(binary("qpu_asr", false), "add", |a| {
-        add(AddOp::Asr, a[0], a[1])
-    }),
-    alu_op(binary("qpu_ror", false), "add", |a| {
-        add(AddOp::Ror, a[0], a[1])
-    }),
-    alu_op(binary("qpu_shl", false), "add", |a| {
-        add(AddOp::Shl, a[0], a[1])
-    }),
-    alu_op(binary("qpu_min", true), "add", |a| {
-        add(AddOp::Min, a[0], a[1])
-    }),
-    alu_op(binary("qpu_max", true), "add", |a| {
-        add(AddOp::Max, a[0], a[1])
-    }),
-    alu_op(binary("qpu_and", true), "add", |a| {
-        add(AddOp::And, a[0], a[1])
-    }),
-    alu_op(binary("qpu_or", true), "add", |a| {
-        add(AddOp::Or, a[0], a[1])
-    }),
-    alu_op(binary("qpu_xor", true), "add", |a| {
-        add(AddOp::Xor, a[0], a[1])
-    }),
-    alu_op(unary("qpu_not"), "add", |a| add(AddOp::Not, a[0], 0)),
-    alu_op(unary("qpu_clz"), "add", |a| add(AddOp::Clz, a[0], 0)),
-    alu_op(binary("qpu_v8adds", true), "add", |a| {
-        add(AddOp::V8adds, a[0], a[1])
-    }),
-    alu_op(binary("qpu_v8subs", false), "add", |a| {
-        add(AddOp::V8subs, a[0], a[1])
-    }),
-    alu_op(binary("qpu_fmul", true), "mul", |a| {
-        mul(MulOp::Fmul, a[0], a[1])
-    }),
-    alu_op(binary("qpu_mul24", true), "mul", |a| {
-        mul(MulOp::Mul24, a[0], a[1])
-    }),
-    alu_op(binary("qpu_v8muld", true), "mul", |a| {
-        mul(MulOp::V8muld, a[0], a[1])
-    }),
-    alu_op(binary("qpu_v8min", true), "mul", |a| {
-        mul(MulOp::V8min, a[0], a[1])
-    }),
-    alu_op(binary("qpu_v8max", true), "mul", |a| {
-        mul(MulOp::V8max, a[0], a[1])
-    }),
-    sfu_op("qpu_recip", |a| sfu::sfu(waddr::SFU_RECIP, a[0])),
-    sfu_op("qpu_recipsqrt", |a| sfu::sfu(waddr::SFU_RECIPSQRT, a[0])),
-    sfu_op("qpu_exp2", |a| sfu::sfu(waddr::SFU_EXP, a[0])),
-    sfu_op("qpu_log2", |a| sfu::sfu(waddr::SFU_LOG, a[0])),
-    crate::texture::TEX_INFO,
-    crate::texture::TEX_B_INFO,
-    crate::derivative::FDDX_INFO,
-    crate::derivative::FDDY_INFO,
-];
+/// An ALU or SFU operation on one lane, as the QPU computes it.
+fn eval(op: Op, a: &[u32]) -> u32 {
+    let b = a.get(1).copied().unwrap_or(0);
+    match op.facts().hw {
+        Hw::Add(o) | Hw::Either(o, _) => alu::add_op(o, a[0], b).map_or(0, |r| r.value),
+        Hw::Mul(o) => alu::mul_op(o, a[0], b).value,
+        Hw::Sfu(address) => sfu::sfu(address, a[0]),
+        Hw::Tmu { .. } | Hw::Derivative(_) => unreachable!("not evaluated per lane"),
+    }
+}
+
+/// Texel index of coordinate `c` on an axis of `n` texels, as the TMU computes it (nearest,
+/// repeat): `floor(c × n) mod n`, exactly (the simulator's `sim::tmu`).
+fn texel(c: u32, n: u32) -> i32 {
+    let c = f32::from_bits(c);
+    // Denormal coordinates are flushed, as every QPU float input is.
+    let c = if c.is_subnormal() { 0.0 } else { c };
+    ((c as f64 * n as f64).floor() as i64).rem_euclid(n as i64) as i32
+}
+
+/// `qpu_tex`'s meaning: component `a[1]` of unit `a[0]`'s procedural texture
+/// (`kiln_interp::Texture::procedural`, what the harness binds) at (`a[2]`, `a[3]`).
+fn texel_component(a: &[u32]) -> u32 {
+    let tex = kiln_interp::Texture::procedural(a[0]);
+    let (x, y) = (texel(a[2], tex.width), texel(a[3], tex.height));
+    tex.fetch(x, y)[a[1] as usize & 3]
+}
+
+/// `v[odd] − v[even]` of the lane's pair on `axis`, with the QPU's `fsub`.
+fn pair_difference(
+    lane: usize,
+    axis: Axis,
+    read: &dyn Fn(usize, usize) -> Option<u32>,
+) -> Option<u32> {
+    let bit = axis.bit() as usize;
+    let lo = read(0, lane & !bit)?;
+    let hi = read(0, lane | bit)?;
+    alu::add_op(AddOp::Fsub, hi, lo).map(|r| r.value)
+}
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use kiln_ir::Opcode;
+    use kiln_qpu::isa::{Instr, Rule, builder, validate_instrs};
 
-    const ALL: [Op; 32] = [
-        Op::Fadd,
-        Op::Fsub,
-        Op::Fmin,
-        Op::Fmax,
-        Op::Fminabs,
-        Op::Fmaxabs,
-        Op::Ftoi,
-        Op::Itof,
-        Op::Add,
-        Op::Sub,
-        Op::Shr,
-        Op::Asr,
-        Op::Ror,
-        Op::Shl,
-        Op::Min,
-        Op::Max,
-        Op::And,
-        Op::Or,
-        Op::Xor,
-        Op::Not,
-        Op::Clz,
-        Op::V8adds,
-        Op::V8subs,
-        Op::Fmul,
-        Op::Mul24,
-        Op::V8muld,
-        Op::V8min,
-        Op::V8max,
-        Op::Recip,
-        Op::Recipsqrt,
-        Op::Exp2,
-        Op::Log2,
-    ];
-
-    /// `Op` indexes the table in order, names are unique, never shadow a shared opcode, and
-    /// are found through the target.
+    /// Names follow the hardware's mnemonics, are unique, never shadow a shared opcode, and
+    /// lead back to their operation through the target.
     #[test]
-    fn table_matches_the_enum() {
+    fn table_matches_the_operations() {
         let t = crate::target::Vc4Target::new(1);
-        for (i, op) in ALL.iter().enumerate() {
-            assert_eq!(*op as usize, i);
-            let name = VC4_OPS[i].info.name;
-            let want = format!("qpu_{}", format!("{op:?}").to_lowercase());
-            assert_eq!(name, want);
+        for (i, &op) in Op::ALL.iter().enumerate() {
+            assert_eq!(op as usize, i);
+            assert_eq!(Op::of(op.target_op()), Some(op));
+            let name = op.name();
             assert!(Opcode::from_name(name).is_none());
             assert_eq!(Opcode::from_name_in(name, &t), Some(op.opcode()));
+            let hw = match op.facts().hw {
+                Hw::Add(a) | Hw::Either(a, _) => a.mnemonic(),
+                Hw::Mul(m) => m.mnemonic(),
+                _ => None,
+            };
+            if let Some(m) = hw {
+                assert_eq!(name, format!("qpu_{m}"));
+            }
+            if let Hw::Either(a, m) = op.facts().hw {
+                assert_eq!(
+                    a.mnemonic(),
+                    m.mnemonic(),
+                    "{name}: one operation on both units"
+                );
+            }
         }
+        let generic = kiln_ir::GenericTarget::new(8, 8);
+        assert_eq!(
+            Op::of(TargetOp(&kiln_ir::Target::opcodes(&generic)[0])),
+            None
+        );
     }
 
     fn f(x: f32) -> u32 {
@@ -289,9 +450,83 @@ mod tests {
         assert_eq!(ev(Op::Shl, &[1, 33]), 2);
         assert_eq!(ev(Op::Asr, &[0x8000_0000, 31]), u32::MAX);
         assert_eq!(ev(Op::Clz, &[0]), 32);
+        assert_eq!(ev(Op::V8adds, &[0x10ff_0102, 0x0102_0304]), 0x11ff_0406);
         assert_eq!(ev(Op::Recipsqrt, &[f(-4.0)]), f(0.5));
         assert_eq!(ev(Op::Recip, &[f(0.0)]), f(f32::INFINITY));
         assert_eq!(ev(Op::Log2, &[f(8.0)]), f(3.0));
         assert_eq!(ev(Op::Exp2, &[f(-1.0)]), f(0.5));
+    }
+
+    /// Each operation's latency is the distance the QPU needs: its result read one instruction
+    /// earlier breaks a rule of the validator, read at the latency it does not. (The TMU's is
+    /// an estimate: the QPU waits for a lookup's result, so no distance breaks a rule.)
+    #[test]
+    fn latencies_are_what_the_qpu_needs() {
+        use builder::Reg;
+        let broken =
+            |prog: &[Instr], rule: Rule| validate_instrs(prog).iter().any(|v| v.rule == rule);
+        let with_gap = |first: Instr, read: Instr, distance: usize| {
+            let mut p = vec![first];
+            p.extend(std::iter::repeat_n(Instr::nop(), distance - 1));
+            p.push(read);
+            p
+        };
+        for &op in Op::ALL {
+            let facts = op.facts();
+            let d = facts.latency as usize;
+            match facts.hw {
+                Hw::Add(_) | Hw::Mul(_) | Hw::Either(..) | Hw::Derivative(_) => {
+                    let w = Instr::Alu(
+                        builder::qpu_a(AddOp::Fadd, Reg::A(3), Reg::Acc(0), Reg::Acc(1)).unwrap(),
+                    );
+                    let r = Instr::Alu(builder::mov(Reg::Acc(2), Reg::A(3)).unwrap());
+                    assert!(
+                        broken(
+                            &with_gap(w.clone(), r.clone(), d - 1),
+                            Rule::RegfileReadAfterWrite
+                        ),
+                        "{op:?}"
+                    );
+                    assert!(
+                        !broken(&with_gap(w, r, d), Rule::RegfileReadAfterWrite),
+                        "{op:?}"
+                    );
+                }
+                Hw::Sfu(address) => {
+                    let w = Instr::Alu(builder::mov(Reg::Io(address), Reg::Acc(0)).unwrap());
+                    let r = Instr::Alu(builder::mov(Reg::Acc(1), Reg::Acc(4)).unwrap());
+                    assert!(
+                        broken(&with_gap(w.clone(), r.clone(), d - 1), Rule::SfuR4),
+                        "{op:?}"
+                    );
+                    assert!(!broken(&with_gap(w, r, d), Rule::SfuR4), "{op:?}");
+                }
+                Hw::Tmu { .. } => assert_eq!(d, latency::TMU_ESTIMATE),
+            }
+        }
+    }
+
+    /// Both lanes of a pair get `v[odd] − v[even]`, x pairs lanes `l ^ 1`, y pairs `l ^ 2`,
+    /// and the subtraction truncates as the QPU's does.
+    #[test]
+    fn derivatives_pair_lanes() {
+        let v: Vec<u32> = (0..16).map(|l| f((l * l) as f32)).collect();
+        let read = |_: usize, l: usize| v.get(l).copied();
+        let cross = |op: Op| VC4_OPS[op as usize].cross_lane.unwrap();
+        for l in 0..16usize {
+            let dx = cross(Op::Fddx)(l, &read).unwrap();
+            let dy = cross(Op::Fddy)(l, &read).unwrap();
+            let (x0, x1) = (l & !1, l | 1);
+            let (y0, y1) = (l & !2, l | 2);
+            assert_eq!(f32::from_bits(dx), (x1 * x1 - x0 * x0) as f32, "lane {l}");
+            assert_eq!(f32::from_bits(dy), (y1 * y1 - y0 * y0) as f32, "lane {l}");
+        }
+        // 1 − 2^-25 rounds to 1.0 in IEEE; the QPU truncates toward zero.
+        let w = [f(2f32.powi(-25)), f(1.0)];
+        let read = |_: usize, l: usize| w.get(l).copied();
+        let d = cross(Op::Fddx)(0, &read).unwrap();
+        assert_eq!(d, f(1.0 - f32::EPSILON / 2.0));
+        assert_eq!(Axis::X.rotations(), (15, 1));
+        assert_eq!(Axis::Y.rotations(), (14, 2));
     }
 }

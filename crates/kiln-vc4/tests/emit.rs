@@ -800,13 +800,11 @@ bb0:
     // x and y swapped in the selected function: the interpreter disagrees.
     let mut swapped = c.ssa.clone();
     for inst in swapped.blocks.iter_mut().flat_map(|b| b.insts.iter_mut()) {
-        if let kiln_ir::Opcode::Target(t) = inst.op
-            && let Some(axis) = kiln_vc4::derivative::axis(t)
-        {
-            inst.op = kiln_vc4::derivative::opcode(match axis {
-                kiln_vc4::derivative::Axis::X => kiln_vc4::derivative::Axis::Y,
-                kiln_vc4::derivative::Axis::Y => kiln_vc4::derivative::Axis::X,
-            });
+        use kiln_vc4::ops::Op;
+        match Op::of_opcode(inst.op) {
+            Some(Op::Fddx) => inst.op = Op::Fddy.opcode(),
+            Some(Op::Fddy) => inst.op = Op::Fddx.opcode(),
+            _ => {}
         }
     }
     assert!(fails(&c.emitted, &swapped));

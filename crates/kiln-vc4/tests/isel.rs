@@ -674,14 +674,16 @@ fn ffma_is_mul_then_add() {
 /// function is left as it was.
 #[test]
 fn unsupported_features_are_named() {
-    let before = program(Opcode::TextureSample, 2);
-    let mut after = before.clone();
-    let e = select(&mut after).unwrap_err();
-    assert_eq!(
-        e.to_string(),
-        "unsupported: texture sampling (the TMU interface is not lowered yet)"
-    );
-    assert_eq!(after, before);
+    for (op, why) in [
+        (Opcode::TextureFetch, "texel fetches (texture_fetch)"),
+        (Opcode::TextureSample, "a texture result used whole"),
+    ] {
+        let before = program(op, 2);
+        let mut after = before.clone();
+        let e = select(&mut after).unwrap_err();
+        assert_eq!(e.to_string(), format!("unsupported: {why}"));
+        assert_eq!(after, before);
+    }
 }
 
 /// A lowered op with the wrong number of operands (which the builder does not check) is

@@ -16,6 +16,7 @@
 
 use super::fields::*;
 use super::instr::*;
+use super::latency;
 
 /// A rule of `vc4/README.md` (numbers as listed there).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -387,7 +388,7 @@ pub fn validate_instrs(prog: &[Instr]) -> Vec<Violation> {
     for (i, ins) in prog.iter().enumerate() {
         let ws = writes(ins);
         // 1. regfile read after write
-        for &(j, _) in &following(&succ, i, 1) {
+        for &(j, _) in &following(&succ, i, latency::REGFILE - 1) {
             let (ra, rb) = regfile_reads(&prog[j]);
             for w in ws.iter().filter(|w| w.waddr < 32) {
                 if (w.file_a && ra == Some(w.waddr)) || (!w.file_a && rb == Some(w.waddr)) {
@@ -405,7 +406,7 @@ pub fn validate_instrs(prog: &[Instr]) -> Vec<Violation> {
         }
         // 2. SFU
         if writes_sfu(ins) {
-            for (j, d) in following(&succ, i, 2) {
+            for (j, d) in following(&succ, i, latency::SFU - 1) {
                 if reads_r4(&prog[j]) {
                     add(
                         j,
