@@ -9,7 +9,7 @@
 //! checked; the allocated function, its statistics, and whether its SIMT run agrees with the
 //! SSA run on 16 lanes).
 
-use kiln::cli::ir::liveness_text;
+use kiln::kir::liveness_text;
 use kiln_analysis::{Cfg, DomTree, compute_liveness};
 use kiln_ir::{print_function, verify};
 use std::fmt::Write;

@@ -3,24 +3,31 @@
 //! program run in SIMT mode agrees with the SSA program. Long: run in release,
 //! `cargo test --release --test regalloc_corpus -- --ignored`.
 
-use kiln::cli::regalloc::{CorpusRegallocArgs, corpus_regalloc};
+use kiln::pipeline::Options;
 use kiln_regalloc::Allocator;
-use std::path::PathBuf;
+use std::path::Path;
 
 fn run(allocator: Allocator, budget: Option<&str>) {
-    let args = CorpusRegallocArgs {
-        dir: PathBuf::from("../shared/corpus"),
+    let options = Options {
         allocator,
-        budget: budget.map(str::to_string),
-        no_opt: false,
-        run: true,
-        tsv: None,
-        jobs: None,
-        verbose: true,
+        ..Options::default()
     };
-    if let Err(e) = corpus_regalloc(args) {
-        panic!("{e:?}");
-    }
+    let run = kiln::corpus::regalloc(
+        Path::new("../shared/corpus"),
+        None,
+        &options,
+        budget,
+        true,
+        true,
+    )
+    .unwrap();
+    eprint!("{}", run.summary(allocator == Allocator::Graph));
+    assert!(
+        run.allocated.len() > 4000,
+        "{} allocated",
+        run.allocated.len()
+    );
+    assert!(run.failed.is_empty(), "{}", run.failed.join("\n"));
 }
 
 #[test]

@@ -2,10 +2,20 @@
 //! the interpreter running the generic function they were compiled from; a PNG texture
 //! checked against its own texels.
 
-use kiln::cli::run::{Prepared, fragment_inputs, prepare, read_png, write_png};
-use kiln_regalloc::Allocator;
-use kiln_vc4::render::{Rendered, render};
+use kiln::pipeline::{self, Compilation, EntryPoint, Options};
+use kiln::run::{draw as render, read_png, write_png};
+use kiln_vc4::render::Rendered;
 use std::path::{Path, PathBuf};
+
+/// A fragment shader file compiled as `kiln run` compiles it.
+fn prepare(path: &Path) -> Compilation {
+    let shader = pipeline::read_shader(path).unwrap();
+    let entry = EntryPoint {
+        stage: Some(kiln_front::interface::Stage::Fragment),
+        name: None,
+    };
+    pipeline::compile(&shader, &entry, &Options::default()).unwrap()
+}
 
 fn example(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -19,10 +29,9 @@ fn dir(test: &str) -> PathBuf {
     d
 }
 
-fn draw(p: &Prepared, w: u32, h: u32, sets: &[&str], textures: &[String]) -> Rendered {
+fn draw(p: &Compilation, w: u32, h: u32, sets: &[&str], textures: &[String]) -> Rendered {
     let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
-    let (r, _) = fragment_inputs(p, w, h, &sets, textures).unwrap();
-    render(&p.compiled, &p.generic, &r).unwrap()
+    render(p, w, h, &sets, textures).unwrap().0
 }
 
 /// Every pixel within 1/255 per channel of the interpreter's.
@@ -51,7 +60,7 @@ fn distinct_colours(out: &Rendered) -> usize {
 
 #[test]
 fn procedural_example_agrees_with_the_interpreter() {
-    let p = prepare(&example("rings.frag"), None, Allocator::Graph).unwrap();
+    let p = prepare(&example("rings.frag"));
     // 21×11: batches cut by both image edges.
     for progress in ["0", "0.35", "1"] {
         let set = format!("progress={progress}");
@@ -68,7 +77,7 @@ fn procedural_example_agrees_with_the_interpreter() {
 
 #[test]
 fn textured_example_agrees_with_the_interpreter() {
-    let p = prepare(&example("wipe.frag"), None, Allocator::Graph).unwrap();
+    let p = prepare(&example("wipe.frag"));
     for progress in ["0", "0.5", "1"] {
         let set = format!("progress={progress}");
         let out = draw(&p, 24, 10, &[&set], &[]);
@@ -99,7 +108,7 @@ fn png_textures_are_sampled_as_the_interpreter_samples_them() {
     assert_eq!((back.width, back.height), (bw, bh));
     assert_eq!(back.texels, texels);
 
-    let p = prepare(&example("wipe.frag"), None, Allocator::Graph).unwrap();
+    let p = prepare(&example("wipe.frag"));
     let tex = |a: &Path, b: &Path| {
         vec![
             format!("0={}", a.display()),
@@ -170,7 +179,7 @@ fn main(v: VOut) -> @location(0) vec4<f32> {
         .map(|i| [(i % 30 * 8) as u8, (i / 30 * 12) as u8, 77, 255])
         .collect();
     write_png(&png, 30, 20, &texels).unwrap();
-    let p = prepare(&shader, None, Allocator::Graph).unwrap();
+    let p = prepare(&shader);
     let given = vec![format!("2={}", png.display())];
     let sets = ["progress=0.5", "k=0,3", "@1=1,0.5,1"];
     let out = draw(&p, 19, 13, &sets, &given);

@@ -1,6 +1,6 @@
 //! `kiln interp`: runs a `.kir` function in the reference interpreter.
 
-use crate::cli::ir::load_verified;
+use crate::kir::load_verified;
 use clap::Args;
 use kiln_interp::out_of_ssa::reference_assignment;
 use kiln_interp::{Env, run_simt, run_ssa};
@@ -111,7 +111,7 @@ pub fn run(args: InterpArgs) -> miette::Result<()> {
     };
     match result {
         Ok(out) => {
-            print!("{out}");
+            crate::cli::print(&out.to_string());
             Ok(())
         }
         Err(e) => {

@@ -1,12 +1,9 @@
 //! `kiln print`, `kiln verify`, `kiln liveness`: reading, checking and analysing `.kir` files.
 
+use crate::cli::print as out;
+use crate::kir::{liveness_json, liveness_text, load_verified};
 use clap::Args;
-use kiln_analysis::{Cfg, Context, Liveness};
-use kiln_ir::text::{fmt_reg, print_function_annotated};
-use kiln_ir::{Block, Demand, Function, Target, print_function, verify};
-use miette::{Diagnostic, NamedSource, SourceSpan};
-use serde_json::{Value as Json, json};
-use std::io::Read;
+use kiln_analysis::Context;
 use std::path::PathBuf;
 
 /// A `.kir` file to read; `-` reads standard input.
@@ -26,251 +23,21 @@ pub struct LivenessArgs {
     pub json: bool,
 }
 
-/// A reading error pointing into the source.
-#[derive(Debug, thiserror::Error, Diagnostic)]
-#[error("{message}")]
-#[diagnostic(code(kiln::parse))]
-struct ParseDiagnostic {
-    message: String,
-    #[source_code]
-    src: NamedSource<String>,
-    #[label("here")]
-    span: SourceSpan,
-}
-
-/// Reads a file or standard input.
-pub fn read_input(path: &PathBuf) -> miette::Result<(String, String)> {
-    let name = path.display().to_string();
-    if name == "-" {
-        let mut s = String::new();
-        std::io::stdin()
-            .read_to_string(&mut s)
-            .map_err(|e| miette::miette!("cannot read standard input: {e}"))?;
-        return Ok(("<stdin>".into(), s));
-    }
-    let bytes = std::fs::read(path).map_err(|e| miette::miette!("cannot read {name}: {e}"))?;
-    let text =
-        String::from_utf8(bytes).map_err(|e| miette::miette!("{name} is not UTF-8 text: {e}"))?;
-    Ok((name, text))
-}
-
-/// Parses `.kir` text into a function, or a diagnostic pointing at line:column.
-pub fn parse_source(name: &str, text: &str) -> miette::Result<Function> {
-    kiln_ir::text::parse_function_with(text, &crate::targets()).map_err(|e| {
-        let offset: usize = text
-            .split_inclusive('\n')
-            .take(e.line - 1)
-            .map(str::len)
-            .sum::<usize>()
-            + text
-                .split_inclusive('\n')
-                .nth(e.line - 1)
-                .map_or(0, |l| l.chars().take(e.col - 1).map(char::len_utf8).sum());
-        let offset = offset.min(text.len());
-        ParseDiagnostic {
-            message: format!("{name}:{}:{}: {}", e.line, e.col, e.message),
-            src: NamedSource::new(name, text.to_string()),
-            span: (offset, 0).into(),
-        }
-        .into()
-    })
-}
-
-/// Parses and verifies, reporting every violation.
-pub fn load_verified(path: &PathBuf) -> miette::Result<Function> {
-    let (name, text) = read_input(path)?;
-    let func = parse_source(&name, &text)?;
-    check(&name, &func)?;
-    Ok(func)
-}
-
-fn check(name: &str, func: &Function) -> miette::Result<()> {
-    verify(func).map_err(|errs| {
-        let lines: Vec<String> = errs.iter().map(|e| format!("  {e}")).collect();
-        miette::miette!(
-            "{name}: the function does not verify ({} errors):\n{}",
-            errs.len(),
-            lines.join("\n")
-        )
-    })
-}
-
 pub fn print(args: FileArg) -> miette::Result<()> {
     let func = load_verified(&args.file)?;
-    print!("{}", print_function(&func));
+    out(&kiln_ir::print_function(&func));
     Ok(())
 }
 
 pub fn verify_cmd(args: FileArg) -> miette::Result<()> {
     let func = load_verified(&args.file)?;
-    println!(
-        "ok: {} blocks, {} instructions, {} temps",
+    out(&format!(
+        "ok: {} blocks, {} instructions, {} temps\n",
         func.blocks.len(),
         func.inst_count(),
         func.temps.iter().filter(|c| !c.is_none()).count()
-    );
+    ));
     Ok(())
-}
-
-fn fmt_demand(target: &dyn Target, d: Demand) -> String {
-    let parts: Vec<String> = target
-        .files()
-        .iter()
-        .enumerate()
-        .map(|(i, f)| format!("{}={}", f.name, d.0[i]))
-        .collect();
-    parts.join(" ")
-}
-
-fn fmt_set(set: &kiln_analysis::LiveSet) -> String {
-    let parts: Vec<String> = set.iter().map(|t| t.to_string()).collect();
-    format!("{{{}}}", parts.join(", "))
-}
-
-/// The liveness report as annotated `.kir` text.
-pub fn liveness_text(func: &Function, cfg: &Cfg, lv: &Liveness, demand: bool) -> String {
-    let target = &*func.target;
-    let dems: Vec<Vec<kiln_analysis::InstDemand>> =
-        func.block_ids().map(|b| lv.inst_demands(func, b)).collect();
-    let text = print_function_annotated(
-        func,
-        |b, k| {
-            if !demand {
-                return None;
-            }
-            let d = &dems[b.index()][k];
-            let stages: Vec<String> = target
-                .files()
-                .iter()
-                .enumerate()
-                .map(|(i, f)| {
-                    format!(
-                        "{}:{}",
-                        f.name,
-                        d.stages()
-                            .iter()
-                            .map(|s| s.0[i].to_string())
-                            .collect::<Vec<_>>()
-                            .join(",")
-                    )
-                })
-                .collect();
-            Some(format!(
-                "demand {} | stages {}",
-                fmt_demand(target, d.register_demand()),
-                stages.join(" ")
-            ))
-        },
-        |b| {
-            let i = b.index();
-            let preds = |p: &[Block]| {
-                p.iter()
-                    .map(|b| b.to_string())
-                    .collect::<Vec<_>>()
-                    .join(" ")
-            };
-            let mut note = format!(
-                "preds {} | linear preds {} | live-in {} | live-out {}",
-                preds(&cfg.logical.preds[i]),
-                preds(&cfg.linear.preds[i]),
-                fmt_set(&lv.live_in[i]),
-                fmt_set(&lv.live_out[i])
-            );
-            if demand {
-                note.push_str(&format!(" | max {}", fmt_demand(target, lv.block_max[i])));
-            }
-            Some(note)
-        },
-    );
-    let mut text = text;
-    for (l, leaving) in lv.loop_leaving.iter().enumerate() {
-        if !leaving.is_empty() {
-            text.push_str(&format!(
-                "; loop {l} ({}): seed 003, leaving {}\n",
-                cfg.loops[l].header,
-                fmt_set(leaving)
-            ));
-        }
-    }
-    if demand {
-        format!("{text}; max demand: {}\n", fmt_demand(target, lv.max))
-    } else {
-        text
-    }
-}
-
-fn demand_json(target: &dyn Target, d: Demand) -> Json {
-    let map: serde_json::Map<String, Json> = target
-        .files()
-        .iter()
-        .enumerate()
-        .map(|(i, f)| (f.name.clone(), json!(d.0[i])))
-        .collect();
-    Json::Object(map)
-}
-
-/// The liveness report as JSON.
-pub fn liveness_json(func: &Function, cfg: &Cfg, lv: &Liveness) -> Json {
-    let target = &*func.target;
-    let names =
-        |set: &kiln_analysis::LiveSet| set.iter().map(|t| t.to_string()).collect::<Vec<_>>();
-    let blocks: Vec<Json> = func
-        .block_ids()
-        .map(|b| {
-            let i = b.index();
-            let insts: Vec<Json> = func
-                .block(b)
-                .insts
-                .iter()
-                .zip(&lv.inst_demands(func, b))
-                .map(|(inst, d)| {
-                    json!({
-                        "text": kiln_ir::text::print_inst(func, inst),
-                        "stages": d.stages().iter().map(|s| demand_json(target, *s)).collect::<Vec<_>>(),
-                        "register_demand": demand_json(target, d.register_demand()),
-                        "live_changes": demand_json(target, d.live_changes()),
-                        "temp_registers": demand_json(target, d.temp_registers()),
-                        "temp_reg_changes": demand_json(target, d.temp_reg_changes()),
-                        "operands": inst.operands.iter().map(|o| json!({
-                            "kill": o.is_kill(), "first_kill": o.is_first_kill(), "late_kill": o.is_late_kill(),
-                            "clobbered": o.is_clobbered(), "copy_kill": o.is_copy_kill(), "vector_aligned": o.is_vector_aligned(),
-                            "fixed": o.fixed.map(|r| fmt_reg(target, r)),
-                        })).collect::<Vec<_>>(),
-                        "dead_definitions": inst.defs.iter().filter(|d| d.dead).map(|d| d.temp.to_string()).collect::<Vec<_>>(),
-                    })
-                })
-                .collect();
-            json!({
-                "block": b.to_string(),
-                "logical_preds": cfg.logical.preds[i].iter().map(|b| b.to_string()).collect::<Vec<_>>(),
-                "linear_preds": cfg.linear.preds[i].iter().map(|b| b.to_string()).collect::<Vec<_>>(),
-                "loop_depth": cfg.loop_depth(b),
-                "live_in": names(&lv.live_in[i]),
-                "live_out": names(&lv.live_out[i]),
-                "max_demand": demand_json(target, lv.block_max[i]),
-                "instructions": insts,
-            })
-        })
-        .collect();
-    let loops: Vec<Json> = cfg
-        .loops
-        .iter()
-        .zip(&lv.loop_leaving)
-        .map(|(l, leaving)| {
-            json!({
-                "header": l.header.0,
-                "exit": l.exit.0,
-                "divergent": l.divergent,
-                "leaving": leaving.iter().map(|t| t.0).collect::<Vec<_>>(),
-            })
-        })
-        .collect();
-    json!({
-        "function": func.name,
-        "max_demand": demand_json(target, lv.max),
-        "blocks": blocks,
-        "loops": loops,
-    })
 }
 
 pub fn liveness(args: LivenessArgs) -> miette::Result<()> {
@@ -286,13 +53,11 @@ pub fn liveness(args: LivenessArgs) -> miette::Result<()> {
     let lv = cx.liveness().map_err(|e| miette::miette!("{e}"))?;
     let func = cx.func();
     if args.json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&liveness_json(func, &cfg, &lv))
-                .expect("JSON values serialize")
-        );
+        let json = serde_json::to_string_pretty(&liveness_json(func, &cfg, &lv))
+            .expect("JSON values serialize");
+        out(&format!("{json}\n"));
     } else {
-        print!("{}", liveness_text(func, &cfg, &lv, args.demand));
+        out(&liveness_text(func, &cfg, &lv, args.demand));
     }
     Ok(())
 }

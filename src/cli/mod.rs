@@ -52,6 +52,16 @@ pub enum Command {
     Corpus(front::CorpusCommand),
 }
 
+/// Writes `text` to standard output; a reader that stopped reading (`| head`) is not an error.
+pub fn print(text: &str) {
+    let _ = std::io::Write::write_all(&mut std::io::stdout(), text.as_bytes());
+}
+
+/// Writes `text` to standard error.
+pub fn eprint(text: &str) {
+    let _ = std::io::Write::write_all(&mut std::io::stderr(), text.as_bytes());
+}
+
 impl Cli {
     pub fn run(self) -> miette::Result<()> {
         match self.command {
@@ -65,8 +75,8 @@ impl Cli {
             Command::Lower(a) => front::lower(a),
             Command::Opt(a) => opt::opt(a),
             Command::Regalloc(a) => regalloc::regalloc(a),
-            Command::Compile(a) => compile::compile_cmd(a),
-            Command::Run(a) => run::run_cmd(a),
+            Command::Compile(a) => compile::compile(a),
+            Command::Run(a) => run::run(a),
             Command::Corpus(c) => front::corpus(c),
         }
     }

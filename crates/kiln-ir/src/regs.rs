@@ -351,6 +351,17 @@ pub trait Target: fmt::Debug + Send + Sync {
         false
     }
 
+    /// The target's own name of a register (vc4: `ra5`, `rb3`, `r4`), which the `.kir` text
+    /// prints instead of `file[unit]`; `None` for the plain form.
+    fn reg_name(&self, _reg: PhysReg) -> Option<String> {
+        None
+    }
+
+    /// The register [`Target::reg_name`] calls `name`.
+    fn reg_by_name(&self, _name: &str) -> Option<PhysReg> {
+        None
+    }
+
     /// Looks a file up by name.
     fn file_by_name(&self, name: &str) -> Option<FileId> {
         self.files()

@@ -1434,7 +1434,7 @@ impl Emitter<'_> {
         // colour in ra14, the execute mask) is in a file register.
         if self.threaded {
             match self.last_thrsw {
-                Some((at, b)) if crate::compile::runs_once(self.func, &self.cfg)[b.index()] => {
+                Some((at, b)) if crate::threads::runs_once(self.func, &self.cfg)[b.index()] => {
                     if let Instr::Alu(a) = &mut self.out[at] {
                         a.sig = Signal::LastThreadSwitch;
                     }

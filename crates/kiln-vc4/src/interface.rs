@@ -134,19 +134,11 @@ pub fn needs_exec(func: &Function, cfg: &Cfg) -> bool {
             .any(|i| i.op == Opcode::Discard)
 }
 
-/// Lowers the interface of a selected function for one thread (see the module comment); the
-/// function verifies afterwards. Refuses, changing nothing, what the emitter cannot do.
-pub fn prepare(func: &mut Function, info: &ShaderInfo) -> Result<(), Unsupported> {
-    prepare_threads(func, info, 1)
-}
-
-/// [`prepare`] for `threads` threads (2: a threaded fragment shader, see
-/// [`crate::compile::threading`] for when it can be one).
-pub fn prepare_threads(
-    func: &mut Function,
-    info: &ShaderInfo,
-    threads: u32,
-) -> Result<(), Unsupported> {
+/// Lowers the interface of a selected function for `threads` threads (2: a threaded fragment
+/// shader, see [`crate::threads::threading`] for when it can be one), as the module comment
+/// says; the function verifies afterwards. Refuses, changing nothing, what the emitter cannot
+/// do.
+pub fn lower(func: &mut Function, info: &ShaderInfo, threads: u32) -> Result<(), Unsupported> {
     let mut refused = BTreeSet::new();
     if func.target.name() != "vc4" || func.allocated {
         refused.insert("a function that is not selected for vc4 or already allocated".into());

@@ -14,5 +14,6 @@ pub mod ops;
 pub mod render;
 pub mod target;
 pub mod texture;
+pub mod threads;
 pub mod uniforms;
 pub mod vertex;

@@ -191,6 +191,31 @@ impl Target for Vc4Target {
     fn short_ranges_first(&self) -> bool {
         true
     }
+    /// The QPU's names: `r0`–`r4`, `ra0`–`ra31`, `rb0`–`rb31`.
+    fn reg_name(&self, reg: kiln_ir::PhysReg) -> Option<String> {
+        (reg.file() == Q).then_some(())?;
+        Some(match QpuReg::from_unit(reg.unit())? {
+            QpuReg::Acc(n) => format!("r{n}"),
+            QpuReg::A(n) => format!("ra{n}"),
+            QpuReg::B(n) => format!("rb{n}"),
+        })
+    }
+    fn reg_by_name(&self, name: &str) -> Option<kiln_ir::PhysReg> {
+        let number = |digits: &str, max: u8| {
+            digits
+                .parse::<u8>()
+                .ok()
+                .filter(|&n| n < max && (digits == "0" || !digits.starts_with('0')))
+        };
+        let reg = if let Some(d) = name.strip_prefix("ra") {
+            QpuReg::A(number(d, 32)?)
+        } else if let Some(d) = name.strip_prefix("rb") {
+            QpuReg::B(number(d, 32)?)
+        } else {
+            QpuReg::Acc(number(name.strip_prefix('r')?, 5)?)
+        };
+        Some(kiln_ir::PhysReg::new(Q, reg.unit()))
+    }
     /// Files A and B each have one read address per instruction (the accumulators none).
     fn read_port(&self, _file: FileId, unit: u32) -> Option<u8> {
         match unit {
@@ -314,6 +339,21 @@ mod tests {
         assert!(m.trivially_colourable(a, std::iter::repeat_n(a, 30)));
         assert!(!m.trivially_colourable(a, std::iter::repeat_n(a, 31)));
         assert!(m.trivially_colourable(a, std::iter::repeat_n(r0_r3, 100)));
+    }
+
+    /// Every register's QPU name reads back as that register; other names are not registers.
+    #[test]
+    fn register_names_read_back() {
+        let t = Vc4Target::new(1);
+        for u in 0..UNITS {
+            let r = PhysReg::new(Q, u);
+            let name = t.reg_name(r).unwrap();
+            assert_eq!(t.reg_by_name(&name), Some(r), "{name}");
+        }
+        assert_eq!(t.reg_name(PhysReg::new(Q, A0 + 5)).as_deref(), Some("ra5"));
+        for bad in ["r5", "ra32", "rb01", "q", "ra", "r", "rax"] {
+            assert_eq!(t.reg_by_name(bad), None, "{bad}");
+        }
     }
 
     #[test]

@@ -25,7 +25,9 @@ mod types;
 pub mod uniformity;
 
 use crate::FrontError;
-use crate::interface::{Interface, Slot, SlotKind, TextureUnit, UniformBlock};
+use crate::interface::{
+    Interface, Scalar, Slot, SlotKind, Stage, TextureUnit, UniformBlock, Variable,
+};
 use crate::parse::Parsed;
 use kiln_ir::builder::{Builder, LoopScope};
 use kiln_ir::{Block, Function, GenericTarget, Opcode, Operand, RegClass, Temp, Value};
@@ -271,7 +273,11 @@ fn lower_inner(
         info: &info,
         b: Builder::new(&mut func),
         iface: Interface {
-            stage: format!("{:?}", ep.stage).to_lowercase(),
+            stage: if ep.stage == ShaderStage::Vertex {
+                Stage::Vertex
+            } else {
+                Stage::Fragment
+            },
             entry_point: ep.name.clone(),
             ..Interface::default()
         },
@@ -422,11 +428,23 @@ impl<'m> Lowerer<'m, '_> {
                     let bytes = types::byte_size(self.m, g.ty)?;
                     let words = bytes.div_ceil(4);
                     self.uniform_bases.insert(h, next);
+                    let name = g.name.clone().unwrap_or_default();
+                    let mut members = Vec::new();
+                    let is_struct =
+                        matches!(self.m.types[g.ty].inner, naga::TypeInner::Struct { .. });
+                    let top = if is_struct {
+                        String::new()
+                    } else {
+                        name.clone()
+                    };
+                    types::uniform_members(self.m, g.ty, &top, 0, next, &mut members);
                     self.iface.uniforms.push(UniformBlock {
-                        name: g.name.clone().unwrap_or_default(),
+                        name,
                         binding: g.binding.as_ref().map(|b| (b.group, b.binding)),
                         base: next,
                         words,
+                        members,
+                        is_struct,
                     });
                     next += words;
                 }
@@ -466,7 +484,7 @@ impl<'m> Lowerer<'m, '_> {
         let mut args = Vec::new();
         for arg in &f.arguments {
             let comps = match &arg.binding {
-                Some(b) => self.input(b, arg.ty)?,
+                Some(b) => self.input(b, arg.ty, arg.name.as_deref())?,
                 None => {
                     let naga::TypeInner::Struct { members, .. } = &self.m.types[arg.ty].inner
                     else {
@@ -479,7 +497,7 @@ impl<'m> Lowerer<'m, '_> {
                         let b = mem.binding.as_ref().ok_or_else(|| {
                             FrontError::unsupported("input struct member without binding")
                         })?;
-                        all.extend(self.input(b, mem.ty)?);
+                        all.extend(self.input(b, mem.ty, mem.name.as_deref())?);
                     }
                     all
                 }
@@ -493,8 +511,25 @@ impl<'m> Lowerer<'m, '_> {
         &mut self,
         binding: &naga::Binding,
         ty: Handle<naga::Type>,
+        name: Option<&str>,
     ) -> Result<Vec<Operand>, FrontError> {
         let n = types::comp_count(self.m, ty)?;
+        if let naga::Binding::Location { location, .. } = binding {
+            let scalar = match self.m.types[ty].inner {
+                naga::TypeInner::Scalar(s) | naga::TypeInner::Vector { scalar: s, .. } => {
+                    Scalar::of(s)
+                }
+                _ => None,
+            };
+            if let Some(scalar) = scalar {
+                self.iface.named_inputs.push(Variable {
+                    name: name.unwrap_or_default().to_string(),
+                    scalar,
+                    slots: (0..n).map(|c| location_slot(*location, c).0).collect(),
+                    location: Some(*location),
+                });
+            }
+        }
         let mut out = Vec::new();
         for c in 0..n {
             let (slot, kind) = match binding {
@@ -616,6 +651,10 @@ impl<'m> Lowerer<'m, '_> {
             image: name(image),
             sampler: name(sampler),
             size_words: None,
+            binding: self.m.global_variables[image]
+                .binding
+                .as_ref()
+                .map(|b| b.binding),
         });
         unit
     }

@@ -88,6 +88,73 @@ pub fn column_stride(rows: naga::VectorSize) -> u32 {
     }
 }
 
+/// The named leaves (scalars, vectors, matrices) of a value of type `ty` at byte `offset` of
+/// a uniform block whose first word is `base`, each with its words; struct members are named
+/// `name.member` (or `member` at the top), array elements `name[i]` (at most 256 of them).
+pub fn uniform_members(
+    m: &naga::Module,
+    ty: Handle<Type>,
+    name: &str,
+    offset: u32,
+    base: u32,
+    out: &mut Vec<crate::interface::Variable>,
+) {
+    use crate::interface::{Scalar, Variable};
+    let word = |o: u32| base + o / 4;
+    let mut leaf = |scalar: naga::Scalar, slots: Vec<u32>| {
+        if let Some(scalar) = Scalar::of(scalar) {
+            out.push(Variable {
+                name: name.to_string(),
+                scalar,
+                slots,
+                location: None,
+            });
+        }
+    };
+    match &m.types[ty].inner {
+        TypeInner::Scalar(s) => leaf(*s, vec![word(offset)]),
+        TypeInner::Vector { size, scalar } => leaf(
+            *scalar,
+            (0..*size as u32).map(|k| word(offset + 4 * k)).collect(),
+        ),
+        TypeInner::Matrix {
+            columns,
+            rows,
+            scalar,
+        } => {
+            let stride = column_stride(*rows);
+            let rows = *rows as u32;
+            let slots = (0..*columns as u32)
+                .flat_map(|c| (0..rows).map(move |r| offset + c * stride + 4 * r))
+                .map(word)
+                .collect();
+            leaf(*scalar, slots);
+        }
+        TypeInner::Array {
+            base: elem,
+            size: naga::ArraySize::Constant(n),
+            stride,
+        } => {
+            for i in 0..n.get().min(256) {
+                let element = format!("{name}[{i}]");
+                uniform_members(m, *elem, &element, offset + i * stride, base, out);
+            }
+        }
+        TypeInner::Struct { members, .. } => {
+            for mem in members {
+                let Some(mname) = &mem.name else { continue };
+                let full = if name.is_empty() {
+                    mname.clone()
+                } else {
+                    format!("{name}.{mname}")
+                };
+                uniform_members(m, mem.ty, &full, offset + mem.offset, base, out);
+            }
+        }
+        _ => {}
+    }
+}
+
 /// Byte size of a type in a uniform block.
 pub fn byte_size(m: &naga::Module, ty: Handle<Type>) -> Result<u32, FrontError> {
     Ok(match m.types[ty].inner {

@@ -334,6 +334,11 @@ impl Parser {
 
     fn reg(&mut self) -> PResult<PhysReg> {
         let name = self.ident("a register such as `v[0]`")?;
+        if *self.peek() != Tok::Punct('[')
+            && let Some(r) = self.target().reg_by_name(&name)
+        {
+            return Ok(r);
+        }
         let Some(file) = self.target().file_by_name(&name) else {
             return self.err_prev(format!("unknown register file `{name}`"));
         };

@@ -25,6 +25,9 @@ pub fn fmt_class(target: &dyn Target, class: RegClass) -> String {
 
 /// A physical register as `v[3]`.
 pub fn fmt_reg(target: &dyn Target, reg: PhysReg) -> String {
+    if let Some(name) = target.reg_name(reg) {
+        return name;
+    }
     let file = target
         .files()
         .get(reg.file().index())

@@ -1,12 +1,10 @@
 //! Selection over the real corpus (`../shared/corpus`): every vertex and fragment entry point,
 //! lowered by the front end and optimised by the middle end as `kiln corpus regalloc` does, must
 //! select and verify on the vc4 target, or be refused with `unsupported: …`. Counts by reason
-//! are printed. Run with `cargo test --release -p kiln-vc4 --test isel_corpus -- --ignored
+//! are printed. Run with `cargo test --release --test vc4_isel_corpus -- --ignored
 //! --nocapture`.
 
-use kiln_analysis::Context;
-use kiln_front::corpus::shader_files;
-use kiln_front::{Source, entry_points, lower_entry_point, parse};
+use kiln::pipeline::Options;
 use kiln_vc4::isel::select;
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -56,40 +54,22 @@ fn close(a: u32, b: u32) -> bool {
 #[test]
 #[ignore]
 fn corpus_selects_or_is_refused() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/corpus");
-    let files = shader_files(&dir);
-    assert!(!files.is_empty(), "no shaders under {}", dir.display());
+    let dir = Path::new("../shared/corpus");
+    let fronts = kiln::corpus::fronts(&dir, None, &Options::default()).unwrap();
+    let files = fronts.len();
     let mut c = Counts::default();
-    for path in &files {
-        let Ok(bytes) = std::fs::read(path) else {
-            continue;
-        };
-        let Ok(source) = Source::from_path(path, bytes) else {
-            continue;
-        };
-        let Ok(parsed) = parse(&source) else {
-            continue;
-        };
-        for (entry, stage) in entry_points(&parsed.module) {
-            let Ok(lowered) = lower_entry_point(&parsed, Some(stage), Some(&entry)) else {
+    for (name, front) in fronts {
+        {
+            let Ok(front) = front else {
                 c.skipped += 1;
                 continue;
             };
-            let mut cx = Context::new(lowered.function);
-            if kiln_opt::optimize(&mut cx).is_err() {
-                c.skipped += 1;
-                continue;
-            }
-            let generic = cx.into_func();
+            let generic = front.generic;
             let mut func = generic.clone();
             match select(&mut func) {
                 Ok(()) => {
                     if let Err(e) = kiln_ir::verify(&func) {
-                        panic!(
-                            "{}:{entry}: the selected function does not verify: {}",
-                            path.display(),
-                            e[0]
-                        );
+                        panic!("{name}: the selected function does not verify: {}", e[0]);
                     }
                     c.selected += 1;
                     for (name, _) in kiln_vc4::isel::opcode_counts(&generic) {
@@ -108,7 +88,7 @@ fn corpus_selects_or_is_refused() {
                         kiln_interp::run_ssa(&func, &env_selected),
                     );
                     if let (Ok(_), Err(e)) | (Err(e), _) = &runs {
-                        eprintln!("does not run: {}:{entry}: {e}", path.display());
+                        eprintln!("does not run: {name}: {e}");
                     }
                     if let (Ok(w), Ok(g)) = runs {
                         c.ran += 1;
@@ -124,7 +104,7 @@ fn corpus_selects_or_is_refused() {
                         });
                         c.close += agree as usize;
                         if !agree {
-                            eprintln!("differs beyond 1e-3: {}:{entry}", path.display());
+                            eprintln!("differs beyond 1e-3: {name}");
                         }
                     }
                 }
@@ -139,11 +119,8 @@ fn corpus_selects_or_is_refused() {
         }
     }
     eprintln!(
-        "{} files: {} entry points selected and verified, {} refused, {} not lowered or optimised",
-        files.len(),
-        c.selected,
-        c.refused,
-        c.skipped
+        "{} entry points: {} selected and verified, {} refused, {} not lowered or optimised",
+        files, c.selected, c.refused, c.skipped
     );
     eprintln!(
         "selected programs run before and after: {}, outputs within 1e-3: {}",

@@ -2,11 +2,22 @@
 //! validated, and run in the simulator against the interpreter on the selected SSA function
 //! (VPM debug path: every output's 32 bits; tile buffer: the RGBA8 bytes).
 
+use kiln::pipeline::{Kept, Options as CompileOptions, back_end};
+use kiln_ir::Function;
 use kiln_regalloc::Allocator;
-use kiln_vc4::compile::{CompileOptions, Compiled, Threads, compile};
+use kiln_vc4::compile::{CompileError, Compiled, Threads};
 use kiln_vc4::emit::OutputMode;
 use kiln_vc4::harness;
 use kiln_vc4::interface::ShaderInfo;
+
+/// The pipeline's back end on a generic function.
+fn compile(
+    func: &Function,
+    info: &ShaderInfo,
+    opts: &CompileOptions,
+) -> Result<Compiled, CompileError> {
+    back_end(func, info, opts, &mut Kept::default())
+}
 
 fn compile_text(text: &str, allocator: Allocator, output: OutputMode) -> (Compiled, ShaderInfo) {
     let func = kiln_ir::parse_function(text).unwrap_or_else(|e| panic!("{e}"));
@@ -19,6 +30,7 @@ fn compile_text(text: &str, allocator: Allocator, output: OutputMode) -> (Compil
             output,
             check: true,
             threads: Threads::Auto,
+            ..CompileOptions::default()
         },
     )
     .unwrap_or_else(|e| panic!("{e}"));
@@ -278,6 +290,7 @@ fn generated_programs_agree() {
                 output: OutputMode::Vpm,
                 check: true,
                 threads: Threads::Auto,
+                ..CompileOptions::default()
             };
             match compile(&func, &info, &opts) {
                 Ok(c) => {
@@ -290,14 +303,12 @@ fn generated_programs_agree() {
                         );
                     }
                 }
-                Err(kiln_vc4::compile::CompileError::Unsupported(m)) => {
+                Err(e @ CompileError::Unsupported(_)) => {
                     refused += 1;
-                    eprintln!("seed {seed}: {m}");
+                    eprintln!("seed {seed}: {e}");
                 }
                 // Allocations that fail are not the emitter's failures: counted and listed.
-                Err(kiln_vc4::compile::CompileError::Failed(m))
-                    if m.starts_with("allocation: ") =>
-                {
+                Err(CompileError::Failed(m)) if m.starts_with("allocation: ") => {
                     rejected += 1;
                     eprintln!("seed {seed} {allocator:?}: {m}");
                 }
@@ -742,6 +753,7 @@ bb0:
                 output,
                 check: true,
                 threads: Threads::Auto,
+                ..CompileOptions::default()
             };
             let c = compile(&func, &info, &opts).unwrap_or_else(|e| panic!("{e}"));
             harness::check_compiled(&c).unwrap_or_else(|m| panic!("{m}\n{}", c.disasm()));
@@ -896,7 +908,7 @@ fn compile_threads(
     allocator: Allocator,
     output: OutputMode,
     threads: Threads,
-) -> Result<Compiled, kiln_vc4::compile::CompileError> {
+) -> Result<Compiled, CompileError> {
     let func = kiln_ir::parse_function(text).unwrap_or_else(|e| panic!("{e}"));
     let info = ShaderInfo::fragment_default(&func);
     compile(
@@ -907,6 +919,7 @@ fn compile_threads(
             output,
             check: true,
             threads,
+            ..CompileOptions::default()
         },
     )
 }
@@ -1110,7 +1123,6 @@ bb3:
 /// half of files A and B is compiled again for one thread.
 #[test]
 fn threads_fall_back_to_one() {
-    use kiln_vc4::compile::CompileError;
     let no_lookup = "target generic(v=32, s=16)
 function @main {
 bb0:
@@ -1124,7 +1136,9 @@ bb0:
     assert_eq!(c.stats.threads, 1);
     harness::check_compiled(&c).unwrap();
     match compile_threads(no_lookup, Allocator::Graph, OutputMode::Tlb, Threads::Two) {
-        Err(CompileError::Unsupported(m)) => assert!(m.contains("no texture lookup"), "{m}"),
+        Err(e @ CompileError::Unsupported(_)) => {
+            assert!(e.to_string().contains("no texture lookup"), "{e}")
+        }
         r => panic!("{:?}", r.map(|c| c.stats)),
     }
     // 36 values live across the lookup: more than the 29 registers of ra0–ra15 and rb0–rb15
@@ -1266,6 +1280,7 @@ fn generated_programs_with_thread_switches_agree() {
                 output: OutputMode::Vpm,
                 check: true,
                 threads: Threads::Auto,
+                ..CompileOptions::default()
             };
             match compile(&func, &info, &opts) {
                 Ok(c) => {

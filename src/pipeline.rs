@@ -1,0 +1,536 @@
+//! The one compile pipeline: a shader to VideoCore IV code, every stage in order, as NAK's
+//! `api.rs` lists its passes and Cranelift's `Context` runs them. Every command and test that
+//! compiles goes through here; the stages are also callable one by one (`kiln opt`,
+//! `kiln regalloc` on `.kir` text). The design is in `docs/pipeline.md`.
+//!
+//! ```text
+//! read → parse (naga) → lower (front end) → optimize (middle end)
+//!      → select (vc4) → for each thread mode: interface → allocate → emit (+ validate)
+//! ```
+
+use kiln_analysis::{Context, DebugFlags, PassError};
+use kiln_front::interface::{Interface, SlotKind};
+use kiln_front::{FrontError, Lowered, Parsed, Source};
+use kiln_ir::Function;
+use kiln_regalloc::{Allocator, RaError, RaOptions, RaStats};
+use kiln_vc4::compile::{CompileError, Compiled, Selected, Stats, Threads};
+use kiln_vc4::emit::OutputMode;
+use kiln_vc4::interface::{InputKind, OutputKind, ShaderInfo};
+use miette::{Diagnostic, LabeledSpan, NamedSource, SourceCode};
+use std::fmt;
+use std::path::Path;
+
+/// A stage whose IR can be kept and printed (`kiln compile --ir STAGE`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Stage {
+    /// The front end's generic SSA IR.
+    Lowered,
+    /// After the middle end.
+    Optimized,
+    /// After vc4 instruction selection: vc4 operations, generic compares, selects and
+    /// interface instructions.
+    Selected,
+    /// After the interface pass, before allocation (what Mesa's `VC4_DEBUG=qir` shows).
+    Interface,
+    /// Allocated, out of SSA: what the program is emitted from.
+    Allocated,
+}
+
+impl Stage {
+    pub const ALL: [Stage; 5] = [
+        Stage::Lowered,
+        Stage::Optimized,
+        Stage::Selected,
+        Stage::Interface,
+        Stage::Allocated,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Stage::Lowered => "lowered",
+            Stage::Optimized => "optimized",
+            Stage::Selected => "selected",
+            Stage::Interface => "interface",
+            Stage::Allocated => "allocated",
+        }
+    }
+}
+
+impl std::str::FromStr for Stage {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Stage, String> {
+        Stage::ALL
+            .into_iter()
+            .find(|st| st.name() == s)
+            .ok_or_else(|| {
+                let names: Vec<&str> = Stage::ALL.iter().map(|s| s.name()).collect();
+                format!("`{s}`: the stages are {}", names.join(", "))
+            })
+    }
+}
+
+/// How to compile: one struct for every stage.
+#[derive(Clone, Debug)]
+pub struct Options {
+    pub allocator: Allocator,
+    pub threads: Threads,
+    /// Where a fragment shader writes: the tile buffer, or raw values to the VPM (the debug
+    /// build the checks compare bit for bit).
+    pub output: OutputMode,
+    /// Run the allocation checker.
+    pub check: bool,
+    /// The middle-end passes, by name (`None`: the default pipeline; empty: none).
+    pub passes: Option<Vec<String>>,
+    /// Units per register file for allocation (`None`: whole files).
+    pub budget: Vec<Option<u32>>,
+    /// What `KILN_DEBUG` asks for.
+    pub debug: DebugFlags,
+    /// The stages whose IR the result keeps.
+    pub keep: Vec<Stage>,
+}
+
+impl Default for Options {
+    fn default() -> Options {
+        Options {
+            allocator: Allocator::Graph,
+            threads: Threads::Auto,
+            output: OutputMode::Tlb,
+            check: true,
+            passes: None,
+            budget: Vec::new(),
+            debug: DebugFlags::from_env(),
+            keep: Vec::new(),
+        }
+    }
+}
+
+/// Why a shader did not compile.
+#[derive(Debug)]
+pub enum Error {
+    /// The input could not be read.
+    Read { path: String, reason: String },
+    /// The front end: naga's parse or validation error, or what lowering refuses.
+    Front {
+        name: String,
+        error: FrontError,
+        /// The source text and the span the error points at, when there is one.
+        source: Option<(NamedSource<String>, std::ops::Range<usize>)>,
+    },
+    /// The middle end failed.
+    Middle { name: String, error: PassError },
+    /// The back end refused or failed.
+    Back { name: String, error: CompileError },
+}
+
+impl Error {
+    /// The features an `unsupported` refusal names (one per line of a corpus summary).
+    pub fn unsupported(&self) -> Option<Vec<String>> {
+        match self {
+            Error::Back {
+                error: CompileError::Unsupported(r),
+                ..
+            } => Some(r.clone()),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Read { path, reason } => write!(f, "cannot read {path}: {reason}"),
+            Error::Front { name, error, .. } => write!(f, "{name}: {error}"),
+            Error::Middle { name, error } => write!(f, "{name}: middle end: {error}"),
+            Error::Back {
+                name,
+                error: e @ CompileError::Unsupported(_),
+            } => write!(f, "{name}: {e}"),
+            Error::Back { name, error } => write!(f, "{name}: the vc4 back end failed: {error}"),
+        }
+    }
+}
+
+impl std::error::Error for Error {}
+
+impl Diagnostic for Error {
+    fn source_code(&self) -> Option<&dyn SourceCode> {
+        match self {
+            Error::Front {
+                source: Some((src, _)),
+                ..
+            } => Some(src),
+            _ => None,
+        }
+    }
+
+    fn labels(&self) -> Option<Box<dyn Iterator<Item = LabeledSpan> + '_>> {
+        match self {
+            Error::Front {
+                source: Some((_, span)),
+                ..
+            } => Some(Box::new(std::iter::once(LabeledSpan::new_with_span(
+                Some("here".into()),
+                span.clone(),
+            )))),
+            _ => None,
+        }
+    }
+}
+
+/// A shader read and parsed.
+pub struct Shader {
+    pub source: Source,
+    pub parsed: Parsed,
+}
+
+impl Shader {
+    pub fn name(&self) -> &str {
+        &self.source.name
+    }
+
+    /// The vertex and fragment entry points: (name, stage).
+    pub fn entry_points(&self) -> Vec<(String, kiln_front::interface::Stage)> {
+        kiln_front::entry_points(&self.parsed.module)
+            .into_iter()
+            .map(|(n, s)| (n, stage_of(s)))
+            .collect()
+    }
+}
+
+fn stage_of(s: naga::ShaderStage) -> kiln_front::interface::Stage {
+    match s {
+        naga::ShaderStage::Vertex => kiln_front::interface::Stage::Vertex,
+        _ => kiln_front::interface::Stage::Fragment,
+    }
+}
+
+/// Which entry point of a shader: by stage, by name, or the only one.
+#[derive(Clone, Debug, Default)]
+pub struct EntryPoint {
+    pub stage: Option<kiln_front::interface::Stage>,
+    pub name: Option<String>,
+}
+
+/// Reads a shader file (its language from its name).
+pub fn read(path: &Path) -> Result<Source, Error> {
+    let name = path.display().to_string();
+    let bytes = std::fs::read(path).map_err(|e| Error::Read {
+        path: name.clone(),
+        reason: e.to_string(),
+    })?;
+    Source::from_path(path, bytes).map_err(|error| Error::Front {
+        name,
+        error,
+        source: None,
+    })
+}
+
+fn front_error(source: &Source, error: FrontError) -> Error {
+    let span = match &error {
+        FrontError::Unsupported { span: Some(r), .. } => Some(r.clone()),
+        _ => None,
+    };
+    let source_text = match (span, source.text()) {
+        (Some(r), Some(text)) => {
+            let r = r.start.min(text.len())..r.end.min(text.len());
+            Some((NamedSource::new(&source.name, text.to_string()), r))
+        }
+        _ => None,
+    };
+    Error::Front {
+        name: source.name.clone(),
+        error,
+        source: source_text,
+    }
+}
+
+/// Parse and validate (naga).
+pub fn parse(source: Source) -> Result<Shader, Error> {
+    match kiln_front::parse(&source) {
+        Ok(parsed) => Ok(Shader { source, parsed }),
+        Err(e) => Err(front_error(&source, e)),
+    }
+}
+
+/// [`read`] then [`parse`].
+pub fn read_shader(path: &Path) -> Result<Shader, Error> {
+    parse(read(path)?)
+}
+
+/// The front end: one entry point to kiln's generic SSA IR and its interface.
+pub fn lower(shader: &Shader, entry: &EntryPoint) -> Result<Lowered, Error> {
+    kiln_front::lower_entry_point(
+        &shader.parsed,
+        entry.stage.map(|s| s.naga()),
+        entry.name.as_deref(),
+    )
+    .map_err(|e| front_error(&shader.source, e))
+}
+
+/// The middle end: the default pipeline, or the passes `options.passes` names.
+pub fn optimize(func: Function, options: &Options) -> Result<Function, PassError> {
+    let mut cx = Context::with_debug(func, options.debug);
+    match &options.passes {
+        None => {
+            kiln_opt::optimize(&mut cx)?;
+        }
+        Some(names) => {
+            let names: Vec<&str> = names.iter().map(String::as_str).collect();
+            kiln_opt::run_passes(&mut cx, &names)?;
+        }
+    }
+    Ok(cx.into_func())
+}
+
+/// Register allocation of an SSA function on its own target (`kiln regalloc`, the corpus'
+/// allocation runs), checked when `options.check` or `KILN_DEBUG=verify` says so.
+pub fn allocate(func: &mut Function, options: &Options) -> Result<RaStats, RaError> {
+    let opts = RaOptions {
+        allocator: options.allocator,
+        budget: options.budget.clone(),
+        check: options.check || options.debug.verify,
+    };
+    kiln_regalloc::allocate(func, &opts)
+}
+
+/// The back end's view of a front-end interface: what each input and output slot is on vc4.
+pub fn shader_info(iface: &Interface) -> ShaderInfo {
+    use kiln_front::interface::Stage as S;
+    let vertex = iface.stage == S::Vertex;
+    let inputs = iface
+        .inputs
+        .iter()
+        .map(|s| {
+            let kind = match &s.kind {
+                SlotKind::Location { .. } if vertex => InputKind::Attribute,
+                SlotKind::Location { .. } => InputKind::Varying,
+                SlotKind::BuiltIn { name, .. } if vertex && name == "vertex_index" => {
+                    InputKind::IndexAttribute { instance: false }
+                }
+                SlotKind::BuiltIn { name, .. } if vertex && name == "instance_index" => {
+                    InputKind::IndexAttribute { instance: true }
+                }
+                SlotKind::BuiltIn { name, component }
+                    if !vertex && name == "position" && *component < 4 =>
+                {
+                    InputKind::FragCoord(*component)
+                }
+                SlotKind::BuiltIn { name, component } => {
+                    InputKind::Unsupported(format!("built-in {name}.{component}"))
+                }
+            };
+            (s.slot, kind)
+        })
+        .collect();
+    let outputs = iface
+        .outputs
+        .iter()
+        .map(|s| {
+            let kind = match &s.kind {
+                SlotKind::Location {
+                    location,
+                    component,
+                } if vertex => OutputKind::Varying(*location, *component),
+                SlotKind::BuiltIn { name, component } if vertex && name == "position" => {
+                    OutputKind::Position(*component)
+                }
+                SlotKind::BuiltIn { name, .. } if vertex && name == "point_size" => {
+                    OutputKind::PointSize
+                }
+                SlotKind::Location {
+                    location: 0,
+                    component,
+                } => OutputKind::Color(*component),
+                SlotKind::Location { location, .. } => {
+                    OutputKind::Unsupported(format!("colour attachment {location}"))
+                }
+                SlotKind::BuiltIn { name, .. } => {
+                    OutputKind::Unsupported(format!("built-in {name}"))
+                }
+            };
+            (s.slot, kind)
+        })
+        .collect();
+    ShaderInfo {
+        stage: if vertex {
+            kiln_vc4::interface::Stage::Vertex
+        } else {
+            kiln_vc4::interface::Stage::Fragment
+        },
+        inputs,
+        outputs,
+    }
+}
+
+/// The IR after the stages `keep` names.
+#[derive(Clone, Debug, Default)]
+pub struct Kept {
+    keep: Vec<Stage>,
+    pub stages: Vec<(Stage, Function)>,
+}
+
+impl Kept {
+    pub fn new(keep: &[Stage]) -> Kept {
+        Kept {
+            keep: keep.to_vec(),
+            stages: Vec::new(),
+        }
+    }
+
+    fn record(&mut self, stage: Stage, func: &Function) {
+        if self.keep.contains(&stage) {
+            self.stages.retain(|(s, _)| *s != stage);
+            self.stages.push((stage, func.clone()));
+        }
+    }
+}
+
+/// The vc4 back end on an optimised generic function: selection, then for each thread mode
+/// (2 then 1, as Mesa tries them) the interface pass, allocation and emission. A thread mode
+/// that fails to allocate or emit gives way to the next; what the interface pass refuses, it
+/// refuses for every mode.
+pub fn back_end(
+    generic: &Function,
+    info: &ShaderInfo,
+    options: &Options,
+    kept: &mut Kept,
+) -> Result<Compiled, CompileError> {
+    use kiln_vc4::compile as vc4;
+    let selected: Selected = vc4::select(generic, info, options.output)?;
+    kept.record(Stage::Selected, &selected.func);
+    let modes = vc4::thread_modes(&selected, options.threads)?;
+    let mut result = Err(CompileError::Failed("no thread mode to try".into()));
+    for (k, &threads) in modes.iter().enumerate() {
+        let func = vc4::lower_interface(&selected, threads)?;
+        kept.record(Stage::Interface, &func);
+        result =
+            vc4::allocate(&func, options.allocator, options.check).and_then(|(allocated, ra)| {
+                kept.record(Stage::Allocated, &allocated);
+                let emitted = vc4::emit(&allocated, &selected.info, selected.output)?;
+                let stats = Stats::of(&emitted, &ra, threads);
+                Ok(Compiled {
+                    ssa: func,
+                    allocated,
+                    words: emitted.words(),
+                    emitted,
+                    ra,
+                    stats,
+                    info: selected.info.clone(),
+                    output: selected.output,
+                })
+            });
+        if result.is_ok() || k + 1 == modes.len() {
+            break;
+        }
+    }
+    result
+}
+
+/// One entry point through the front end and the middle end.
+#[derive(Clone, Debug)]
+pub struct Front {
+    pub interface: Interface,
+    /// The front end's function.
+    pub lowered: Function,
+    /// After the middle end: what the back end starts from.
+    pub generic: Function,
+}
+
+/// The front end and the middle end on one entry point of a parsed shader.
+pub fn front(
+    shader: &Shader,
+    entry: &EntryPoint,
+    options: &Options,
+    kept: &mut Kept,
+) -> Result<Front, Error> {
+    let lowered = lower(shader, entry)?;
+    kept.record(Stage::Lowered, &lowered.function);
+    let generic = optimize(lowered.function.clone(), options).map_err(|error| Error::Middle {
+        name: shader.name().to_string(),
+        error,
+    })?;
+    kept.record(Stage::Optimized, &generic);
+    Ok(Front {
+        interface: lowered.interface,
+        lowered: lowered.function,
+        generic,
+    })
+}
+
+/// One entry point compiled: its interface, the IR it went through and the program.
+#[derive(Clone, Debug)]
+pub struct Compilation {
+    pub interface: Interface,
+    /// The front end's function.
+    pub lowered: Function,
+    /// After the middle end: what the back end starts from, and what the exact-math reference
+    /// of `kiln run` interprets.
+    pub generic: Function,
+    pub compiled: Compiled,
+    /// The IR after each stage `Options::keep` names, in order.
+    pub stages: Vec<(Stage, Function)>,
+}
+
+/// The whole pipeline on one entry point of a parsed shader.
+pub fn compile(
+    shader: &Shader,
+    entry: &EntryPoint,
+    options: &Options,
+) -> Result<Compilation, Error> {
+    let mut kept = Kept::new(&options.keep);
+    let f = front(shader, entry, options, &mut kept)?;
+    let info = shader_info(&f.interface);
+    let compiled =
+        back_end(&f.generic, &info, options, &mut kept).map_err(|error| Error::Back {
+            name: shader.name().to_string(),
+            error,
+        })?;
+    Ok(Compilation {
+        interface: f.interface,
+        lowered: f.lowered,
+        generic: f.generic,
+        compiled,
+        stages: kept.stages,
+    })
+}
+
+/// The differential check of a compilation: the program against the interpreter on the
+/// selected function, and the debug build (every output raw to the VPM, as many threads as
+/// the program) bit for bit. `Err` names the first difference; an interpreter error starts
+/// with `interpreter: `.
+pub fn check(c: &Compilation, options: &Options) -> Result<(), String> {
+    let compiled = &c.compiled;
+    kiln_vc4::harness::check_compiled(compiled)?;
+    if compiled.output == OutputMode::Vpm {
+        return Ok(());
+    }
+    let debug_options = Options {
+        output: OutputMode::Vpm,
+        check: false,
+        threads: if compiled.stats.threads == 2 {
+            Threads::Auto
+        } else {
+            Threads::One
+        },
+        keep: Vec::new(),
+        ..options.clone()
+    };
+    let info = shader_info(&c.interface);
+    let debug = back_end(&c.generic, &info, &debug_options, &mut Kept::default())
+        .map_err(|e| format!("debug build: {e}"))?;
+    kiln_vc4::harness::check(&debug.ssa, &debug.emitted, OutputMode::Vpm, &compiled.info)
+}
+
+/// Runs `f` on a thread with a stack deep enough for the deepest shader naga and the front end
+/// accept (both bound their recursion, `kiln_front::nesting`); a panic becomes an error.
+pub fn with_stack<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Result<T, String> {
+    std::thread::Builder::new()
+        .stack_size(STACK)
+        .spawn(f)
+        .map_err(|e| format!("cannot start the compiler thread: {e}"))?
+        .join()
+        .map_err(|_| "internal error: the compiler panicked".into())
+}
+
+/// Stack of the compiler's threads (rayon's default of 2 MiB is too little for deep shaders).
+pub const STACK: usize = 256 << 20;
