@@ -83,6 +83,9 @@ fn each_entry<T>(
         .collect())
 }
 
+/// `path:entry` and what the front end and the middle end made of it.
+pub type FrontResult = (String, Result<pipeline::Front, pipeline::Error>);
+
 /// Every entry point of the first `limit` files under `dir` (all with `None`) through the front
 /// end and the middle end, in corpus order: `path:entry` and the result. A file that does not
 /// parse gives one `Err` under its path.
@@ -90,7 +93,7 @@ pub fn fronts(
     dir: &Path,
     limit: Option<usize>,
     options: &Options,
-) -> Result<Vec<(String, Result<pipeline::Front, pipeline::Error>)>, String> {
+) -> Result<Vec<FrontResult>, String> {
     let mut files = files(dir)?;
     files.truncate(limit.unwrap_or(files.len()));
     each_file(&files, None, false, |path| {

@@ -1,6 +1,7 @@
 //! `.kir` text in and out of the driver: reading a file or standard input, parsing with a
 //! diagnostic at line:column, verifying with every violation listed, and the liveness report
-//! (`kiln liveness`, the liveness filetests) as annotated text or JSON.
+//! (`kiln liveness`, the liveness filetests) as annotated text or JSON, and the interpreter's
+//! inputs (`kiln interp`).
 
 use kiln_analysis::{Cfg, Liveness};
 use kiln_ir::text::{fmt_reg, print_function_annotated};
@@ -238,4 +239,84 @@ pub fn liveness_json(func: &Function, cfg: &Cfg, lv: &Liveness) -> Json {
         "blocks": blocks,
         "loops": loops,
     })
+}
+
+/// Reads `1`, `-3`, `0x1f` (integer bits) or `1.5`, `2e3` (float bits).
+pub fn parse_value(s: &str) -> Result<u32, String> {
+    let s = s.trim();
+    if let Some(h) = s.strip_prefix("0x").or(s.strip_prefix("0X")) {
+        return u32::from_str_radix(h, 16).map_err(|_| format!("`{s}` is not a 32-bit hex value"));
+    }
+    if s.contains(['.', 'e', 'E']) || s.contains("inf") || s.contains("nan") {
+        return s
+            .parse::<f32>()
+            .map(f32::to_bits)
+            .map_err(|_| format!("`{s}` is not a float"));
+    }
+    s.parse::<i64>()
+        .ok()
+        .filter(|v| (i32::MIN as i64..=u32::MAX as i64).contains(v))
+        .map(|v| v as u32)
+        .ok_or_else(|| format!("`{s}` is not a 32-bit integer"))
+}
+
+fn parse_assignment(s: &str) -> Result<(u32, Vec<u32>), String> {
+    let (slot, values) = s
+        .split_once('=')
+        .ok_or_else(|| format!("`{s}`: expected SLOT=VALUE[,VALUE…]"))?;
+    let slot = slot
+        .trim()
+        .parse::<u32>()
+        .map_err(|_| format!("`{slot}` is not a slot number"))?;
+    let values = values
+        .split(',')
+        .map(parse_value)
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok((slot, values))
+}
+
+/// The interpreter's inputs for `func` on `lanes` lanes: `SLOT=V0,V1,…` per-lane input values
+/// (the last repeats), `SLOT=V` uniform words, values as [`parse_value`] reads them. Inputs not
+/// given hold the lane index as a float, uniforms 0.
+pub fn interp_env(
+    func: &Function,
+    lanes: usize,
+    inputs: &[String],
+    uniforms: &[String],
+) -> Result<kiln_interp::Env, String> {
+    if !(1..=64).contains(&lanes) {
+        return Err("--lanes must be in 1..=64".into());
+    }
+    let mut env = kiln_interp::Env::new(lanes);
+    for a in inputs {
+        let (slot, vals) = parse_assignment(a).map_err(|e| format!("--input {e}"))?;
+        let last = *vals.last().expect("split yields one value at least");
+        env.inputs.insert(
+            slot,
+            (0..lanes)
+                .map(|l| vals.get(l).copied().unwrap_or(last))
+                .collect(),
+        );
+    }
+    for a in uniforms {
+        let (slot, vals) = parse_assignment(a).map_err(|e| format!("--uniform {e}"))?;
+        if vals.len() != 1 {
+            return Err(format!("--uniform {a}: a uniform is one value"));
+        }
+        env.uniforms.insert(slot, vals[0]);
+    }
+    for inst in func.blocks.iter().flat_map(|b| &b.insts) {
+        match inst.op {
+            kiln_ir::Opcode::Input => {
+                env.inputs
+                    .entry(inst.imms[0])
+                    .or_insert_with(|| (0..lanes).map(|l| (l as f32).to_bits()).collect());
+            }
+            kiln_ir::Opcode::Uniform => {
+                env.uniforms.entry(inst.imms[0]).or_insert(0);
+            }
+            _ => {}
+        }
+    }
+    Ok(env)
 }

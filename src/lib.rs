@@ -1,6 +1,6 @@
 //! kiln: the driver library — the one compile pipeline ([`pipeline`]), `.kir` reading and
 //! reports ([`kir`]), corpus runs ([`corpus`]), the comparison with Mesa ([`mesa`]), `kiln run`'s
-//! set-up ([`run`]) and the QPU tools' input and output ([`qpu`]) — behind the `kiln` command,
+//! set-up ([`run`]), statistics in words ([`report`]) and the QPU tools' input and output ([`qpu`]) — behind the `kiln` command,
 //! whose `cli` module only parses arguments and prints.
 
 pub mod cli;
@@ -9,6 +9,7 @@ pub mod kir;
 pub mod mesa;
 pub mod pipeline;
 pub mod qpu;
+pub mod report;
 pub mod run;
 
 /// The targets `.kir` text may name: the generic test target and `vc4(threads=1|2)`.

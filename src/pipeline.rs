@@ -112,9 +112,9 @@ pub enum Error {
     /// The front end: naga's parse or validation error, or what lowering refuses.
     Front {
         name: String,
-        error: FrontError,
+        error: Box<FrontError>,
         /// The source text and the span the error points at, when there is one.
-        source: Option<(NamedSource<String>, std::ops::Range<usize>)>,
+        source: Option<Box<(NamedSource<String>, std::ops::Range<usize>)>>,
     },
     /// The middle end failed.
     Middle { name: String, error: PassError },
@@ -156,9 +156,8 @@ impl Diagnostic for Error {
     fn source_code(&self) -> Option<&dyn SourceCode> {
         match self {
             Error::Front {
-                source: Some((src, _)),
-                ..
-            } => Some(src),
+                source: Some(s), ..
+            } => Some(&s.0),
             _ => None,
         }
     }
@@ -166,11 +165,10 @@ impl Diagnostic for Error {
     fn labels(&self) -> Option<Box<dyn Iterator<Item = LabeledSpan> + '_>> {
         match self {
             Error::Front {
-                source: Some((_, span)),
-                ..
+                source: Some(s), ..
             } => Some(Box::new(std::iter::once(LabeledSpan::new_with_span(
                 Some("here".into()),
-                span.clone(),
+                s.1.clone(),
             )))),
             _ => None,
         }
@@ -220,7 +218,7 @@ pub fn read(path: &Path) -> Result<Source, Error> {
     })?;
     Source::from_path(path, bytes).map_err(|error| Error::Front {
         name,
-        error,
+        error: Box::new(error),
         source: None,
     })
 }
@@ -233,13 +231,16 @@ fn front_error(source: &Source, error: FrontError) -> Error {
     let source_text = match (span, source.text()) {
         (Some(r), Some(text)) => {
             let r = r.start.min(text.len())..r.end.min(text.len());
-            Some((NamedSource::new(&source.name, text.to_string()), r))
+            Some(Box::new((
+                NamedSource::new(&source.name, text.to_string()),
+                r,
+            )))
         }
         _ => None,
     };
     Error::Front {
         name: source.name.clone(),
-        error,
+        error: Box::new(error),
         source: source_text,
     }
 }

@@ -22,7 +22,7 @@ pub fn read_input(path: &Path) -> Result<Vec<u8>, String> {
 }
 
 /// How a program file is read.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
 pub enum InputFormat {
     /// Text if the file is printable ASCII (hex words, else assembly), raw binary otherwise.
     #[default]

@@ -55,7 +55,7 @@ fn close(a: u32, b: u32) -> bool {
 #[ignore]
 fn corpus_selects_or_is_refused() {
     let dir = Path::new("../shared/corpus");
-    let fronts = kiln::corpus::fronts(&dir, None, &Options::default()).unwrap();
+    let fronts = kiln::corpus::fronts(dir, None, &Options::default()).unwrap();
     let files = fronts.len();
     let mut c = Counts::default();
     for (name, front) in fronts {

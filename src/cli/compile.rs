@@ -1,7 +1,7 @@
 //! `kiln compile` and `kiln corpus compile`: shaders to VideoCore IV QPU code through the
 //! pipeline, with the disassembly, the IR after any stage, statistics and the check.
 
-use crate::cli::front::EntryArgs;
+use crate::cli::EntryArgs;
 use crate::cli::print;
 use crate::pipeline::{self, Options, Stage};
 use clap::Args;

@@ -1,38 +1,10 @@
 //! `kiln lower` and the `kiln corpus` commands.
 
+use crate::cli::EntryArgs;
 use crate::cli::print;
-use crate::pipeline::{self, EntryPoint};
-use clap::{Args, Subcommand, ValueEnum};
+use crate::pipeline;
+use clap::{Args, Subcommand};
 use std::path::PathBuf;
-
-#[derive(Clone, Copy, Debug, ValueEnum)]
-pub enum StageArg {
-    Vertex,
-    Fragment,
-}
-
-/// Which entry point of a shader.
-#[derive(Debug, Args)]
-pub struct EntryArgs {
-    #[arg(long, value_enum)]
-    pub stage: Option<StageArg>,
-    /// Entry point name (needed when several match).
-    #[arg(long)]
-    pub entry: Option<String>,
-}
-
-impl EntryArgs {
-    pub fn entry_point(&self) -> EntryPoint {
-        use kiln_front::interface::Stage;
-        EntryPoint {
-            stage: self.stage.map(|s| match s {
-                StageArg::Vertex => Stage::Vertex,
-                StageArg::Fragment => Stage::Fragment,
-            }),
-            name: self.entry.clone(),
-        }
-    }
-}
 
 #[derive(Debug, Args)]
 pub struct LowerArgs {
@@ -90,7 +62,7 @@ pub fn lower(args: LowerArgs) -> miette::Result<()> {
 fn lower_on_this_thread(args: LowerArgs) -> miette::Result<String> {
     let shader = pipeline::read_shader(&args.shader)?;
     let lowered = pipeline::lower(&shader, &args.entry.entry_point())?;
-    if pipeline::Options::default().debug.print {
+    if kiln_analysis::DebugFlags::from_env().print {
         crate::cli::eprint(&kiln_ir::print_function(&lowered.function));
     }
     kiln_ir::verify(&lowered.function).map_err(|errs| {

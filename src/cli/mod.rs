@@ -9,7 +9,8 @@ pub mod regalloc;
 pub mod run;
 pub mod vc4;
 
-use clap::{Parser, Subcommand};
+use crate::pipeline::EntryPoint;
+use clap::{Args, Parser, Subcommand, ValueEnum};
 
 /// kiln — a GPU shader compiler back end.
 #[derive(Debug, Parser)]
@@ -78,6 +79,35 @@ impl Cli {
             Command::Compile(a) => compile::compile(a),
             Command::Run(a) => run::run(a),
             Command::Corpus(c) => front::corpus(c),
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum StageArg {
+    Vertex,
+    Fragment,
+}
+
+/// Which entry point of a shader.
+#[derive(Debug, Args)]
+pub struct EntryArgs {
+    #[arg(long, value_enum)]
+    pub stage: Option<StageArg>,
+    /// Entry point name (needed when several match).
+    #[arg(long)]
+    pub entry: Option<String>,
+}
+
+impl EntryArgs {
+    pub fn entry_point(&self) -> EntryPoint {
+        use kiln_front::interface::Stage;
+        EntryPoint {
+            stage: self.stage.map(|s| match s {
+                StageArg::Vertex => Stage::Vertex,
+                StageArg::Fragment => Stage::Fragment,
+            }),
+            name: self.entry.clone(),
         }
     }
 }

@@ -1,7 +1,7 @@
 //! `kiln run`: a fragment shader drawn to a PNG in the QPU simulator, or a vertex shader run on
 //! given attributes, each checked against the interpreter (`crate::run`).
 
-use crate::cli::front::EntryArgs;
+use crate::cli::EntryArgs;
 use crate::cli::print;
 use crate::pipeline::{self, Options};
 use clap::Args;

@@ -10,29 +10,6 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
-pub enum FormatArg {
-    /// Text if the file is printable ASCII (hex words, else assembly), raw binary otherwise.
-    Auto,
-    /// Raw little-endian 64-bit words.
-    Binary,
-    /// Hex words (16 digits bit 63 first, or `0xLOW, 0xHIGH` pairs).
-    Hex,
-    /// Assembly text.
-    Asm,
-}
-
-impl From<FormatArg> for InputFormat {
-    fn from(f: FormatArg) -> InputFormat {
-        match f {
-            FormatArg::Auto => InputFormat::Auto,
-            FormatArg::Binary => InputFormat::Binary,
-            FormatArg::Hex => InputFormat::Hex,
-            FormatArg::Asm => InputFormat::Asm,
-        }
-    }
-}
-
-#[derive(Clone, Copy, Debug, ValueEnum)]
 pub enum StyleArg {
     /// Byte-identical to Mesa's vc4_qpu_disasm.
     Mesa,
@@ -53,11 +30,11 @@ pub struct DisasmArgs {
     pub words: bool,
     /// Input format.
     #[arg(long, value_enum, default_value = "auto")]
-    pub format: FormatArg,
+    pub format: InputFormat,
 }
 
 pub fn run_disasm(args: DisasmArgs) -> Result<()> {
-    let code = read_program(&args.file, args.format.into()).map_err(|e| miette!("{e}"))?;
+    let code = read_program(&args.file, args.format).map_err(|e| miette!("{e}"))?;
     let style = match args.style {
         StyleArg::Mesa => Style::Mesa,
         StyleArg::Kiln => Style::Kiln,
@@ -140,11 +117,11 @@ pub struct SimArgs {
     pub json: bool,
     /// Input format.
     #[arg(long, value_enum, default_value = "auto")]
-    pub format: FormatArg,
+    pub format: InputFormat,
 }
 
 pub fn run_sim(args: SimArgs) -> Result<()> {
-    let code = read_program(&args.file, args.format.into()).map_err(|e| miette!("{e}"))?;
+    let code = read_program(&args.file, args.format).map_err(|e| miette!("{e}"))?;
     if code.is_empty() {
         return Err(miette!("{}: empty program", args.file.display()));
     }

@@ -2,10 +2,8 @@
 //! analyses, runs passes, drops the analyses a pass says it invalidated, and after every pass
 //! prints, verifies and times it as `KILN_DEBUG` asks. `docs/passes.md` says how to add a pass.
 //!
-//! `KILN_DEBUG` is a comma-separated list:
-//! - `print`: the function after every pass, on standard error;
-//! - `verify`: the verifier after every pass (always on in debug builds, so in every test);
-//! - `time`: each pass's time on standard error (always recorded in [`Context::timings`]).
+//! `KILN_DEBUG` is a comma-separated list, read once per process ([`DebugFlags::from_env`];
+//! the README's table lists the words).
 
 use crate::divergence::Divergence;
 use crate::liveness::{Liveness, compute_liveness};
@@ -58,25 +56,34 @@ fn first(errors: &[VerifyError]) -> String {
 /// What `KILN_DEBUG` asked for.
 #[derive(Clone, Copy, Default, PartialEq, Eq, Debug)]
 pub struct DebugFlags {
+    /// `print`: the function after every pass and allocation step, on standard error.
     pub print: bool,
+    /// `verify`: the verifier after every pass (always in debug builds, so in every test) and
+    /// the checker after every allocation.
     pub verify: bool,
+    /// `time`: each pass's time on standard error (always recorded in [`Context::timings`]).
     pub time: bool,
+    /// `ra`: the register allocators' traces (merge sets, retries, failed picks) on standard
+    /// error.
+    pub ra: bool,
 }
 
 impl DebugFlags {
-    /// From a `KILN_DEBUG`-style list; verification is on in debug builds whatever it says.
+    /// From a `KILN_DEBUG`-style list.
     pub fn parse(list: &str) -> DebugFlags {
         let has = |w: &str| list.split(',').any(|x| x.trim() == w);
         DebugFlags {
             print: has("print"),
-            verify: has("verify") || cfg!(debug_assertions),
+            verify: has("verify"),
             time: has("time"),
+            ra: has("ra"),
         }
     }
 
-    /// From the `KILN_DEBUG` environment variable.
+    /// The `KILN_DEBUG` environment variable, read and parsed once per process.
     pub fn from_env() -> DebugFlags {
-        DebugFlags::parse(&std::env::var("KILN_DEBUG").unwrap_or_default())
+        static FLAGS: std::sync::OnceLock<DebugFlags> = std::sync::OnceLock::new();
+        *FLAGS.get_or_init(|| DebugFlags::parse(&std::env::var("KILN_DEBUG").unwrap_or_default()))
     }
 }
 
@@ -236,7 +243,7 @@ impl Context {
         if self.debug.print {
             eprintln!("; after {name}\n{}", print_function(&self.func));
         }
-        if self.debug.verify && changed != Changed::Nothing {
+        if (self.debug.verify || cfg!(debug_assertions)) && changed != Changed::Nothing {
             self.verify(name)?;
         }
         Ok(changed)
@@ -308,7 +315,7 @@ mod tests {
     fn debug_list_parses() {
         let d = DebugFlags::parse("print, time");
         assert!(d.print && d.time);
-        assert_eq!(d.verify, cfg!(debug_assertions));
+        assert!(!d.verify);
         assert!(DebugFlags::parse("verify").verify);
     }
 }

@@ -1,6 +1,6 @@
 //! Register demand of one instruction per register file, exactly as seed 000 (ACO's
 //! `aco_live_var_analysis.cpp` description) defines it. [`InstDemand::compute`] is the one
-//! function that computes it; liveness, spiller, scheduler and allocator all call it.
+//! function that computes it; liveness, the spiller and the allocators all call it.
 
 use kiln_ir::{Demand, Inst, RegClass};
 

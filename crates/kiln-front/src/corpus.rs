@@ -187,7 +187,7 @@ pub fn summarize(verdicts: &[Verdict]) -> String {
         exits.all.0, exits.all.1
     ));
     s.push_str(&format!(
-        "loops (single-pass loops left out): {} left by all lanes at once, {} divergent\n",
+        "loops (one-trip loops left out): {} left by all lanes at once, {} divergent\n",
         exits.loops.0, exits.loops.1
     ));
     let mut by_count = |title: &str, m: &BTreeMap<String, usize>| {

@@ -1,5 +1,5 @@
 //! Loop-header phis exist only for the variables a loop assigns (directly, through pointers
-//! passed to called functions, or private globals written by callees); single-pass loops
+//! passed to called functions, or private globals written by callees); one-trip loops
 //! (switches, early returns) get none. Counted on generated shaders and checked through the
 //! interpreter.
 
@@ -110,7 +110,7 @@ fn assignments_through_calls_and_private_globals_get_phis() {
 }
 
 #[test]
-fn single_pass_loops_have_no_header_phis() {
+fn one_trip_loops_have_no_header_phis() {
     let f = lower(
         "fn f(v: f32) -> f32 { var a = v; if (v > 1.0) { return a * 2.0; } a += 1.0; return a; }
          @fragment fn main(@location(0) x: vec4f) -> @location(0) vec4f {

@@ -6,66 +6,8 @@
 //! splitting them. Copies for logical phis write the active lanes; copies for linear phis write
 //! every lane.
 
-use kiln_ir::{
-    Cfg, Def, FileId, Function, Inst, Opcode, Operand, PhysReg, RegClass, RegFile, RegSubset,
-    Target, Temp,
-};
+use kiln_ir::{Cfg, Def, Function, Inst, Opcode, Operand, PhysReg, RegClass, Temp};
 use std::sync::Arc;
-
-/// A target's register files made unbounded.
-#[derive(Debug)]
-struct Unbounded {
-    inner: Arc<dyn Target>,
-    files: Vec<RegFile>,
-}
-
-impl Target for Unbounded {
-    fn name(&self) -> &str {
-        self.inner.name()
-    }
-    fn params(&self) -> Vec<(String, u32)> {
-        self.files
-            .iter()
-            .map(|f| (f.name.clone(), f.units))
-            .collect()
-    }
-    fn files(&self) -> &[RegFile] {
-        &self.files
-    }
-    fn subsets(&self) -> &[RegSubset] {
-        self.inner.subsets()
-    }
-    fn opcodes(&self) -> &'static [kiln_ir::TargetOpInfo] {
-        self.inner.opcodes()
-    }
-    fn max_size(&self, file: FileId) -> u8 {
-        self.inner.max_size(file)
-    }
-    fn default_align(&self, file: FileId, size: u8) -> u8 {
-        self.inner.default_align(file, size)
-    }
-    fn check_reg(&self, reg: PhysReg, class: RegClass) -> Result<(), String> {
-        // Subsets describe the real file; the reference assignment ignores them.
-        let class = RegClass {
-            subset: None,
-            ..class
-        };
-        let Some(file) = self.files.get(reg.file().index()) else {
-            return Err(format!("register file {} does not exist", reg.file().0));
-        };
-        if reg.file() != class.file
-            || reg.units(class.size, file.units).is_none()
-            || (class.align > 1 && reg.unit() % class.align as u32 != 0)
-        {
-            return Err(format!(
-                "{}[{}] cannot hold the class",
-                file.name,
-                reg.unit()
-            ));
-        }
-        Ok(())
-    }
-}
 
 /// Units of every file of the unbounded target.
 const UNITS: u32 = kiln_ir::MAX_GENERIC_UNITS;
@@ -78,20 +20,11 @@ pub fn reference_assignment(func: &Function) -> Result<Function, String> {
 
 /// [`reference_assignment`] with the function's CFG at hand (`Cfg::compute(func)`).
 pub fn reference_assignment_with_cfg(func: &Function, cfg: &Cfg) -> Result<Function, String> {
-    let files: Vec<RegFile> = func
-        .target
-        .files()
-        .iter()
-        .map(|f| RegFile {
-            units: UNITS,
-            ..f.clone()
-        })
-        .collect();
     let mut out = func.clone();
-    out.target = Arc::new(Unbounded {
-        inner: func.target.clone(),
-        files,
-    });
+    out.target = Arc::new(kiln_ir::ResizedTarget::unbounded(
+        func.target.clone(),
+        UNITS,
+    ));
     out.allocated = true;
     let mut next = vec![0u32; func.target.files().len()];
     let mut reg_of = vec![None; func.temps.len()];

@@ -12,6 +12,7 @@ mod inst;
 pub mod layout;
 mod opcode;
 mod regs;
+mod resized;
 pub mod semantics;
 pub mod target_op;
 pub mod text;
@@ -28,6 +29,7 @@ pub use regs::{
     RegSubset, SubsetId, Target, TargetConstructor, TargetRegistry, UnitMask,
     close_under_intersection,
 };
+pub use resized::ResizedTarget;
 pub use target_op::{ClassReq, CrossLaneEval, TargetOp, TargetOpInfo};
 pub use text::{ParseError, parse_function, print_function};
 pub use verify::{VerifyError, verify, verify_with_cfg};

@@ -467,39 +467,49 @@ pub trait Target: fmt::Debug + Send + Sync {
 
     /// Why `reg` cannot hold a value of `class`, if it cannot.
     fn check_reg(&self, reg: PhysReg, class: RegClass) -> Result<(), String> {
-        let Some(file) = self.files().get(reg.file().index()) else {
-            return Err(format!("register file {} does not exist", reg.file().0));
-        };
-        let unit = reg.unit();
-        if reg.file() != class.file {
-            return Err(format!(
-                "register is in file {}, the value's class is not",
-                file.name
-            ));
-        }
-        if reg.units(class.size, file.units).is_none() {
-            return Err(format!(
-                "{}[{unit}] with {} units runs past the end of file {} ({} units)",
-                file.name, class.size, file.name, file.units
-            ));
-        }
-        if class.align > 1 && unit % class.align as u32 != 0 {
-            return Err(format!(
-                "{}[{unit}] is not aligned to {}",
-                file.name, class.align
-            ));
-        }
-        if let Some(s) = class.subset
-            && let Some(sub) = self.subset(s)
-            && !sub.units.contains(unit)
-        {
-            return Err(format!(
-                "{}[{unit}] is not in subset {}",
-                file.name, sub.name
-            ));
-        }
-        Ok(())
+        check_reg_in(self, reg, class)
     }
+}
+
+/// [`Target::check_reg`]'s rules on `target`'s files and subsets: the file, the units inside it,
+/// the alignment, the subset.
+pub fn check_reg_in<T: Target + ?Sized>(
+    target: &T,
+    reg: PhysReg,
+    class: RegClass,
+) -> Result<(), String> {
+    let Some(file) = target.files().get(reg.file().index()) else {
+        return Err(format!("register file {} does not exist", reg.file().0));
+    };
+    let unit = reg.unit();
+    if reg.file() != class.file {
+        return Err(format!(
+            "register is in file {}, the value's class is not",
+            file.name
+        ));
+    }
+    if reg.units(class.size, file.units).is_none() {
+        return Err(format!(
+            "{}[{unit}] with {} units runs past the end of file {} ({} units)",
+            file.name, class.size, file.name, file.units
+        ));
+    }
+    if class.align > 1 && unit % class.align as u32 != 0 {
+        return Err(format!(
+            "{}[{unit}] is not aligned to {}",
+            file.name, class.align
+        ));
+    }
+    if let Some(s) = class.subset
+        && let Some(sub) = target.subset(s)
+        && !sub.units.contains(unit)
+    {
+        return Err(format!(
+            "{}[{unit}] is not in subset {}",
+            file.name, sub.name
+        ));
+    }
+    Ok(())
 }
 
 /// The configurable test target: a per-lane file `v` and a uniform file `s`, with vectors of

@@ -198,10 +198,10 @@ fn merge_straight(func: &mut Function, cfg: &Cfg) -> bool {
     false
 }
 
-/// Removes one single-pass loop; returns whether it did. The loop's only `break` is the then
+/// Removes one one-trip loop; returns whether it did. The loop's only `break` is the then
 /// side of a uniform `if` on a non-zero constant at the top level of its body, and it has no
 /// `continue` but its latch: it runs its body once, up to that if, and leaves.
-fn remove_single_pass_loop(func: &mut Function, cfg: &Cfg) -> bool {
+fn remove_one_trip_loop(func: &mut Function, cfg: &Cfg) -> bool {
     for (k, l) in cfg.loops.iter().enumerate().rev() {
         let term = |b: Block| func.block(b).insts.last().expect("terminator");
         // Blocks whose innermost loop is this one.
@@ -276,7 +276,7 @@ pub fn cfg_clean_with(
         let func = cx.func_mut();
         let step = mark_uniform(func, &cfg, &*uni)
             || fold_constant_if(func, &cfg)
-            || remove_single_pass_loop(func, &cfg)
+            || remove_one_trip_loop(func, &cfg)
             || merge_straight(func, &cfg);
         if !step {
             break;
@@ -336,7 +336,7 @@ bb5:
     }
 
     #[test]
-    fn a_single_pass_loop_goes() {
+    fn a_one_trip_loop_goes() {
         // The front end's wrapper for an early `return` once the return folded away.
         let src = "target generic(v=16, s=8)
 function @f {

@@ -9,7 +9,7 @@ pub mod dce;
 pub mod fold;
 pub mod gvn;
 pub mod if_convert;
-pub mod single_pass;
+pub mod one_trip_loops;
 pub mod stats;
 pub mod uniformize;
 pub mod unroll;
@@ -29,7 +29,7 @@ pub const PASSES: &[(&str, Pass)] = &[
     ("gvn_keep_uniform_loads", gvn::gvn_keep_uniform_loads),
     ("uniformize", uniformize::uniformize),
     ("cfg_clean", cfg_clean::cfg_clean),
-    ("single_pass", single_pass::single_pass),
+    ("one_trip_loops", one_trip_loops::one_trip_loops),
     ("unroll", unroll::unroll),
     ("if_convert", if_convert::if_convert),
     ("dce", dce::dce),
@@ -43,12 +43,12 @@ pub const DEFAULT_PIPELINE: &[&str] = &[
     "gvn",
     "fold",
     "cfg_clean",
-    "single_pass",
+    "one_trip_loops",
     "unroll",
     "if_convert",
     "fold",
     "cfg_clean",
-    "single_pass",
+    "one_trip_loops",
     "cfg_clean",
     "copy_prop",
     "gvn",
@@ -72,27 +72,15 @@ fn gentler(name: &str) -> Option<&'static str> {
     }
 }
 
-/// The default pipeline with uniform loads left unnumbered (a reused load keeps a uniform
-/// register live): the second pipeline tried under pressure.
-pub const NO_UNIFORM_CSE_PIPELINE: &[&str] = &[
-    "fold",
-    "copy_prop",
-    "uniformize",
-    "gvn_keep_uniform_loads",
-    "fold",
-    "cfg_clean",
-    "single_pass",
-    "unroll",
-    "if_convert",
-    "fold",
-    "cfg_clean",
-    "single_pass",
-    "cfg_clean",
-    "copy_prop",
-    "gvn_keep_uniform_loads",
-    "fold",
-    "dce",
-];
+/// The default pipeline with each pass replaced by its [`gentler`] variant (uniform loads left
+/// unnumbered: a reused load keeps a uniform register live): the second pipeline tried under
+/// pressure.
+pub fn gentler_pipeline() -> Vec<&'static str> {
+    DEFAULT_PIPELINE
+        .iter()
+        .map(|&p| gentler(p).unwrap_or(p))
+        .collect()
+}
 
 /// Runs the middle end under the register-demand constraint of `docs/middle.md`: the default
 /// pipeline, then the one without uniform-load numbering; if both raise the maximum register
@@ -104,11 +92,11 @@ pub const NO_UNIFORM_CSE_PIPELINE: &[&str] = &[
 pub fn optimize(cx: &mut Context) -> Result<usize, PassError> {
     let original = cx.func().clone();
     let limit = cx.liveness()?.max;
-    for (k, pipeline) in [DEFAULT_PIPELINE, NO_UNIFORM_CSE_PIPELINE]
+    for (k, pipeline) in [DEFAULT_PIPELINE.to_vec(), gentler_pipeline()]
         .into_iter()
         .enumerate()
     {
-        run_passes(cx, pipeline)?;
+        run_passes(cx, &pipeline)?;
         let demand = cx.liveness()?.max;
         if demand_within(demand, limit) {
             return Ok(k);

@@ -12,7 +12,7 @@ pub struct Stats {
     pub instructions: usize,
     pub phis: usize,
     pub blocks: usize,
-    /// `loop` instructions (every loop, the front end's single-pass ones included).
+    /// `loop` instructions (every loop, the front end's one-trip ones included).
     pub loops: usize,
     /// Maximum register demand per register file, in units (seed 000).
     pub max_demand: Demand,

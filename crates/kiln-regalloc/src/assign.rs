@@ -1001,7 +1001,7 @@ impl<'f> Assigner<'f> {
                 best = Some((cost, u));
             }
         }
-        if best.is_none() && std::env::var_os("KILN_RA_TRACE").is_some() {
+        if best.is_none() && kiln_analysis::DebugFlags::from_env().ra {
             let occ: Vec<String> = (0..self.limit[file])
                 .map(|x| match self.occ[file][x as usize] {
                     Some(w) if movable(w) => format!("{x}:{w}*"),

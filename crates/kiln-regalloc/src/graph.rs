@@ -34,56 +34,11 @@
 use crate::assign::{VectorUse, vector_uses};
 use crate::regset::{ClassId, RegModel};
 use kiln_analysis::{Interference, Liveness};
-use kiln_ir::{
-    Cfg, FileId, Function, Lanes, Opcode, PhysReg, RegClass, RegFile, RegSubset, Target, Temp,
-};
+use kiln_ir::{Cfg, FileId, Function, Lanes, Opcode, PhysReg, RegClass, Temp};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
-
-/// A target's files cut to a budget, so that the register model counts only allowed starts.
-#[derive(Debug)]
-struct Budgeted {
-    inner: Arc<dyn Target>,
-    files: Vec<RegFile>,
-}
-
-impl Target for Budgeted {
-    fn name(&self) -> &str {
-        self.inner.name()
-    }
-    fn params(&self) -> Vec<(String, u32)> {
-        self.inner.params()
-    }
-    fn files(&self) -> &[RegFile] {
-        &self.files
-    }
-    fn subsets(&self) -> &[RegSubset] {
-        self.inner.subsets()
-    }
-    fn opcodes(&self) -> &'static [kiln_ir::TargetOpInfo] {
-        self.inner.opcodes()
-    }
-    fn max_size(&self, file: FileId) -> u8 {
-        self.inner.max_size(file)
-    }
-    fn default_align(&self, file: FileId, size: u8) -> u8 {
-        self.inner.default_align(file, size)
-    }
-    fn select_register(&self, class: RegClass, free: &[u32], cursor: &mut [u32; 2]) -> u32 {
-        self.inner.select_register(class, free, cursor)
-    }
-    fn short_ranges_first(&self) -> bool {
-        self.inner.short_ranges_first()
-    }
-    fn read_port(&self, file: FileId, unit: u32) -> Option<u8> {
-        self.inner.read_port(file, unit)
-    }
-    fn constant_read_port(&self, value: u32) -> Option<u8> {
-        self.inner.constant_read_port(value)
-    }
-}
 
 /// The register model of `func`'s target cut to `limit`, from a cache shared by every
 /// colouring: its classes and q-values are computed once per target and budget (Mesa's
@@ -96,18 +51,8 @@ fn cached_model(func: &Function, limit: &[u32]) -> RegModel {
     if let Some(m) = models.lock().ok().and_then(|m| m.get(&key).cloned()) {
         return m;
     }
-    let budgeted = Arc::new(Budgeted {
-        inner: target.clone(),
-        files: target
-            .files()
-            .iter()
-            .enumerate()
-            .map(|(f, file)| RegFile {
-                units: limit.get(f).copied().unwrap_or(file.units).min(file.units),
-                ..file.clone()
-            })
-            .collect(),
-    });
+    // The model counts only the starts the budget allows.
+    let budgeted = Arc::new(kiln_ir::ResizedTarget::budget(target.clone(), limit));
     let mut model = RegModel::new(budgeted);
     // Every class of one unit and of the target's vector sizes, with every subset (vc4: its
     // six, closed under intersection).
@@ -179,7 +124,7 @@ pub fn colour(
         ..ColourStats::default()
     };
     sets.coalesce(func, &mut model, &graph, &mut stats);
-    if std::env::var_os("KILN_RA_TRACE").is_some() {
+    if kiln_analysis::DebugFlags::from_env().ra {
         for (t, m) in sets.members.iter().enumerate() {
             if m.len() > 1 {
                 let list: Vec<String> = m

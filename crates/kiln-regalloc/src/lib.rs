@@ -213,8 +213,8 @@ pub fn allocate_with_input(
     func: &mut Function,
     options: &RaOptions,
 ) -> Result<(RaStats, Function), RaError> {
-    let debug = std::env::var("KILN_DEBUG").unwrap_or_default();
-    let (print, verify) = (debug.contains("print"), debug.contains("verify"));
+    let debug = kiln_analysis::DebugFlags::from_env();
+    let (print, verify) = (debug.print, debug.verify);
     let target = func.target.clone();
     let limits = options.limits(&*target);
     let mut stats = RaStats {
@@ -222,7 +222,7 @@ pub fn allocate_with_input(
         ..RaStats::default()
     };
     stats.split_edges = split_critical_edges(func)?.len() as u32;
-    prepare(func, Opcode::Mov)?;
+    to_assignment_form(func, Opcode::Mov)?;
     let original = func.clone();
     let mut budget = limits.clone();
     let mut graph_fallback = false;
@@ -291,7 +291,7 @@ pub fn allocate_with_input(
             checked_input = Some(checked);
             // The spiller's phis in blocks of one predecessor become moves of the values
             // they copy (the checker sees the program before spilling).
-            prepare(&mut work, Opcode::ParallelCopy)?;
+            to_assignment_form(&mut work, Opcode::ParallelCopy)?;
             if print {
                 eprintln!("; after spilling to {budget:?}\n{}", print_function(&work));
             }
@@ -318,7 +318,7 @@ pub fn allocate_with_input(
                 let b = &mut budget[file.index()];
                 *b -= (*b / 8).max(1);
                 stats.retries += 1;
-                if std::env::var_os("KILN_RA_TRACE").is_some() {
+                if debug.ra {
                     eprintln!("retry {attempt}: {e}; budget {budget:?}");
                 }
                 continue;
@@ -418,7 +418,7 @@ fn structure(e: kiln_ir::cfg::StructureError) -> RaError {
 /// Puts the SSA function in the form the assignment expects (see each step); phis of blocks
 /// with one predecessor become `copy` (`mov`, or `parallel_copy` after spilling, when the
 /// checker is given the program before spilling and their copies must be moves).
-fn prepare(func: &mut Function, copy: Opcode) -> Result<(), RaError> {
+fn to_assignment_form(func: &mut Function, copy: Opcode) -> Result<(), RaError> {
     let cfg = Cfg::compute(func).map_err(structure)?;
     isolate_exit_operands(func, &cfg);
     single_predecessor_phis(func, &cfg, copy);

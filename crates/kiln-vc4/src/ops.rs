@@ -481,10 +481,7 @@ mod tests {
                     );
                     let r = Instr::Alu(builder::mov(Reg::Acc(2), Reg::A(3)).unwrap());
                     assert!(
-                        broken(
-                            &with_gap(w.clone(), r.clone(), d - 1),
-                            Rule::RegfileReadAfterWrite
-                        ),
+                        broken(&with_gap(w, r, d - 1), Rule::RegfileReadAfterWrite),
                         "{op:?}"
                     );
                     assert!(
@@ -495,10 +492,7 @@ mod tests {
                 Hw::Sfu(address) => {
                     let w = Instr::Alu(builder::mov(Reg::Io(address), Reg::Acc(0)).unwrap());
                     let r = Instr::Alu(builder::mov(Reg::Acc(1), Reg::Acc(4)).unwrap());
-                    assert!(
-                        broken(&with_gap(w.clone(), r.clone(), d - 1), Rule::SfuR4),
-                        "{op:?}"
-                    );
+                    assert!(broken(&with_gap(w, r, d - 1), Rule::SfuR4), "{op:?}");
                     assert!(!broken(&with_gap(w, r, d), Rule::SfuR4), "{op:?}");
                 }
                 Hw::Tmu { .. } => assert_eq!(d, latency::TMU_ESTIMATE),

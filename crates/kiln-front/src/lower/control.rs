@@ -52,7 +52,7 @@ impl<'m, 'f> Lowerer<'m, 'f> {
             self.block(&mut cx, &f.body)?;
             return Ok(cx.tail_value);
         }
-        // A single-pass loop around the body: `Return` stores its value and breaks out.
+        // A one-trip loop around the body: `Return` stores its value and breaks out.
         let value = match &f.result {
             Some(r) => {
                 let n = types::comp_count(self.m, r.ty)?;
@@ -64,7 +64,7 @@ impl<'m, 'f> Lowerer<'m, 'f> {
         cx.ret = RetMode::Loop { value, flag };
         self.open_loop(LoopKind::Return, None, None, Some(&BTreeSet::new()));
         self.block(&mut cx, &f.body)?;
-        self.finish_single_pass(&mut cx)?;
+        self.finish_one_trip(&mut cx)?;
         self.close_loop()?;
         Ok(value.map(|v| self.defs[&v].clone()))
     }
@@ -81,7 +81,7 @@ impl<'m, 'f> Lowerer<'m, 'f> {
     }
 
     /// Bounds the lowering's recursion: inlining stacks the nesting of callees on their call
-    /// sites, and the lowering adds regions of its own (single-pass loops, wrapped jumps), so
+    /// sites, and the lowering adds regions of its own (one-trip loops, wrapped jumps), so
     /// the bound on open regions is a multiple of the source bound.
     fn check_depth(&self) -> Result<(), FrontError> {
         let max = crate::nesting::MAX_NESTING;
@@ -653,7 +653,7 @@ impl<'m, 'f> Lowerer<'m, 'f> {
                         self.jump_to_frame(cx, Jump::Break, None)
                     }
                     _ => Err(FrontError::Internal(
-                        "continue in a single-pass loop without a flag".into(),
+                        "continue in a one-trip loop without a flag".into(),
                     )),
                 }
             }
@@ -681,7 +681,7 @@ impl<'m, 'f> Lowerer<'m, 'f> {
         Ok(())
     }
 
-    /// `switch` as a compare chain inside a single-pass loop.
+    /// `switch` as a compare chain inside a one-trip loop.
     fn switch(
         &mut self,
         cx: &mut FnCx<'m>,
@@ -727,7 +727,7 @@ impl<'m, 'f> Lowerer<'m, 'f> {
             .expect("the switch loop")
             .continue_flag = continue_flag;
         self.case_chain(cx, sel, &groups)?;
-        self.finish_single_pass(cx)?;
+        self.finish_one_trip(cx)?;
         self.close_loop()?;
         if let Some(body) = cases.iter().map(|c| &c.body).find(|b| contains_return(b)) {
             self.propagate_return(cx, body)?;
@@ -748,9 +748,9 @@ impl<'m, 'f> Lowerer<'m, 'f> {
         Ok(())
     }
 
-    /// Ends a single-pass loop's body: `if true { break }`, then the latch's `continue` (never
+    /// Ends a one-trip loop's body: `if true { break }`, then the latch's `continue` (never
     /// taken, but kiln's loops end in one).
-    fn finish_single_pass(&mut self, cx: &mut FnCx<'m>) -> Result<(), FrontError> {
+    fn finish_one_trip(&mut self, cx: &mut FnCx<'m>) -> Result<(), FrontError> {
         if !self.b.is_terminated() {
             self.jump(cx, Jump::Break)?;
         }

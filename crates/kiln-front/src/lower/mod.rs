@@ -9,8 +9,8 @@
 //! - **Calls** are inlined: each call lowers the callee's body with its arguments bound, pointer
 //!   arguments substituted by the caller's pointers.
 //! - **Control flow**: naga `If` → `if`; `Loop` → `loop` whose `continue` sites run the
-//!   `continuing` block and `break_if` first; `Switch` → a compare chain inside a single-pass loop
-//!   (so that `break` leaves it); `Return` before the end → a single-pass loop around the body,
+//!   `continuing` block and `break_if` first; `Switch` → a compare chain inside a one-trip loop
+//!   (so that `break` leaves it); `Return` before the end → a one-trip loop around the body,
 //!   the value in a variable; `Kill` → `discard`.
 //! - **Uniformity**: while lowering, values computed only from uniform words and constants live
 //!   in the uniform file `s`, everything else in `v`; an `if` on a uniform value is
@@ -80,7 +80,7 @@ struct Ptr {
 enum RetMode {
     /// Only a final `Return` (or none).
     Tail,
-    /// Inside a single-pass loop: a `Return` stores the value and breaks.
+    /// Inside a one-trip loop: a `Return` stores the value and breaks.
     Loop { value: Option<Var>, flag: Var },
 }
 

@@ -335,7 +335,7 @@ pub struct ExitBranches {
     /// jumps are skipped) — header branches, `break if`, breaks in the body, switch cases and
     /// the early-return checks.
     pub all: (usize, usize),
-    /// Loops (single-pass loops left out) left by all lanes at once, and divergent loops (some
+    /// Loops (one-trip loops left out) left by all lanes at once, and divergent loops (some
     /// `break` divergent: liveness extends per-lane values leaving them across the loop).
     pub loops: (usize, usize),
 }
@@ -395,7 +395,7 @@ pub fn loop_exit_branches(func: &Function) -> ExitBranches {
         }
     }
     let mut out = ExitBranches::default();
-    for l in cfg.loops.iter().filter(|l| !single_pass(func, &cfg, l)) {
+    for l in cfg.loops.iter().filter(|l| !one_trip(func, &cfg, l)) {
         if l.divergent {
             out.loops.1 += 1;
         } else {
@@ -410,7 +410,7 @@ pub fn loop_exit_branches(func: &Function) -> ExitBranches {
         let at_header = cfg
             .loops
             .iter()
-            .any(|l| l.header == info.head && !single_pass(func, &cfg, l));
+            .any(|l| l.header == info.head && !one_trip(func, &cfg, l));
         let bump = |c: &mut (usize, usize)| {
             if info.divergent {
                 c.1 += 1;
@@ -428,7 +428,7 @@ pub fn loop_exit_branches(func: &Function) -> ExitBranches {
 
 /// A loop the lowering made to be run once: the latch's only logical predecessor ends in an
 /// `if` on a constant whose then side breaks.
-fn single_pass(func: &Function, cfg: &Cfg, l: &kiln_ir::LoopInfo) -> bool {
+fn one_trip(func: &Function, cfg: &Cfg, l: &kiln_ir::LoopInfo) -> bool {
     match cfg.logical.preds[l.latch.index()].as_slice() {
         [p] => func.block(*p).terminator().is_some_and(|t| {
             t.op == Opcode::If

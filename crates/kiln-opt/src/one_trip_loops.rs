@@ -1,4 +1,4 @@
-//! Loops that never iterate (NIR's `wrapper_unroll` in `nir_opt_loop_unroll.c`, with the
+//! Removes loops whose body runs once (NIR's `wrapper_unroll` in `nir_opt_loop_unroll.c`, with the
 //! constant branches and dead code after jumps of `nir_opt_dead_cf.c`).
 //!
 //! The front end wraps a function with early `return`s in a loop whose returns are `break`s, and
@@ -416,7 +416,7 @@ fn remove_loop(func: &Function, cfg: &Cfg, k: usize) -> Result<Function, Refused
 }
 
 /// Removes the loops that never iterate, innermost first; one CFG computation per removal.
-pub fn single_pass(cx: &mut Context) -> Result<Changed, PassError> {
+pub fn one_trip_loops(cx: &mut Context) -> Result<Changed, PassError> {
     let mut changed = Changed::Nothing;
     let mut skip = 0usize;
     loop {
@@ -450,7 +450,7 @@ mod tests {
         let before = parse_function(src).unwrap();
         kiln_ir::verify(&before).unwrap();
         let mut cx = Context::new(before.clone());
-        cx.run("single_pass", single_pass).unwrap();
+        cx.run("one_trip_loops", one_trip_loops).unwrap();
         let after = cx.into_func();
         let text = print_function(&after);
         let cfg = Cfg::compute(&after).unwrap();
@@ -464,7 +464,7 @@ mod tests {
 
     fn filetest(name: &str) -> String {
         let path = format!(
-            "{}/../../tests/filetests/single_pass/{name}.kir",
+            "{}/../../tests/filetests/one_trip_loops/{name}.kir",
             env!("CARGO_MANIFEST_DIR")
         );
         let text = std::fs::read_to_string(path).unwrap();
@@ -561,7 +561,7 @@ mod generated {
             crate::run_passes(&mut cx, &["fold", "cfg_clean"]).unwrap();
             let before = cx.func().clone();
             let loops = cx.cfg().unwrap().loops.len();
-            cx.run("single_pass", single_pass).unwrap();
+            cx.run("one_trip_loops", one_trip_loops).unwrap();
             removed += loops - cx.cfg().unwrap().loops.len();
             let after = cx.into_func();
             for k in 0..2 {
