@@ -430,6 +430,8 @@ pub enum Outcome {
         /// Its key in Mesa's `stats.tsv`.
         key: crate::mesa::Key,
         stats: Stats,
+        /// What the program is made of.
+        census: kiln_qpu::isa::census::Census,
         /// The check's first difference, if it found one.
         mismatch: Option<String>,
         /// The interpreter could not run the reference (e.g. its step limit).
@@ -487,6 +489,7 @@ pub fn compile(
                     Outcome::Compiled {
                         name: name.clone(),
                         key: (rel, stage.to_string(), entry_name.to_string()),
+                        census: kiln_qpu::isa::census::Census::of(&c.compiled.words),
                         stats: c.compiled.stats,
                         mismatch,
                         unchecked,
@@ -513,6 +516,17 @@ impl CompileRun {
             } => Some((name, key, stats)),
             _ => None,
         })
+    }
+
+    /// The compiled entry points' keys and censuses, in corpus order.
+    pub fn censuses(&self) -> Vec<(crate::mesa::Key, kiln_qpu::isa::census::Census)> {
+        self.outcomes
+            .iter()
+            .filter_map(|o| match o {
+                Outcome::Compiled { key, census, .. } => Some((key.clone(), *census)),
+                _ => None,
+            })
+            .collect()
     }
 
     /// Failures and mismatches, one line each.

@@ -1,20 +1,25 @@
 //! kiln beside Mesa's vc4 compiler: Mesa's shader-db figures (`mesa-vc4/stats.tsv` of the
-//! shared corpus, made as its README says) against kiln's on the entry points both compile.
+//! shared corpus, made as its README says) and Mesa's QPU code (`mesa-vc4/qpu/`) against kiln's
+//! on the entry points both compile.
 
+use kiln_qpu::isa::census::Census;
 use kiln_vc4::compile::Stats;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
+use std::path::Path;
 
 /// An entry point as `stats.tsv` names it: path relative to the corpus directory, `vert` or
 /// `frag`, entry point name.
 pub type Key = (String, String, String);
 
 /// Mesa's figures of one entry point.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Figures {
     pub instructions: u64,
     pub threads: u64,
     pub uniforms: u64,
+    /// The GLSL pair Mesa compiled (`mesa-vc4/qpu/` names its code after it).
+    pub glsl_file: Option<String>,
 }
 
 /// Reads Mesa's `stats.tsv`: the figures of every entry point Mesa compiled.
@@ -46,12 +51,17 @@ pub fn read_stats(tsv: &str) -> Result<BTreeMap<Key, Figures>, String> {
         if let (Some((instructions, threads, uniforms)), Some(path), Some(stage), Some(entry)) =
             (figures, f.get(p), f.get(st), f.get(en))
         {
+            let glsl_file = col("glsl_file")
+                .and_then(|i| f.get(i))
+                .filter(|g| !g.is_empty())
+                .map(|g| g.to_string());
             mesa.insert(
                 (path.to_string(), stage.to_string(), entry.to_string()),
                 Figures {
                     instructions,
                     threads,
                     uniforms,
+                    glsl_file,
                 },
             );
         }
@@ -64,7 +74,7 @@ pub fn read_stats(tsv: &str) -> Result<BTreeMap<Key, Figures>, String> {
 pub fn compare(mesa: &BTreeMap<Key, Figures>, kiln: &[(Key, Stats)]) -> String {
     let both: Vec<(&Key, &Stats, Figures)> = kiln
         .iter()
-        .filter_map(|(key, s)| mesa.get(key).map(|&m| (key, s, m)))
+        .filter_map(|(key, s)| mesa.get(key).map(|m| (key, s, m.clone())))
         .collect();
     let mut out = String::new();
     let sum_kiln = |f: &dyn Fn(&Stats) -> u32| both.iter().map(|(_, s, _)| f(s) as u64).sum();
@@ -116,4 +126,118 @@ pub fn compare(mesa: &BTreeMap<Key, Figures>, kiln: &[(Key, Stats)]) -> String {
         );
     }
     out
+}
+
+/// Mesa's QPU code for one entry point: the words of the fragment (`stage` `frag`) or vertex
+/// shader section of `qpu_dir/<glsl_file with / as __>.qpu`.
+pub fn read_code(qpu_dir: &Path, glsl_file: &str, stage: &str) -> Result<Vec<u64>, String> {
+    let path = qpu_dir.join(format!("{}.qpu", glsl_file.replace('/', "__")));
+    let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let header = if stage == "vert" {
+        "## vertex shader"
+    } else {
+        "## fragment shader"
+    };
+    let mut words = Vec::new();
+    let mut inside = false;
+    for line in text.lines() {
+        if line.starts_with("##") {
+            inside = line.starts_with(header);
+        } else if inside && let Some(hex) = line.strip_prefix("0x") {
+            let word = hex.split_whitespace().next().unwrap_or("");
+            words.push(
+                u64::from_str_radix(word, 16)
+                    .map_err(|_| format!("{}: `{line}` is not a word", path.display()))?,
+            );
+        }
+    }
+    if words.is_empty() {
+        return Err(format!("{}: no {header} section", path.display()));
+    }
+    Ok(words)
+}
+
+/// The corpus category of an entry point: its collection (`skia`, `pixi-filters`, …).
+pub fn category(key: &Key) -> &str {
+    key.0.split('/').nth(1).unwrap_or(&key.0)
+}
+
+/// kiln's code beside Mesa's, counted the same way from both programs' words
+/// ([`Census`]): totals, per category, operations helped and hurt, and the entry points
+/// with the largest operation excess. `kiln` holds each entry point's key and census.
+pub fn compare_code(
+    mesa: &BTreeMap<Key, Figures>,
+    qpu_dir: &Path,
+    kiln: &[(Key, Census)],
+) -> Result<String, String> {
+    let mut both = Vec::new();
+    for (key, k) in kiln {
+        let Some(glsl) = mesa.get(key).and_then(|m| m.glsl_file.as_deref()) else {
+            continue;
+        };
+        let m = Census::of(&read_code(qpu_dir, glsl, &key.1)?);
+        both.push((key, *k, m));
+    }
+    let mut out = String::new();
+    let mut totals = (Census::default(), Census::default());
+    let mut categories: BTreeMap<&str, (usize, Census, Census)> = BTreeMap::new();
+    let (mut helped, mut hurt) = (0, 0);
+    for (key, k, m) in &both {
+        totals.0 += *k;
+        totals.1 += *m;
+        let c = categories.entry(category(key)).or_default();
+        c.0 += 1;
+        c.1 += *k;
+        c.2 += *m;
+        match k.operations.cmp(&m.operations) {
+            std::cmp::Ordering::Less => helped += 1,
+            std::cmp::Ordering::Greater => hurt += 1,
+            std::cmp::Ordering::Equal => {}
+        }
+    }
+    let pct = |a: u64, b: u64| 100.0 * a as f64 / b.max(1) as f64;
+    let line = |out: &mut String, name: &str, n: usize, k: &Census, m: &Census| {
+        let _ = writeln!(
+            out,
+            "  {name:<18} {n:>5}  operations {:>8} / {:>8} ({:5.1} %)  instructions {:>8} / {:>8} ({:5.1} %)  nops {:>7} / {:>7}  paired {:>7} / {:>7}",
+            k.operations,
+            m.operations,
+            pct(k.operations, m.operations),
+            k.instructions,
+            m.instructions,
+            pct(k.instructions, m.instructions),
+            k.nops,
+            m.nops,
+            k.paired,
+            m.paired
+        );
+    };
+    let _ = writeln!(
+        out,
+        "code beside Mesa's ({} entry points both compile; kiln / Mesa, kiln as % of Mesa)",
+        both.len()
+    );
+    line(&mut out, "all", both.len(), &totals.0, &totals.1);
+    for (name, (n, k, m)) in &categories {
+        line(&mut out, name, *n, k, m);
+    }
+    let _ = writeln!(
+        out,
+        "  operations: kiln fewer on {helped}, more on {hurt}, as many on {}",
+        both.len() - helped - hurt
+    );
+    let mut excess: Vec<_> = both
+        .iter()
+        .map(|(key, k, m)| (k.operations as i64 - m.operations as i64, key, k, m))
+        .collect();
+    excess.sort_by_key(|e| std::cmp::Reverse(e.0));
+    let _ = writeln!(out, "  largest operation excess (kiln, Mesa operations):");
+    for (d, key, k, m) in excess.iter().take(15) {
+        let _ = writeln!(
+            out,
+            "    {:+6}  {}:{}:{}  {} vs {}",
+            d, key.0, key.1, key.2, k.operations, m.operations
+        );
+    }
+    Ok(out)
 }

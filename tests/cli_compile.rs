@@ -259,3 +259,29 @@ fn compile_threads() {
     let (ok, _, err) = kiln(&["compile", tex.to_str().unwrap(), "--threads", "3"]);
     assert!(!ok && err.contains("threads"), "{err}");
 }
+
+/// `--ir` prints the IR after the stages asked for, in pipeline order, allocated IR with the
+/// QPU's register names; `--ir` alone prints the allocated function; an unknown stage is
+/// refused with the list of stages.
+#[test]
+fn ir_after_stages() {
+    let (ok, out, err) = kiln(&[
+        "compile",
+        "examples/rings.frag",
+        "--ir",
+        "allocated,selected",
+    ]);
+    assert!(ok, "{err}");
+    let selected = out.find("; after selected").expect("selected");
+    let allocated = out.find("; after allocated").expect("allocated");
+    assert!(selected < allocated, "{out}");
+    assert!(out[allocated..].contains("allocated {") && out[allocated..].contains("@r"));
+    assert!(!out.contains("q["), "{out}");
+    let (ok, alone, _) = kiln(&["compile", "examples/rings.frag", "--ir"]);
+    assert!(ok && alone.starts_with("; after allocated\n"), "{alone}");
+    let (ok, _, err) = kiln(&["compile", "examples/rings.frag", "--ir", "qir"]);
+    assert!(
+        !ok && err.contains("lowered, optimized, selected, interface, allocated"),
+        "{err}"
+    );
+}

@@ -139,6 +139,11 @@ pub struct CorpusCompileArgs {
     /// are relative to DIR) on the entry points both compile.
     #[arg(long)]
     pub mesa: Option<PathBuf>,
+    /// With --mesa: also count kiln's and Mesa's code (`mesa-vc4/qpu/`) the same way —
+    /// instructions, operations, nops, paired instructions — in total, per category, and
+    /// list the largest operation excess.
+    #[arg(long, requires = "mesa")]
+    pub mesa_qpu: Option<PathBuf>,
 }
 
 /// `kiln corpus compile DIR`.
@@ -170,6 +175,11 @@ pub fn corpus_compile(args: CorpusCompileArgs) -> miette::Result<()> {
             .map(|(_, k, s)| (k.clone(), s.clone()))
             .collect();
         print(&crate::mesa::compare(mesa, &kiln));
+        if let Some(dir) = &args.mesa_qpu {
+            let code = crate::mesa::compare_code(mesa, dir, &run.censuses())
+                .map_err(|e| miette::miette!("{e}"))?;
+            print(&code);
+        }
     }
     if args.verbose {
         for m in run.problems() {

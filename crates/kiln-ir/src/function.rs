@@ -90,6 +90,23 @@ impl Function {
     }
 
     /// Total number of instructions.
+    /// The temps table with the classes of temps no instruction defines cleared: what the
+    /// function's text carries (passes that delete definitions leave their classes behind).
+    pub fn defined_temps(&self) -> Vec<RegClass> {
+        let mut temps = vec![RegClass::NONE; self.temps.len()];
+        for d in self
+            .blocks
+            .iter()
+            .flat_map(|b| &b.insts)
+            .flat_map(|i| &i.defs)
+        {
+            if let Some(slot) = temps.get_mut(d.temp.index()) {
+                *slot = self.class(d.temp);
+            }
+        }
+        temps
+    }
+
     pub fn inst_count(&self) -> usize {
         self.blocks.iter().map(|b| b.insts.len()).sum()
     }

@@ -2,6 +2,7 @@
 
 pub mod asm;
 pub mod builder;
+pub mod census;
 pub mod disasm;
 pub mod fields;
 pub mod instr;
