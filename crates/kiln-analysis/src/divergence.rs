@@ -1,42 +1,8 @@
-//! Divergence analysis: which temps are uniform (the same value in every active lane) and which
-//! `if`s, breaks, continues and loops are uniform. It follows NIR's
-//! `nir_divergence_analysis.c` (Daniel Schürmann's version used by ACO; after Sampaio et al.,
-//! "Divergence analysis", TOPLAS 2013), on kiln's structured form.
-//!
-//! The analysis is optimistic: everything starts uniform and becomes divergent by these rules,
-//! re-applied over the whole function until nothing changes (divergence only grows, so the
-//! iteration ends; each round is linear, and another round is needed only when a loop-carried
-//! value or a jump's divergence changed: five rounds on generated programs of 80,000
-//! instructions with loops nested six deep, where NIR iterates each loop to its own fixpoint).
-//!
-//! - **Sources.** `input` (per-lane interface values, fragment coordinates), `fddx`/`fddy`
-//!   and target instructions that read other lanes (derivatives read neighbouring lanes),
-//!   `reload` (per-lane spill slots). `uniform` words, constants and `undef` are uniform. Texture results are divergent when a coordinate or
-//!   another operand is (the unit is an immediate, so it is always uniform).
-//! - **Propagation.** Any other instruction is divergent when an operand is divergent *at the
-//!   use* (below). `parallel_copy` propagates operand by operand.
-//! - **Branches.** An `if` is divergent when its condition is. A `break`/`continue` is divergent
-//!   when a divergent `if` of its loop encloses it, or when it follows (in layout order) a
-//!   divergent `continue` of its loop, after which lanes may already wait for the next
-//!   iteration (NIR's `divergent_loop_cf` / `divergent_loop_continue`). A loop is divergent when
-//!   one of its breaks is: lanes leave it at different iterations.
-//! - **Phis** (NIR's `visit_if_merge_phi`, `visit_loop_header_phi`, `visit_loop_exit_phi`).
-//!   Every phi with a divergent operand is divergent. Besides:
-//!   - at the endif of a divergent `if`, a phi whose operands are not all the same value;
-//!   - at a loop header, a phi whose back-edge operands are not all the same value when the loop
-//!     has a divergent `continue` (lanes arrive from different continues);
-//!   - at a loop exit, every phi when the loop is divergent (lanes left at different
-//!     iterations).
-//!
-//!   A `linear_phi` takes, in every lane, the operand of the linear predecessor the wave came
-//!   from: it is uniform when its operands are.
-//! - **Temporal divergence.** A value defined inside a divergent loop and used outside it is
-//!   divergent at that use even when it is uniform inside: lanes left at different iterations and
-//!   kept the value of their last one. [`Divergence::is_uniform_at`] answers per use; NIR models
-//!   the same through LCSSA phis at the loop exit (loop-invariant values are not exempted here).
-//!
-//! "Uniform" is the property checked by the property test: in each dynamic instance of a uniform
-//! temp's definition, every lane that executed it computed the same value.
+//! Divergence analysis: which temps are uniform (in each dynamic instance of the definition,
+//! every lane that ran it computed the same value) and which `if`s, breaks, continues and loops
+//! are divergent, by NIR's `nir_divergence_analysis.c` rules on kiln's structured form, with
+//! temporal divergence answered per use ([`Divergence::is_uniform_at`]). The design is in
+//! `docs/ir.md` ("Divergence analysis").
 
 use kiln_ir::{Block, Cfg, Function, Opcode, Operand, Temp, Value};
 

@@ -1,19 +1,6 @@
-//! Interference between temps, answered in near-constant time per query.
-//!
-//! - **SSA criterion** (Budimlić et al., "Fast copy coalescing and live-range identification",
-//!   2002; Boissinot et al., "Fast liveness checking for SSA-form programs", 2008): two temps of
-//!   one file interfere when one is live right after the other's definition, or one instruction
-//!   defines both. "Live right after (block, k)" is read from the block's live-out and the
-//!   temp's last use in the block, both precomputed, so a query costs a binary search.
-//! - **All-lanes writes (SIMT)**: a per-lane-file temp written in every lane (`.all_lanes`,
-//!   linear) overwrites inactive lanes too. It interferes with every per-lane temp live in *any*
-//!   lane at its definition: liveness along the linear CFG, with a logical phi's operand kept
-//!   alive along the linear path from its predecessor to the phi (the else region of a divergent
-//!   `if`, the rest of a loop body after a divergent `continue`) — docs/ir.md's note on values
-//!   live into an endif from the then side.
-//! - **Seed 003**: a per-lane temp leaving a divergent loop ([`Liveness::loop_leaving`]) stays in
-//!   its register in the lanes that left while the others iterate; an all-lanes write anywhere
-//!   in the loop interferes with it.
+//! Interference between temps, answered in near-constant time per query: the SSA criterion, plus
+//! the SIMT rules for values written in all lanes and for values leaving divergent loops
+//! ([`Liveness::loop_leaving`]). The design is in `docs/ir.md` ("Interference").
 
 use crate::live_set::LiveSet;
 use crate::liveness::{BlockSets, Liveness, phi_preds, solve};

@@ -1,19 +1,7 @@
-//! Live variables, kill flags and register demand (seed 000; ACO's `aco_live_var_analysis.cpp`).
-//!
-//! - Per-lane temps are live along the logical CFG, linear temps (uniform files, values written
-//!   in all lanes, linear phis) along the linear CFG.
-//! - Live-in/live-out per block by backward dataflow to a fixpoint over sparse sets, blocks
-//!   visited from the highest index down, a block revisited when a successor's live-in grows.
-//! - Live-in and live-out are exact dataflow results. Seed 003 (i965's `compute_start_end`) is
-//!   kept apart: [`Liveness::loop_leaving`] lists, per divergent loop, the per-lane temps defined
-//!   in it that leave it — live into the exit, or read by a phi of the exit. Lanes that left
-//!   keep such a value while the others iterate; a masked write of another lane cannot disturb
-//!   it, an all-lanes write can, so the extension is an interference fact
-//!   ([`crate::interference`]), not a liveness one. (i965 extends in every loop; a loop without
-//!   divergent breaks is left by all lanes at once, so kiln extends only in divergent loops.)
-//! - A backward walk of every block then sets the operand flags (kill, first_kill, copy_kill,
-//!   clobbered, late_kill for vector operands) and dead definitions, and computes the demand of
-//!   every instruction with [`InstDemand::compute`].
+//! Live variables, kill flags and register demand (seed 000; ACO's `aco_live_var_analysis.cpp`):
+//! per-lane temps live along the logical CFG, linear temps along the linear CFG, and seed 003's
+//! values leaving divergent loops kept apart ([`Liveness::loop_leaving`]) as an interference
+//! fact. The design is in `docs/ir.md` ("Liveness rules").
 
 use crate::demand::InstDemand;
 use crate::live_set::LiveSet;

@@ -1,16 +1,7 @@
-//! File-scope GLSL declarations with an initialiser, found in the source text.
-//!
-//! naga 30's GLSL reader keeps a global's initialiser only when it can evaluate it as a
-//! constant; otherwise (`float g = progress + 1.0;`, legal in GLSL 4.50) it evaluates the
-//! expression in the entry point and drops the store, so the global reads 0. kiln compares the
-//! declarations found here with naga's globals and refuses a private global that was declared
-//! with an initialiser but came out of naga without one (`lower::globals`).
-//!
-//! The scan is deliberately small: comments and preprocessor lines are blanked, then
-//! statements at brace depth 0 (file scope: function bodies and blocks are skipped) are split
-//! into declarators at top-level commas, and the name before a declarator's `=` (not `==`,
-//! `<=`, `>=`, `!=`) is reported with its span. Text it does not understand yields no name, so
-//! it can only miss a declaration — never refuse a shader without one.
+//! File-scope GLSL declarations with an initialiser, found in the source text by a deliberately
+//! small scan, so that kiln can refuse a global whose initialiser naga 30's GLSL reader dropped.
+//! The scan can only miss a declaration, never refuse a shader without one. The design is in
+//! `docs/front.md` ("Passes, in the order a reader meets them", item "Globals").
 
 use std::ops::Range;
 

@@ -1,21 +1,7 @@
-//! The logical and linear CFGs, derived from the structured form (ACO's two CFGs; seed 004).
-//!
-//! Blocks are laid out in structured order. An `if c, T, E, M` block is followed by its then
-//! region `[T, E)`, its else region `[E, M)` (empty when `E == M`) and the endif block `M`, which
-//! starts a block of its own: IF and ELSE flow *into* it (seed 004). A `loop H, X` block is
-//! followed by the loop body `[H, X)` and the exit `X`; the body's last block, the latch, ends in
-//! `continue H`.
-//!
-//! The logical CFG is what one lane does. The linear CFG is what the wave executes:
-//! - a divergent `if` runs both sides: the if block flows only into `T`, the end of the then
-//!   region flows into `E` (or `M`), the end of the else region into `M`;
-//! - a divergent `break`/`continue` (one inside a divergent `if` of its loop, or after a
-//!   divergent `continue` of its loop in layout order, as NIR's divergence analysis has it) only
-//!   masks lanes off: linearly the block flows on to where its region continues;
-//! - a loop with a divergent break is left when no lane remains: each of its uniform back edges
-//!   (the latch and any uniform `continue`) flows linearly both to the header and to the exit.
-//!
-//! Predecessors are listed in ascending block order; phi operands follow that order.
+//! The logical and linear CFGs, derived from the structured form (ACO's two CFGs; seed 004): the
+//! logical CFG is what one lane does, the linear CFG what the wave executes. Predecessors are
+//! listed in ascending block order; phi operands follow that order. The design is in
+//! `docs/ir.md` ("Structured SIMT control flow and the two CFGs").
 
 use crate::entity::Block;
 use crate::function::Function;

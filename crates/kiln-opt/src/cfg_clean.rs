@@ -1,25 +1,8 @@
 //! CFG clean-up and uniformity (LLVM's SimplifyCFG and NIR's `nir_opt_if`/`nir_opt_dead_cf` in
-//! spirit, on kiln's structured layout):
-//!
-//! 1. **Uniformity**: an `if.divergent` whose condition is a constant or a uniform-file value is
-//!    marked uniform — all lanes agree on it. The linear CFG changes with it (linear values of
-//!    the then side no longer reach the else side, linear phis see other predecessors), so the
-//!    change is kept only when the function still verifies. The lanes' agreement is what the
-//!    divergence analysis will say of more conditions; [`Uniformity`] is where it plugs in.
-//! 2. **Constant branches**: a uniform `if` on a constant keeps the side it takes when that side
-//!    falls through to the endif (`jump`); the other side's blocks go, and the endif's phis, now
-//!    with one predecessor, become copies of that side's operand.
-//! 3. **Single-pass loops**: a loop whose only `break` is taken by a uniform `if` on a non-zero
-//!    constant at the top level of its body, with no `continue` but the latch's, runs once:
-//!    the loop goes, the unreachable rest of its body with it, the header's phis become copies
-//!    of their entry operands (the front end's wrapper for `return` and `switch` once their
-//!    early exits have folded away).
-//! 4. **Straight-line blocks**: a block ending in `jump` to the next block, which has it as its
-//!    only predecessor in both CFGs and is no endif, is merged with it (its phis, trivial, become
-//!    copies) — empty blocks left by the above disappear this way.
-//!
-//! Each change recomputes the CFG before the next (structural edits renumber blocks); every
-//! step removes a block or a flag, so the loop ends after at most blocks + ifs steps.
+//! spirit, on kiln's structured layout): `if`s on conditions proven uniform are marked uniform
+//! (the question is [`Uniformity`]), constant branches and single-pass loops go, and
+//! straight-line blocks merge. The design is in `docs/middle.md` ("CFG clean-up and
+//! uniformity").
 
 use crate::blocks::{copies_after_phis, remove_blocks};
 use crate::util::is_uniform_file;

@@ -1,25 +1,7 @@
-//! Copy propagation as seed 004 describes i965's (`brw_fs_copy_propagation.cpp`): every `mov`
-//! is an entry of the available-copy set (ACP); a forward must-problem on the logical CFG
-//! (intersection over predecessors, [`crate::dataflow`]) gives the copies available at the start
-//! of every block, and a walk through each block rewrites operands that read a copy's
-//! destination to read its source.
-//!
-//! - *gen*: the copies a block makes.
-//! - *kill*: in SSA form a source is never redefined, so the only kill is temporal divergence
-//!   (seed 003, NIR's divergence analysis): lanes leave a divergent loop at different iterations,
-//!   so a copy made inside it of a linear source (uniform file, all-lanes write) no longer holds
-//!   after it — the per-lane destination keeps, per lane, the value of that lane's last
-//!   iteration, the linear source only the wave's last. Such copies are killed at the loop's
-//!   exit block.
-//! - The ENDIF block starts a block and has the IF (and ELSE) block as predecessors, and only the
-//!   entry lacks predecessors (seed 004): in the if / break / endif loop shape the endif's
-//!   available set is what the if block had, not the empty set that would cascade through the
-//!   loop.
-//!
-//! A rewrite also needs the source to be readable where the operand is (`Avail::reaches`: the
-//! source's definition dominates the use in its own CFG — a uniform source linearly), and an
-//! operand with a register constraint (fixed, tied, vector) or a phi operand keeps its class,
-//! so it takes only a source of the same class. Linear in the instructions plus the dataflow.
+//! Copy propagation as seed 004 describes i965's (`brw_fs_copy_propagation.cpp`): the copies
+//! available at the start of every block come from a forward must-problem on the logical CFG
+//! ([`crate::dataflow`]), and operands that read a copy's destination are rewritten to read its
+//! source where the lane rules allow. The design is in `docs/middle.md` ("Copy propagation").
 
 use crate::dataflow::{Direction, GenKill, Graph, Meet, solve};
 use crate::util::{Avail, is_free_operand, set_value};

@@ -1,21 +1,7 @@
-//! Constant folding and algebraic simplification, bit-exact with `docs/semantics.md`.
-//!
-//! Constants are folded with [`kiln_ir::semantics::eval_scalar`], the definition the interpreter
-//! executes, so a folded value is the value the instruction would have computed (NaN payloads,
-//! signed zeros, denormals, wrap-around and the division rules included). Algebraic identities
-//! are the exact ones only: integer identities (`x + 0`, `x * 1`, `x & -1`, `x ^ x`, shifts by a
-//! multiple of 32…), self-comparisons of integers, `sel` with a constant or repeated choice,
-//! double negations (bit operations). Float identities such as
-//! `x * 1.0` or `x + -0.0` are *not* applied: a signalling NaN comes out quieted, so they are
-//! not bit-exact; `x * 0`, `x - x` and `x == x` are wrong for NaN and infinities.
-//!
-//! An instruction that simplifies to one of its operands (or an operand of the instruction that
-//! defines it) becomes a `mov` of that value. A `mov` within one class and lane kind is read
-//! through directly; copies that change the class or the lane kind are left to copy propagation
-//! (`copy_prop`), which knows where their source may be read. Phis whose operands are all one value (apart from
-//! the phi itself) become that value (Braun et al. 2013, trivial phis) when it reaches the phi's
-//! block under the same lane rules. Iterates over the blocks in reverse post-order until nothing
-//! changes (loop-carried constants need a second round); each round is linear.
+//! Constant folding and algebraic simplification, bit-exact with `docs/semantics.md`: constants
+//! are folded with [`kiln_ir::semantics::eval_scalar`], the definition the interpreter executes,
+//! identities are applied only where they are exact for every input, and trivial phis go. The
+//! design is in `docs/middle.md` ("Constant folding and simplification").
 
 use crate::util::{Avail, set_value};
 use kiln_analysis::{Changed, Context, PassError};

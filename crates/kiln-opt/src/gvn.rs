@@ -1,36 +1,8 @@
 //! Value numbering over the dominator tree (Click's GVN in its dominator-scoped form, as NIR's
-//! `nir_opt_cse`/`nir_opt_gvn` and ACO's `aco_opt_value_numbering.cpp` do): a walk of the
-//! logical dominator tree with a scoped table from (opcode, flags, immediates, operands — sorted
-//! for commutative ops —, definition classes) to the first definition; an instruction found in
-//! the table is removed and its definitions read the earlier ones.
-//!
-//! # Which reuses are sound on a SIMT machine
-//!
-//! A per-lane value is written in the lanes active at its definition only (`docs/semantics.md`).
-//! Reusing definition `A` at instruction `B`:
-//!
-//! 1. **Per-lane temps, `A` logically dominates `B`.** Every lane active at `B` followed its own
-//!    logical path through `A` and computed `A` then, from the same SSA operands; a lane's
-//!    operands cannot have been redefined between its last `A` and `B` (that redefinition would
-//!    open a path to `B` avoiding `A`). So `A` holds, in every lane active at `B`, the value `B`
-//!    would compute — also when `A` is in a divergent region or a loop that lanes leave at
-//!    different iterations (lanes keep their own last value; seed 003 makes the allocator keep
-//!    it alive). Lanes active at `A` but not at `B` do not matter.
-//! 2. **Linear temps** (uniform file, all-lanes writes, `linear_phi`) are written by the wave,
-//!    in every lane, when the wave runs `A`: `A` must dominate `B` in the *linear* CFG, and must
-//!    not be in a divergent loop that `B` is outside of (temporal divergence: the wave's last
-//!    value is not every lane's). This is `Avail::reaches`; logical dominance alone is not
-//!    enough (a `break` block logically dominates a loop exit it does not linearly dominate).
-//! 3. **Ops that read other lanes** — `fddx`, `fddy`, and `texture_sample` with implicit
-//!    derivatives (modes 0 and 1) — depend on the values of their quad's *other* lanes, active or
-//!    not, which may have changed between `A` and `B` even though this lane's have not: they are
-//!    reused only within one block.
-//! 4. Instructions with side effects, `reload` (reads memory a spill writes), instructions with
-//!    register constraints (fixed or tied definitions), and anything reading `undef` are never
-//!    numbered.
-//!
-//! Identical phis of one block (same operands from the same predecessors) are merged too. The
-//! table is a hash map with an undo log per dominator-tree scope: linear in the instructions.
+//! `nir_opt_cse`/`nir_opt_gvn` and ACO's value numbering do it): an instruction already computed
+//! by a definition that reaches it is removed, and its readers read the earlier definition. The
+//! design, with the rules that make a reuse sound on a SIMT machine, is in `docs/middle.md`
+//! ("Value numbering", "Lanes: where a value may be read").
 
 use crate::util::{Avail, set_value};
 use kiln_analysis::{Changed, Context, PassError};

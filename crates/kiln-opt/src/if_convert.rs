@@ -1,23 +1,7 @@
-//! If-conversion (NIR's `nir_opt_peephole_select`): an `if` whose then side and else side are
-//! each at most one block of straight-line code without side effects, closed by a `jump` to the
-//! endif, is flattened: the head, both sides and the endif become one block, and every phi of
-//! the endif becomes `sel cond, then_value, else_value`. An `if` with a constant condition and
-//! such sides goes the same way (the `sel` folds). The cost model is in `docs/middle.md`:
-//!
-//! - a **divergent** `if` runs both sides anyway on a SIMT machine, masked; flattening removes
-//!   the branch, the mask bookkeeping and the endif's phis (which become the `sel`s the masked
-//!   writes were) and adds nothing executed: up to [`DIVERGENT_LIMIT`] instructions per side;
-//! - a **uniform** `if` runs one side only, so flattening adds the other side's instructions to
-//!   every execution; it pays when the sides are smaller than a branch (vc4: a branch and its
-//!   three delay slots): up to [`UNIFORM_LIMIT`] instructions per side.
-//!
-//! Instructions with side effects, texture operations and derivatives stay under their branch.
-//! Moving a side's instructions out of it computes them in lanes that did not take it: per-lane
-//! instructions cannot fault and their results are only read through the `sel`, and every
-//! operand is defined in those lanes because its definition dominates the head. A `sel` that
-//! would define a uniform-file value from a per-lane operand (a uniform `if` on a per-lane
-//! condition) keeps its `if`. One CFG recomputation per flattened `if`, innermost first, so
-//! that nested small ifs flatten in turn.
+//! If-conversion (NIR's `nir_opt_peephole_select`): an `if` whose sides are each at most one
+//! small block of straight-line code without side effects is flattened into one block, every
+//! endif phi becoming a `sel`; the limits per side are [`DIVERGENT_LIMIT`] and
+//! [`UNIFORM_LIMIT`]. The design and its cost model are in `docs/middle.md` ("If-conversion").
 
 use crate::blocks::remove_blocks;
 use crate::util::is_uniform_file;

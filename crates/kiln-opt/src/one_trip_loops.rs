@@ -1,26 +1,8 @@
 //! Removes loops whose body runs once (NIR's `wrapper_unroll` in `nir_opt_loop_unroll.c`, with the
-//! constant branches and dead code after jumps of `nir_opt_dead_cf.c`).
-//!
-//! The front end wraps a function with early `return`s in a loop whose returns are `break`s, and
-//! closes the body with `if.uniform -1 → break` (a `switch` gets the same shape); after folding,
-//! many loops have every path through the body reach a `break` before any `continue`. Such a loop
-//! runs its body once. The body is rebuilt in *tail mode*, walking its structured regions:
-//!
-//! - a uniform `if` on a constant keeps its taken side, the other side goes; when the taken side
-//!   ends in a `break`, everything after the `if` up to the end of the body is dead and goes too
-//!   (NIR's `opt_constant_if` and `remove_after_cf_node`);
-//! - an `if` whose sides hold no `break` of the loop stays as it is, as do inner loops;
-//! - an `if` with a `break` in a side becomes the last thing of its region: the rest of the
-//!   region (and of the regions around it) moves into the one side that falls through (NIR's
-//!   loop terminators: the code after the terminator goes into its continue-from side), and a
-//!   new endif block merges the values the loop's exit phis read, with phis;
-//! - a `break` becomes a jump to that endif, or to the old exit at the top of the body.
-//!
-//! Reaching a `continue` of the loop, or the end of a region whose rest another side already
-//! took (the rest would have to be duplicated), leaves the loop alone. The header's phis become
-//! copies of their entry operands, the exit's phis copies of the merged values. The rebuilt
-//! function is verified before it replaces the original (one verification per removed loop,
-//! so a function with L removable loops costs O(L · size): loops are few).
+//! constant branches and dead code after jumps of `nir_opt_dead_cf.c`): the front end's wrappers
+//! for early `return`s and `switch`es, once every path through the body reaches a `break`
+//! before any `continue`. The body is rebuilt without the loop, and the result verified. The
+//! design is in `docs/middle.md` ("Loops that never iterate").
 
 use crate::blocks::copies_after_phis;
 use kiln_analysis::{Changed, Context, PassError};

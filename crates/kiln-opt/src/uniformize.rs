@@ -1,20 +1,7 @@
-//! Uniform values kept in per-lane registers become uniform (the front end's loop counters:
-//! `i = phi(0, i + 1)` in a uniform loop is per-lane because it is a phi, and everything
-//! computed from it follows). A greatest fixpoint in the manner of a divergence analysis (NIR's
-//! `nir_divergence_analysis`, restricted to what is certain from the IR alone):
-//!
-//! a per-lane scalar temp is a candidate when it is defined by a pure scalar op (`eval_scalar`
-//! ops, `mov`, `sel`) or by a `phi` whose block has the same logical and linear predecessors
-//! (no divergent merge, no divergent loop exit), not written in all lanes already; and every
-//! operand is a constant, a uniform-file value or a candidate. Candidates that are read where
-//! they could not be uniform are dropped, until nothing changes: a read by an operand with a
-//! register constraint or by an instruction that is neither a scalar op, `if` nor `output`, a
-//! read the definition does not dominate in the linear CFG (a `break` block logically dominates
-//! the exit it does not linearly dominate), or a read outside a divergent loop that contains
-//! the definition (temporal divergence). What remains moves to the uniform file; its phis
-//! become `linear_phi`s. The result is verified and the pass undone if it does not verify (a
-//! safety net: the rules above are meant to make that never happen). Linear per round; rounds
-//! are bounded by the number of candidates.
+//! Uniform values kept in per-lane registers become uniform (the front end's loop counters and
+//! what is computed from them), by a greatest fixpoint in the manner of NIR's divergence
+//! analysis, restricted to what is certain from the IR alone. The design is in `docs/middle.md`
+//! ("Uniform values in per-lane registers").
 
 use crate::util::{def_sites, is_free_operand};
 use kiln_analysis::{Changed, Context, PassError};

@@ -1,32 +1,8 @@
-//! Register assignment of the SSA allocator, and the way out of SSA.
-//!
-//! Hack, Grund & Goos ("Register allocation for programs in SSA form", 2006): in SSA form the
-//! interference graph is chordal, and colouring definitions greedily in dominance order — here
-//! the structured layout order, a reverse post-order of both CFGs — needs no more registers than
-//! the most values live at once. Every value gets one **home** register at its definition, the
-//! lowest free start of its class; at every block boundary every live value is in its home.
-//!
-//! Constraints that a home cannot meet — fixed operands, vector operands that must be
-//! consecutive, fixed definitions, tied definitions whose operand lives on — are met around the
-//! one instruction that has them, as ACO's `get_reg` and ir3's `try_evict` do with parallel
-//! copies, but locally: a parallel copy before the instruction moves the operands into place and
-//! the values in the way to free units, and one after moves everything back home. Both are
-//! masked writes: lanes that do not run the instruction keep their registers as they were.
-//!
-//! SIMT (docs/ir.md, seed 003): a value written in all lanes of a per-lane file avoids the homes
-//! of every value it interferes with by `kiln_analysis::Interference` (liveness along the linear
-//! CFG, values leaving divergent loops), and a per-lane value avoids the homes of such values it
-//! interferes with. A logical phi whose copy is made at the end of a predecessor the wave leaves
-//! for other blocks first (a then side, a divergent break) avoids the homes of the all-lanes
-//! values written on the way.
-//!
-//! Out of SSA (Boissinot et al. 2009, without the copies of phi isolation): each phi's operands
-//! are copied into the phi's home by a parallel copy at the end of the predecessor, or at the
-//! start of the block when it has one predecessor; copies for `phi` write the lanes that take
-//! the edge, copies for `linear_phi` every lane. A phi whose copy is made at the end of a block
-//! with several successors (the latch of a loop with a divergent break, which also flows to the
-//! exit) avoids the homes of everything live out of that block and the phi homes of its other
-//! successors, so the copy clobbers nothing (the lost-copy problem).
+//! Register assignment of the SSA allocator, and the way out of SSA: every value gets one home
+//! register at its definition, in dominance order (Hack, Grund & Goos 2006), constraints are met
+//! by parallel copies around the one instruction that has them, and phi operands are copied at
+//! the ends of predecessors (Boissinot et al. 2009). The design, with the SIMT rules, is in
+//! `docs/regalloc.md` ("Assignment", "Out of SSA").
 
 use crate::RaError;
 use kiln_analysis::{Interference, Liveness};

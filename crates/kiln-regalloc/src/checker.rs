@@ -1,29 +1,8 @@
-//! The allocation checker (regalloc2's symbolic checker, `src/checker.rs`, is the model): a
-//! dataflow over an allocated function that tracks which SSA values every register unit and
-//! spill slot holds, and proves that every operand reads its own value. It trusts nothing the
-//! allocator added: only the SSA function says what a value is.
-//!
-//! - **Values**: a place holds a set of SSA values (a unit of a temp, or a constant). An
-//!   instruction of the SSA program defines its temps: every older copy of them anywhere goes
-//!   stale, and the definition's registers hold them. Copies, spills and reloads — whatever
-//!   temps they name — only move what their source holds. Phis of the SSA function act on
-//!   their edges: the phi's temp goes stale everywhere, then every place holding the incoming
-//!   value on that edge holds the phi's temp too. A dropped, misplaced or swapped copy therefore
-//!   leaves a read without its value, even when the names in the allocated text look right.
-//! - **SIMT** (docs/semantics.md): a per-lane write changes the active lanes, an all-lanes write
-//!   every lane, a uniform-file write the whole wave. The *per-lane view* runs over the logical
-//!   CFG (what one lane executes); along a logical edge that is not a linear edge the lane
-//!   waits while the wave runs other blocks (the other side of a divergent `if`, the rest of a
-//!   loop body after a divergent `continue`, every later iteration after a divergent `break`),
-//!   and the per-lane places those blocks write in all lanes lose what they held. The *wave
-//!   view* runs over the linear CFG: a masked write keeps only the values a place held both
-//!   before and after it (lanes differ). Reads of per-lane values are checked in the per-lane
-//!   view, reads of linear values (uniform files, all-lanes definitions) in the wave view.
-//! - At joins a place keeps the values every predecessor agrees on. An undefined phi operand
-//!   makes the phi's temp *wild* on that edge (any place may be read for it).
-//! - Alongside, each instruction's constraints: registers present, fixed registers honoured,
-//!   class and file (as the verifier's `register` rule), tied definitions in their operand's
-//!   register, definitions of one instruction and late-kill operands apart.
+//! The allocation checker, after regalloc2's symbolic checker: a dataflow over an allocated
+//! function that tracks which SSA values every register unit and spill slot holds, in a per-lane
+//! and a wave view, and proves that every operand reads its own value. It trusts nothing the
+//! allocator added: only the SSA function says what a value is. The design is in
+//! `docs/regalloc.md` ("The checker").
 
 use kiln_ir::{Block, Cfg, Function, Inst, Lanes, Opcode, PhysReg, Temp, Value};
 use smallvec::SmallVec;

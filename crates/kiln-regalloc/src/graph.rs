@@ -1,35 +1,8 @@
 //! Class-based graph colouring (seed 002): Runeson & Nyström's retargetable colouring for
-//! irregular register files ("Retargetable graph-coloring register allocation for irregular
-//! architectures", 2003), as Mesa's `util/register_allocate.c` does it, on kiln's own exact
-//! interference rather than Mesa vc4's start/end intervals.
-//!
-//! - **Graph**: one node per temp; an edge between two temps of a file where one is live right
-//!   after the other's definition (a backward walk of every block from its live-out set, so
-//!   building costs the sum of live values at every definition, never all pairs), plus seed
-//!   003's SIMT edges of values written in all lanes (`Interference`). Adjacency is sorted
-//!   lists (membership by binary search): memory is linear in the edges, where Mesa's
-//!   adjacency bitset would be quadratic in the nodes on the largest shaders.
-//! - **Coalescing** (conservative: Briggs's test, then George's, through the pq test) into
-//!   merge sets whose members sit at unit offsets (ir3's merge sets, seed 001's compound values):
-//!   copies and phi operands at offset 0, the parts of `create_vector` / `split_vector` at their
-//!   offsets, and the members of a vector operand in one set of the vector's class ([`Sets`]).
-//! - **Simplify** (Chaitin; Briggs's optimistic pushing): a node whose neighbours' q-values
-//!   sum below its class's p is trivially colourable and leaves the graph, in live-range
-//!   order: short ranges colour first where the target asks (seed 002, vc4's accumulators),
-//!   otherwise values colour in definition (dominance) order; the sums are kept up to date as nodes leave, so
-//!   simplify is linear in the edges. When none is left, the node of least spill cost
-//!   (Σ uses × 10^loop depth / degree) is pushed optimistically.
-//! - **Select**: nodes come back in reverse order and take a start no coloured neighbour of a
-//!   member overlaps, preferring starts whose read port (`Target::read_port`: vc4's files A and
-//!   B) no operand read by the same instruction takes, which saves the emitter a copy; among
-//!   those, a copy partner's colour first (biased colouring), then the target's pick
-//!   (`Target::select_register`: the lowest, or Mesa vc4's r4 / accumulators / A–B order).
-//!   A node with no start left is an actual spill: the driver spills its members everywhere
-//!   (`crate::spill_everywhere`) and colours again.
-//!
-//! The colours become the homes the SSA assigner (`assign`) tries first; constraints it meets
-//! around an instruction, the SIMT rules of phi copies, and any node that found no colour are
-//! left to it, so the allocation is checked and correct whatever the colouring chose.
+//! irregular register files, as Mesa's `util/register_allocate.c` does it, on kiln's exact
+//! interference — graph, coalescing into merge sets, simplify, select. Its colours become the
+//! homes the SSA assigner (`assign`) tries first. The design is in `docs/regalloc.md` ("The
+//! graph-colouring allocator").
 
 use crate::assign::{VectorUse, vector_uses};
 use crate::regset::{ClassId, RegModel};

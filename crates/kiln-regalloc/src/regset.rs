@@ -1,19 +1,6 @@
-//! The register model of seed 002: Runeson and Nyström's ⟨Regs, Conflict, Classes⟩ ("Retargetable
-//! graph-coloring register allocation for irregular architectures", 2003), as Mesa's
-//! `util/register_allocate.c` builds it, derived from any kiln [`Target`].
-//!
-//! - **Regs**: every place a value can sit — a start unit of a file for a class of a size, so a
-//!   vector class of size k at an aligned start is one register covering k units.
-//! - **Conflict**: two registers conflict when they share a unit of one file.
-//! - **Classes**: a class's registers are the starts its [`RegClass`] allows (file, size,
-//!   alignment, subset).
-//!
-//! For classes B and C, `q(B, C)` is the most registers of B that one register of C can block;
-//! `p(B)` is the number of registers of B. A node of class B whose neighbours' q-values sum to
-//! less than `p(B)` is colourable whatever colours its neighbours take (the pq test). Classes
-//! are interned as they appear and q-values memoised, so each pair is computed once per model
-//! (Mesa computes every pair in `ra_set_finalize`; [`RegModel::finalize`] does the same for a
-//! known list).
+//! The register model of seed 002: Runeson and Nyström's ⟨Regs, Conflict, Classes⟩, as Mesa's
+//! `util/register_allocate.c` builds it, derived from any kiln [`Target`], with the p and q
+//! values of the pq test. The design is in `docs/regalloc.md` ("Seed 002's register model").
 
 use kiln_ir::{PhysReg, RegClass, Target};
 use std::collections::HashMap;

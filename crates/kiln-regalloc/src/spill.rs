@@ -1,44 +1,7 @@
-//! The spiller of the SSA register allocator (DESIGN.md §5): after it, seed 000's register
-//! demand is at most the budget in every register file at every instruction.
-//!
-//! The algorithm is Braun & Hack 2009 ("Register Spilling and Live-Range Splitting for SSA-Form
-//! Programs"), as ACO's `aco_spill.cpp` applies it to a GPU IR:
-//!
-//! - **Next-use distances** per block entry and exit, by backward dataflow to a fixpoint; an
-//!   edge that leaves a loop adds [`LOOP_EXIT`] per loop left, so a use after a loop is farther
-//!   than any use inside it.
-//! - **Blocks in layout order** (a reverse post-order of both CFGs). The set of values held in
-//!   registers at a block's entry is chosen from its predecessors (values in registers at the
-//!   end of every predecessor first, then of some, by next use); a loop header takes the values
-//!   used in the loop by next use, and values only live through the loop when the whole loop
-//!   fits the budget — otherwise they are spilled before it and not reloaded inside it.
-//! - **MIN** inside a block: operands not in registers are reloaded before their instruction;
-//!   while the instruction's demand (computed by [`InstDemand::compute`], the one demand
-//!   function) exceeds the budget, the value in the over-full file whose next use is farthest
-//!   leaves the registers.
-//! - **SIMT placement.** A spilled value is stored right after its definition (after the phis
-//!   for a phi): spill slots are per-lane memory, and every lane that later reads the value ran
-//!   its definition. Linear temps are spilled and reloaded with `.all_lanes` (their value is
-//!   the wave's). Reloads for an edge go at the start of a successor with one predecessor or at
-//!   the end of a predecessor with one successor, in the value's CFG; a value that would need a
-//!   reload on another (critical) edge is not kept in registers at the join. Two exceptions read
-//!   the slot in more lanes than take the edge, which only defines the fresh temp in lanes that
-//!   do not use it: operands of phis (read at the end of the predecessor anyway) and linear
-//!   values on a divergent loop's back edge (written in every lane anyway).
-//! - **Rematerialisation**: a value whose definition reads no temp and has no side effects
-//!   (`mov` of a constant, arithmetic on constants, `uniform`) is recomputed by a copy of its
-//!   definition instead of being spilled and reloaded.
-//! - **Slots**: spilled values of one file share a slot when they do not interfere
-//!   ([`Interference`], with the SIMT rules of seed 003), greedily in temp order.
-//! - **SSA reconstruction** (Braun et al. 2013, "Simple and Efficient Construction of SSA
-//!   Form"): uses are renamed to the reaching definition; `phi`s (per-lane temps, logical CFG)
-//!   or `linear_phi`s (linear temps, linear CFG) are created on demand where definitions meet,
-//!   and trivial ones are removed. A linear value reaching the exit of a divergent loop from
-//!   inside always goes through a phi of the exit (verifier rule `divergence`).
-//!
-//! The edge reloads can make a predecessor's end hold more than the entry choice allowed for;
-//! the result is measured with liveness, and when it exceeds the budget the spiller runs again
-//! keeping fewer values in registers at block entries (at worst none but the phis' own).
+//! The spiller of the SSA register allocator: after it, seed 000's register demand is at most the
+//! budget in every register file at every instruction. Braun & Hack 2009 as ACO's
+//! `aco_spill.cpp` applies it to a GPU IR, with spill and reload placement for SIMT and SSA
+//! reconstruction. The design is in `docs/regalloc.md` ("Spilling").
 
 use kiln_analysis::{InstDemand, Interference, Liveness, compute_liveness};
 use kiln_ir::{Block, Cfg, Def, Demand, FileId, Function, Inst, Opcode, Operand, Temp};

@@ -1,20 +1,8 @@
-//! Chaitin's spill-everywhere rewrite, the spilling of the graph-colouring allocator
-//! (Chaitin 1982, "Register allocation & spilling via graph coloring"; Briggs, Cooper &
-//! Torczon 1994): every value the colouring could not colour is stored right after its
-//! definition and reloaded into a fresh temp before the instructions that read it (one reload
-//! serving the reads close behind it in its block, [`RELOAD_REACH`]), so that its live range
-//! shrinks to a few instructions; the graph is then built and coloured again.
-//!
-//! - **Rematerialisation**: a value whose definition reads no temp and has no side effects
-//!   (`mov` of a constant, `uniform`; [`crate::spill::rematerializable`]) is recomputed by a
-//!   copy of its definition before each use instead, and the definition goes.
-//! - **SIMT**: the store follows the definition (after the phis for a phi), in the lanes that
-//!   define the value, and a lane that reads it later ran that definition, so a per-lane slot
-//!   serves every later use. Linear values are stored and reloaded in all lanes. A phi operand
-//!   is reloaded at the end of its predecessor (critical edges are split before allocation).
-//! - **Slots**: one per spilled value, numbered after those already used.
-//! - **Versions**: each fresh temp is recorded as a version of the value it copies, so the
-//!   allocation is checked against the program before spilling (`crate::checker`).
+//! Chaitin's spill-everywhere rewrite, the spilling of the graph-colouring allocator: every
+//! value the colouring could not colour is stored right after its definition and reloaded into
+//! a fresh temp before the instructions that read it (or recomputed, when it can be), and the
+//! graph is built and coloured again. The design is in `docs/regalloc.md` ("Spilling
+//! everywhere").
 
 use crate::spill::{SpillStats, rematerializable};
 

@@ -1,53 +1,6 @@
-//! The QPU emitter: an allocated vc4 fragment shader (instruction selection, the interface pass,
-//! register allocation) to QPU instructions, a uniform table and the varying order. It follows
-//! Mesa's `vc4_qpu_emit.c` (`vc4_generate_code`: operands through the allocation map, read-file
-//! conflicts through ra14/rb14, SFU results moved out of r4, the program end) and
-//! `vc4_program.c` (`emit_frag_end`, `ntq_emit_if` and the loop and jump emission for the
-//! execute mask).
-//!
-//! One ALU operation per instruction; pairing and scheduling come later. The emitter keeps the
-//! hardware's rules as it goes:
-//!
-//! - at most one file-A and one file-B read (a small immediate takes the B read): a second
-//!   operand in the same file, or a 32-bit constant, is first copied to ra14 or rb14;
-//! - a file register is not read by the instruction after the one that wrote it: a `nop` goes
-//!   between;
-//! - an SFU result is read from r4 in the third instruction after the SFU write;
-//! - every branch has three delay slots (`nop`s), its target relocated when the layout is known;
-//! - no uniform is read (by an ALU operand or a TMU write) in the two instructions after a write
-//!   of the uniforms address.
-//!
-//! **The uniform stream** is a FIFO, read where the function reads it, inside control flow too,
-//! after Mesa's `qir_emit_uniform_stream_resets` (`vc4_qir_lower_uniforms.c`): a block that can
-//! be entered other than by falling through from a block that goes nowhere else first points
-//! the stream at its own reads (`uniforms_address = offset + unif`, the uniform being the
-//! stream's own address, [`Uniform::StreamAddress`]). The reset reads whichever entry is next
-//! when control arrives: every block's reads are followed in the table by the next reset's
-//! entry, or by a final [`Uniform::StreamAddress`], so that entry always holds the address.
-//!
-//! **Threads.** In a threaded fragment shader (`vc4(threads=2)`) every lookup that makes a TMU
-//! request switches threads (Mesa's `ntq_emit_thrsw`): the `thrsw` signal goes on the `s`
-//! write (or a `nop` after it), two delay slots follow, and `ldtmu0` then collects the result
-//! requested before the switch. The last switch becomes `lthrsw` (`vc4_generate_code`); it must
-//! run exactly once, before the tile-buffer writes: when the last lookup's block may run never
-//! or many times (Mesa then gives up threading), a switch of its own goes before the program
-//! end. No accumulator survives a switch (the interface pass narrows the classes of the values
-//! live across one) and the flags are set again after it.
-//!
-//! **Control flow.** A uniform `if` or loop becomes QPU branches on the condition of the
-//! active lanes. Divergent control flow uses Mesa's execute mask in ra13: 0 in a lane that
-//! runs, else the index of the block the lane waits for. A divergent `if` sets ra13 to the
-//! else block (or endif) in the lanes whose condition is false; the end of the then side sets
-//! it to the endif in the lanes that ran; a divergent `break` (`continue`) sets it to the loop
-//! exit (header); each block that lanes wait for first wakes them (`ra13 == block → 0`); a
-//! divergent loop's back edge wakes the lanes waiting for the header and loops while any lane
-//! runs. Inside divergent control flow every per-lane write is conditional on `ra13 == 0`
-//! (flags from `or.setf -, ra13, ra13`, then `.zs`); writes of linear values (`.all_lanes`)
-//! are not. A region no lane runs is branched over.
-//!
-//! **Comparisons and `sel`** go through the flags, as Mesa's `ntq_emit_comparison`: an op that
-//! sets them (`fsub`/`fmax` for floats, `xor`/`max`/`sub` for integers), then two conditional
-//! moves of ~0 and 0 (under a mask: into ra14, then one masked move).
+//! The QPU emitter: an allocated vc4 shader (after instruction selection, the interface pass and
+//! register allocation) to QPU instructions, a uniform table and the varying order, after Mesa's
+//! `vc4_qpu_emit.c` and `vc4_program.c`. The design is in `docs/vc4.md` ("The emitter").
 
 use crate::interface::{InputKind, OutputKind, ShaderInfo};
 use crate::ops::{Axis, Hw, Op};

@@ -1,22 +1,7 @@
-//! The differential harness: runs an emitted fragment shader in the simulator for one batch of
-//! 16 pixels and compares what it wrote with the reference interpreter running the SSA function
-//! on the same inputs.
-//!
-//! Inputs: every varying is handed to the QPU as value `v` with W = 1.0 (ra15) and C = 0 (r5),
-//! so `vary × W + r5` is `v` exactly (denormals flushed, −0 becomes +0); `gl_FragCoord.xy` is
-//! the lane's pixel (`sim::tlb::lane_xy` of the batch origin (0, 0)) + 0.5. The uniform stream
-//! is the table resolved against the same uniform words the interpreter reads.
-//!
-//! Comparison: against the *selected* SSA function ([`crate::compile::Compiled::ssa`]), whose
-//! vc4 opcodes the interpreter evaluates with the simulator's own lane functions, so SFU math
-//! and truncating float adds agree bit for bit; what can still differ is documented in
-//! docs/vc4.md (comparisons of denormals and NaNs go through QPU flags). The VPM debug path
-//! compares each output's 32 bits (NaN equals NaN); the tile-buffer path compares the RGBA8
-//! bytes with the interpreter's floats packed by the same rule as the QPU's mul-unit pack.
-//!
-//! A threaded program runs with the simulator's model of a thread switch (the accumulators and
-//! flags lost, registers 16–31 of A and B out of reach), so a value wrongly kept in an
-//! accumulator across a switch shows as a difference.
+//! The differential harness: runs an emitted shader in the simulator for one batch of 16 lanes
+//! and compares what it wrote with the reference interpreter running the selected SSA function
+//! ([`crate::compile::Compiled::ssa`]) on the same inputs, with zero tolerance. The design is in
+//! `docs/vc4.md` ("The differential harness").
 
 use crate::emit::{Emitted, OutputMode};
 use crate::interface::{InputKind, ShaderInfo};

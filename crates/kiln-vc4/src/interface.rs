@@ -1,26 +1,7 @@
-//! Interface lowering before register allocation: puts a selected fragment shader's inputs,
-//! uniforms and outputs where the QPU can serve them, after Mesa's `vc4_program.c`
-//! (`ntq_setup_inputs`, which reads every varying at the top of the shader, and
-//! `emit_frag_end`, which writes the colour once at the end) and `vc4_nir_lower_io.c`.
-//!
-//! - Varyings come from a FIFO: each read pops the next one. Every `input` moves to the start
-//!   of the entry block, one per slot (later reads of a slot read the first), so the emitter
-//!   reads each exactly once, in order, before any branch.
-//! - Uniforms come from a FIFO too, but they stay where they are: the emitter resets the stream
-//!   where control joins (`crate::emit`). An ALU or SFU operation reading a uniform reads its
-//!   own copy, just before it, which the emitter folds into the operation's uniform read (as Mesa
-//!   reads `QFILE_UNIF` operands): a uniform then holds no register.
-//! - Outputs are written once, at the end: every `output` must be in the last block and moves
-//!   to just before its `return`, where the emitter packs the colour for the tile buffer.
-//! - The function is retargeted to `vc4(threads=N)` — N = 2 for a threaded fragment shader,
-//!   whose A and B registers are the lower 16 — with `exec=1` when it has divergent control
-//!   flow, which keeps ra13 free for the execute mask.
-//! - Classes are narrowed again on the final function (`crate::narrow`): no value may live in
-//!   r4 (no ALU op writes it; SFU results are moved out of it), and in a threaded shader no
-//!   value live across a thread switch may live in r0–r3; a target opcode's required subset
-//!   stays (`r0_r3` for a derivative's scratch accumulator).
-//!
-//! What the emitter cannot do yet is refused here with `unsupported: …`.
+//! Interface lowering before register allocation: puts a selected shader's inputs, uniforms and
+//! outputs where the QPU can serve them (after Mesa's `vc4_program.c` and `vc4_nir_lower_io.c`),
+//! retargets the function to `vc4(threads=N)` and narrows the classes again; what the emitter
+//! cannot do is refused here. The design is in `docs/vc4.md` ("Interface lowering").
 
 use crate::isel::Unsupported;
 use crate::ops::{Hw, Op};

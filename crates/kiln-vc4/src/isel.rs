@@ -1,27 +1,8 @@
-//! Instruction selection for the QPU: rewrites a function of generic ops (the front end's output
-//! after the middle end) into vc4 target opcodes (`crate::ops`) and retargets it to
-//! `vc4(threads=1)`, lowering what the QPU lacks the way Mesa's vc4 compiler does
-//! (`src/gallium/drivers/vc4/vc4_program.c`: `ntq_emit_alu`, `ntq_umul`, `ntq_rcp`, `ntq_rsq`,
-//! `ntq_ffloor`, `ntq_fceil`, `ntq_ffract`; NIR's `lower_fdiv`, `lower_fsqrt`, `lower_fpow`,
-//! `lower_ffma`), and in the submodules: integer division and remainder (`divide`, after NIR's
-//! `nir_lower_idiv.c`), bit counting, reversal and bitfields (`bits`, after NIR's
-//! `nir_opt_algebraic.py` lowerings) and trigonometry (`trig`, after vc4's `ntq_fsin`/`ntq_fcos`
-//! and NIR's `nir_atan`, `nir_atan2` and `build_asin`).
-//!
-//! `fddx`/`fddy` become `qpu_fddx`/`qpu_fddy` (Mesa's `ntq_fddx`: mul-unit rotation), with a
-//! scratch accumulator as a first, dead definition; each component of a 2D `texture_sample`
-//! becomes a TMU lookup (`crate::texture`).
-//!
-//! Not selected yet, and kept as generic ops: comparisons and `sel` (they become flag-setting
-//! ops and conditional writes once flags are modelled; the lowerings use them for Mesa's
-//! conditional writes), and the interface and copy instructions. Everything else the QPU cannot
-//! do is refused with `unsupported: …`, naming every feature the function needs, before
-//! anything changes.
-//!
-//! Every value becomes one unit of the vc4 file `q` (the generic target's per-lane file `v` and
-//! uniform file `s` both map onto it). An instruction that defined a uniform-file value gets
-//! the `.all_lanes` flag, as does everything its lowering emits, so the set of linear values —
-//! and with it liveness and the verifier's rules — stays what it was.
+//! Instruction selection for the QPU: rewrites a function of generic ops (after the middle end)
+//! into vc4 target opcodes (`crate::ops`) and retargets it to `vc4(threads=1)`, lowering what the
+//! QPU lacks the way Mesa's vc4 compiler and NIR do; the submodules lower integer division
+//! (`divide`), bit operations (`bits`) and trigonometry (`trig`). The design is in `docs/vc4.md`
+//! ("Target opcodes and instruction selection").
 
 mod bits;
 mod divide;

@@ -1,29 +1,7 @@
-//! Class narrowing for the QPU (seed 002; Mesa's `vc4_register_allocate.c`, where every temp
-//! starts with the class bits A, B, r0–r3 and r4 and each instruction takes away what it cannot
-//! live with): after instruction selection, every value of the `q` file gets the subset of the
-//! registers its definition and the instructions it lives across allow.
-//!
-//! - Only an r4 writer's own result (SFU ops: `crate::ops`, resource R4) may sit in r4: r4 is
-//!   not a write address, the emitter reads the result from it.
-//! - An r4 writer takes r4 from every value live across it.
-//! - In a threaded fragment shader, a thread switch (each lookup that makes a TMU request,
-//!   [`crate::texture::requests`]) takes r0–r4 from every value live across it in *any* lane:
-//!   the accumulators do not survive a switch (Mesa's `QOP_THRSW` case in
-//!   `vc4_register_allocate.c`), and the switch hits the lanes that wait for the else side of
-//!   a divergent if or have left a divergent loop too. So this uses the liveness an all-lanes
-//!   write respects ([`kiln_analysis::wide_liveness`], and the values leaving an enclosing
-//!   divergent loop). A phi's value is written by a copy at the end of each predecessor, so
-//!   where the edge is not a linear one (a divergent break, a divergent if's then side) it is
-//!   live across the switches the linear path to the phi passes (the rest of the loop, the
-//!   else side).
-//!
-//! The bits name one of the target's subsets (`crate::target`): `any` (r4 allowed),
-//! `a_or_b_or_acc` or `a_or_b`, within the subset a target opcode requires of the value (the
-//! derivatives' scratch accumulator: `r0_r3`). Packs and unpacks narrow further once selection
-//! emits them (file A, A or r4).
-//!
-//! Cost: one backward walk per block; at an r4 writer or a thread switch, the values live
-//! across it.
+//! Class narrowing for the QPU (seed 002; Mesa's `vc4_register_allocate.c`): after instruction
+//! selection, every value of the `q` file gets the subset of the registers its definition and
+//! the instructions it lives across allow — r4 only for an r4 writer's own result, no
+//! accumulator across a thread switch. The design is in `docs/vc4.md` ("Class narrowing").
 
 use crate::ops::{Op, Resource};
 use crate::target::Q;

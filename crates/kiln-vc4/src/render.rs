@@ -1,20 +1,7 @@
 //! Rendering a compiled fragment shader over a W×H image as a full-screen quad, in the
-//! simulator and in the reference interpreter, and comparing the two images.
-//!
-//! The simulator runs the program once per QPU batch: 16 pixels, four 2×2 quads side by side
-//! ([`kiln_qpu::sim::tlb::lane_xy`]), so batches are 8×2 pixels; lanes outside the image are run
-//! and dropped. Each batch gets its varyings (W = 1.0 in ra15, C = 0 in r5, so `vary × W + r5`
-//! is the value), its batch origin (the `x_coord`/`y_coord` reads behind `gl_FragCoord`) and
-//! the same uniform stream. Textures are RGBA8888 in the layout the TMU reads (T-format, or
-//! LT-format when a side is ≤ 16 texels), nearest filtering, repeat — the interpreter's
-//! sampling rule. The interpreter runs a reference function on the same inputs and textures,
-//! 16 lanes per batch, and its colour is packed to RGBA8 by the QPU's own pack rule.
-//!
-//! The reference is the generic SSA function the program was compiled from (front end and
-//! middle end, before instruction selection), whose `texture_sample` reads the given textures.
-//! (The selected function's `qpu_tex` models the interpreter's procedural textures only.) Its
-//! math is exact where the QPU's SFU approximates (reciprocal, reciprocal square root, exp2,
-//! log2), so images can differ by a few 255ths where the shader uses such functions.
+//! simulator (one run per 8×2-pixel QPU batch) and in the reference interpreter on the generic
+//! function it was compiled from, and comparing the two images. The design is in `docs/vc4.md`
+//! ("`kiln run`: shader to pixels").
 
 use crate::compile::Compiled;
 use crate::interface::{InputKind, OutputKind, Stage};

@@ -1,28 +1,7 @@
-//! The VideoCore IV register model as a kiln [`Target`] (DESIGN.md §7, seed 002).
-//!
-//! One allocatable per-lane file `q` of 69 units: the accumulators r0–r3 (units 0–3), r4
-//! (unit 4; written only by the SFU, TMU and loadc), and the register files A (units 5–36 for
-//! ra0–ra31) and B (units 37–68 for rb0–rb31). r5 and the special addresses are not allocatable.
-//!
-//! Classes are the subsets of Mesa's `vc4_register_allocate.c`, as seed 002 lists them, in a
-//! single-thread variant (`vc4(threads=1)`) and a threaded-fragment variant (`vc4(threads=2)`)
-//! whose A and B registers are only ra0–ra15 / rb0–rb15. ra14 and rb14 stay free for the
-//! emitter's read-conflict fix-ups, as in Mesa:
-//!
-//! | subset | registers |
-//! |---|---|
-//! | `any` | r0–r4, A, B |
-//! | `a_or_b_or_acc` | r0–r3, A, B |
-//! | `a_or_b` | A, B |
-//! | `r4_or_a` | r4, A |
-//! | `a` | A |
-//! | `r0_r3` | r0–r3 |
-//!
-//! One deliberate difference: Mesa's `any` lacks r0–r3 (a temp no instruction constrains may
-//! not take an accumulator unless some use narrows it to `a_or_b_or_acc`); kiln's `any` has
-//! every allocatable register, so unconstrained short-lived values get accumulators too. The
-//! subsets are closed under intersection ([`close_under_intersection`]): class narrowing —
-//! intersecting the constraints of every use — always names one, or finds none (a copy).
+//! The VideoCore IV register model as a kiln [`Target`] (seed 002): one allocatable per-lane file
+//! `q` of 69 units (r0–r4, ra0–ra31, rb0–rb31) with the register subsets of Mesa's
+//! `vc4_register_allocate.c`, in a single-thread and a threaded-fragment variant. The design is
+//! in `docs/vc4.md` ("The register model as a kiln target").
 
 use kiln_ir::{
     FileId, Lanes, RegClass, RegFile, RegSubset, Target, UnitMask, close_under_intersection,

@@ -2,7 +2,7 @@
 //! `texture_sample`'s split takes becomes one [`Op::Tex`] (or [`Op::TexB`], with a bias or an
 //! explicit level) — and the facts the emitter and class narrowing share about them: which
 //! lookups make a TMU request (in a threaded shader, a thread switch) and which read the texel
-//! already in r4. The design is in `docs/vc4.md` ("Textures").
+//! already in r4. The design is in `docs/vc4.md` ("The emitter": textures).
 
 use crate::ops::{Op, Unit};
 use kiln_ir::{Def, Function, Inst, Opcode, Operand, OperandFlags, Temp, Value};

@@ -1,6 +1,6 @@
 //! Threaded fragment shaders (Mesa's `vc4_program.c`, `vc4_qpu_emit.c`): whether a selected
 //! shader can run two-threaded, and which blocks run exactly once (where the last thread switch
-//! may go). The design is in `docs/vc4.md` ("Threads").
+//! may go). The design is in `docs/vc4.md` ("The emitter": threads).
 
 use crate::interface::{ShaderInfo, Stage};
 use kiln_ir::Function;

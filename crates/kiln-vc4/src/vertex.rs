@@ -1,16 +1,7 @@
-//! Vertex-shader outputs in Mesa's VPM layout, as generic IR before instruction selection,
-//! after `emit_vert_end` in Mesa's `vc4_program.c` (`emit_scaled_viewport_write`,
-//! `emit_zs_write`, `emit_rcp_wc_write`, `emit_point_size_write`, then the varyings).
-//!
-//! A vc4 vertex shader writes, per vertex, VPM rows in this order: the screen-space position
-//! `Xs`, `Ys` as two 16-bit integers in one word (`ftoi(x / w × viewport x scale)` in the low
-//! half, y in the high half), `Zs = z / w × z scale + z offset`, `1 / Wc`, the point size
-//! when the shader writes one (the layout Mesa uses when it draws points, its
-//! `per_vertex_point_size`), and then the varyings (location outputs, by location and
-//! component). The viewport figures are driver
-//! uniforms ([`VIEWPORT_X_SCALE`] … in the uniform table). Expressing the layout in IR lets the
-//! interpreter compute exactly what the QPU must write, so the harness compares VPM rows bit
-//! for bit. Attributes are read from the VPM in slot order (`crate::emit`).
+//! Vertex-shader outputs in Mesa's VPM layout (`emit_vert_end` in `vc4_program.c`), written as
+//! generic IR before instruction selection, so that the interpreter computes exactly the rows
+//! the QPU must write; the viewport figures are driver uniforms ([`VIEWPORT_X_SCALE`] …). The
+//! design is in `docs/vc4.md` ("Vertex outputs in Mesa's VPM layout").
 
 use crate::interface::{InputKind, OutputKind, ShaderInfo, Stage};
 use crate::isel::Unsupported;

@@ -1,21 +1,8 @@
-//! naga → kiln IR. One walk over the entry point's structured body builds SSA directly:
-//!
-//! - **Values** are split into 32-bit scalars ([`Val::Comps`]): vectors, matrices (column by
-//!   column), structs and arrays flatten in declaration order.
-//! - **Variables** (function locals, private globals, and the lowering's own flags) are SSA
-//!   variables with a current definition per component (Braun et al. 2013 on structured control
-//!   flow): phis at endif blocks, loop-header phis for every live variable filled once the back
-//!   edges are known ("sealed" after `continuing`), trivial phis removed.
-//! - **Calls** are inlined: each call lowers the callee's body with its arguments bound, pointer
-//!   arguments substituted by the caller's pointers.
-//! - **Control flow**: naga `If` → `if`; `Loop` → `loop` whose `continue` sites run the
-//!   `continuing` block and `break_if` first; `Switch` → a compare chain inside a one-trip loop
-//!   (so that `break` leaves it); `Return` before the end → a one-trip loop around the body,
-//!   the value in a variable; `Kill` → `discard`.
-//! - **Uniformity**: while lowering, values computed only from uniform words and constants live
-//!   in the uniform file `s`, everything else in `v`; an `if` on a uniform value is
-//!   `if.uniform`. Afterwards [`uniformity::make_uniform`] moves to `s` (and makes uniform)
-//!   whatever the divergence analysis proves uniform: loop counters, their phis and branches.
+//! naga → kiln IR. One walk over the entry point's structured body builds SSA directly: values
+//! split into 32-bit scalars ([`Val::Comps`]), variables as SSA variables (Braun et al. 2013),
+//! calls inlined, naga's control flow in kiln's structured form; afterwards
+//! [`uniformity::make_uniform`] makes uniform what the divergence analysis proves uniform. The
+//! design is in `docs/front.md` ("Passes, in the order a reader meets them", "Uniformity").
 
 mod assigned;
 mod control;

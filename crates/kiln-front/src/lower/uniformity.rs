@@ -1,26 +1,7 @@
 //! After lowering: make uniform what the divergence analysis proves uniform
-//! ([`kiln_analysis::Divergence`], NIR's rules). ACO places values in SGPRs the same way: a
-//! value NIR calls uniform gets a scalar register, a branch on one is a uniform branch.
-//!
-//! 1. Every `if` the analysis calls uniform becomes `if.uniform` (the lowering marked an `if`
-//!    uniform only when its condition was computed from uniform words and constants; loop
-//!    counters are carried by phis and were always per-lane), every other `if.divergent` (a
-//!    condition read after the divergent loop it was computed in).
-//! 2. Candidates: temps the analysis calls uniform, of one unit, defined by a scalar op, a copy,
-//!    a uniform word or a phi whose block has the same logical and linear predecessors (a
-//!    uniform value merged where the wave and every lane come from the same place becomes a
-//!    `linear_phi`). Candidates whose operands are not all candidates are dropped, to a
-//!    fixpoint (a uniform-file value is never computed from a per-lane one). The rest live in
-//!    `s`; temps of `s` that are not candidates move to `v`.
-//! 3. Temporal divergence: a uniform-file value (or one written in all lanes) defined in a
-//!    divergent loop and read after it gets a per-lane copy right after its definition, and the
-//!    reads after the loop take the copy (the copy keeps each lane's last iteration).
-//! 4. Per-lane phis get per-lane copies of their uniform-file operands at the end of the
-//!    predecessor (phi operands share their definition's file).
-//!
-//! The analysis ignores the classes and branch flags it finds, and this pass changes neither the
-//! blocks nor the structure, so one application reaches the fixpoint (a second one changes
-//! nothing; tested).
+//! ([`kiln_analysis::Divergence`], NIR's rules), as ACO places such values in SGPRs: uniform
+//! `if`s become `if.uniform`, uniform values move to the uniform file `s`, and temporal
+//! divergence gets per-lane copies. The design is in `docs/front.md` ("Uniformity").
 
 use crate::FrontError;
 use kiln_analysis::Divergence;

@@ -1,19 +1,8 @@
 //! Assembler for the disassembler's text (both [`Style::Mesa`](super::Style) and the kiln
-//! style), with labels and comments.
-//!
-//! ```text
-//! # comment            // comment too
-//! loop:                                   labels: `name:` at the start of a line
-//!     load_imm r1, nop, 0x00000010
-//!     sub.sf r1, r1, 1 ; nop nop, r0, r0  a line may omit `; <mul op>` (mul nop)
-//!     branch.any_zc.rel loop              label targets: relative (`.rel`) or absolute
-//!     nop                                 shorthand for `nop nop, r0, r0 ; nop nop, r0, r0`
-//! ```
-//!
-//! The kiln-style text carries every bit: `assemble(disasm(w, Kiln)) == w` for every word.
-//! Fields the machine ignores are written only when they differ from their normal value,
-//! and [`normalize`] sets them to it. Mesa-style text is read too, but it does not carry
-//! every field.
+//! style), with labels and comments, and [`normalize`], which gives the fields the machine
+//! ignores their normal value. The kiln-style text carries every bit:
+//! `assemble(disasm(w, Kiln)) == w` for every word. The design is in `docs/vc4.md` ("Assembler
+//! and the normalized form").
 
 use super::fields::*;
 use super::instr::*;

@@ -1,18 +1,7 @@
 //! Disassembler whose text follows Mesa's `vc4_qpu_disasm.c` exactly ([`Style::Mesa`]), plus
 //! the kiln style ([`Style::Kiln`]) that is identical wherever Mesa's text is complete and adds
-//! what Mesa leaves out (see `docs/vc4.md`, "Disassembly"):
-//!
-//! - semaphores: `sacq`/`srel` instead of `load_imm` (`sacq nop, nop, 3`);
-//! - load-immediate mode and sf: `load_imm.pes`, `load_imm.peu`, `load_imm.mode5`, `load_imm.sf`;
-//! - rotation on every mul operand (`ra6+8`, `r0+r5`) and small immediates 48–63 read through
-//!   the B mux as their value and rotation (`-8+8`, `-16+r5`);
-//! - mul pack codes without a name as `.packN`; undefined add opcodes as `op_addN`;
-//! - an unpack no operand consumes as an `unpack.8d` (pm = 0) or `unpack.r4.8d` (pm = 1) prefix;
-//! - branch relative/register/link fields, always: `branch.any_zs.rel 744+ra3, ra10, nop`;
-//! - every field the machine ignores, when it is not the normal value (see
-//!   [`normalize`](super::asm::normalize)): conditions of `nop` ops (`nop.zs`), unused reads
-//!   (`read_a.ra5`, `read_b.-3`), ws (`b:` on the add destination), pm (`.pack0`), branch bits
-//!   (`.unused5`, `.raddr_a3`). The kiln text assembles back to the same word.
+//! what Mesa leaves out, so that the kiln text assembles back to the same word. What it adds is
+//! listed in `docs/vc4.md` ("Disassembly").
 
 use super::fields::*;
 use super::instr::*;

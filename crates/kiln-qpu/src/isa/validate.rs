@@ -1,18 +1,7 @@
 //! Validator for the rules emitted QPU code must obey (`../shared/vc4/README.md`, "Rules
 //! emitted code must obey"; Mesa `vc4_qpu_validate.c`; vc4asm's validator; reference guide
-//! §"Summary of Instruction Restrictions").
-//!
-//! Conventions (documented in `docs/vc4.md`):
-//! - Conservative like Mesa: write conditions are ignored (a `never` write still counts), except
-//!   for the rule about both units writing one register, where inverse conditions make it legal.
-//! - A unit writes only when its op is not `nop` (load immediates, semaphores and branch links
-//!   always write); register reads are the muxes of non-`nop` ops; I/O reads (uniform, varying,
-//!   VPM, mutex, ms flags) happen whenever the read address is encoded.
-//! - Flow-aware like vc4asm for distance rules: after the third delay slot of an unconditional
-//!   relative branch the next instruction is the branch target, not the next word; after a
-//!   conditional branch both follow. Absolute and register branches have unknown targets.
-//! - Unlike Mesa, violations in the last instruction and in the second thread-end delay slot
-//!   are reported.
+//! §"Summary of Instruction Restrictions"): every violation, with its index and rule. The rules
+//! and the conventions it reads them with are in `docs/vc4.md` ("Validator").
 
 use super::fields::*;
 use super::instr::*;

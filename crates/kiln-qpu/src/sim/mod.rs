@@ -1,25 +1,8 @@
 //! A simulator of VideoCore IV QPUs running 16-lane QPU code (reference guide §"QPU Core",
-//! `../shared/vc4/README.md` "Semantics a simulator needs").
-//!
-//! One [`Machine`] holds the shared memory, VPM, tile buffer and semaphores, the program and
-//! one or more QPU instances ([`Qpu`]) that run it round-robin, one instruction at a time.
-//!
-//! Timing model (what `cycles` counts): one cycle per instruction issued, plus
-//! - TMU latency: a lookup's result is ready [`TMU_LATENCY`] cycles after the `s` write; an
-//!   `ldtmu` before that stalls until it is ready;
-//! - semaphore waits: each round a QPU spends blocked on `sacq` (or `srel` of a full counter)
-//!   counts one cycle.
-//!
-//! Not modelled as stalls: VPM/DMA waits (transfers complete immediately), SFU (r4 is ready
-//! in the third instruction after the write, reading it earlier is an error), regfile read-after-write
-//! (a file register written by instruction i reads its old value in instruction i + 1).
-//!
-//! Threads: a program with a thread-switch signal is a threaded fragment shader (the kernel's
-//! `vc4_validate_shaders.c` decides so too). Each QPU still runs one thread, but a switch does
-//! to the switching thread what may happen to it meanwhile: after the two delay slots of
-//! `thrsw`/`lthrsw`, r0–r5, the flags and an SFU result in flight are lost (the accumulators
-//! are [`POISON`], the flags a fixed pattern), and in a threaded program an access to
-//! registers 16–31 of file A or B — the other thread's half — is an error.
+//! `../shared/vc4/README.md` "Semantics a simulator needs"): one [`Machine`] holds the shared
+//! memory, VPM, tile buffer and semaphores, the program and the QPUs ([`Qpu`]) that run it
+//! round-robin, one instruction at a time. The design, with the timing model and what a thread
+//! switch does, is in `docs/vc4.md` ("Simulator").
 
 pub mod alu;
 pub mod memory;

@@ -1,20 +1,7 @@
 //! Texture and memory lookup unit (reference guide §"Texture and Memory Lookup Unit";
-//! configuration words as Mesa's `vc4_uniforms.c`/`vc4_tiling.c` lay them out).
-//!
-//! - A write to `s` with no `t`/`r`/`b` written since the last request is a direct memory
-//!   lookup: each lane reads the 32-bit word at its address. No uniforms are consumed.
-//! - Otherwise it is a 2D texture lookup with normalised float coordinates (s, t). The TMU
-//!   takes its configuration from the uniform stream, one uniform per coordinate written
-//!   (as Mesa's vc4 emits them): parameter 0 with the first write of the request, parameter 1
-//!   with the second, further parameters (cube/bias) are read and ignored.
-//! - Parameter 0: BASE[31:12], CSWIZ[11:10], CMMODE[9], FLIPY[8], TYPE[7:4], MIPLVLS[3:0].
-//!   Parameter 1: TYPE4[31], HEIGHT[30:20], ETCFLIP[19], WIDTH[18:8], MAGFILT[7],
-//!   MINFILT[6:4], WRAP_T[3:2], WRAP_S[1:0] (wrap 0 repeat, 1 clamp, 2 mirror, 3 border;
-//!   filter 0 linear, 1 nearest; width/height 0 mean 2048).
-//! - Formats: RGBA8888 (type 0) and RGBX8888 (type 1, alpha forced to 255), level 0 only,
-//!   in T-format (4 KiB tiles of four 1 KiB subtiles, odd tile rows right to left) or, when
-//!   width or height ≤ 16, LT-format (4×4-pixel micro-tiles in raster order). The result is
-//!   the texel word as stored; bilinear filtering interpolates each byte.
+//! configuration words as Mesa's `vc4_uniforms.c`/`vc4_tiling.c` lay them out): direct memory
+//! lookups and 2D texture lookups in T-format or LT-format. The design is in `docs/vc4.md`
+//! ("Texture and memory lookups").
 
 use super::memory::Memory;
 

@@ -1,32 +1,7 @@
-//! Integer division and remainder. The QPU has no integer divide; this is NIR's lowering
-//! (`src/compiler/nir/nir_lower_idiv.c`, `emit_udiv`/`emit_idiv`, after LLVM's AMDGPU
-//! `LowerUDIVREM`): a float reciprocal of the divisor turned into a 32-bit fixed-point
-//! reciprocal, one Newton–Raphson step in fixed point, the quotient as the high word of
-//! dividend × reciprocal, and two correction steps on the remainder. The result is exact for
-//! every pair of 32-bit inputs.
-//!
-//! Why it is exact. Let d ≥ 1 and R = 2^32/d. The float reciprocal (the SFU's estimate —
-//! about 13 good bits on hardware — and one Newton–Raphson step) is taken to be within 2^-21
-//! of 1/d: the step squares the estimate's error, about 2^-26, and adds a few roundings,
-//! about 2^-23. Scaled by 2^32 − 2^13 = 2^32·(1 − 2^-19) and truncated it gives
-//! r = R·(1 − δ) with 0 < δ ≲ 2^-19 + d·2^-32 — always below R, so r·d < 2^32 and
-//! e = −r·d mod 2^32 = R·δ·d is the exact error. (NIR scales by 2^32 − 512, a margin of 2^-23
-//! that needs a reciprocal within about an ulp; the wider margin costs nothing, as the
-//! fixed-point step squares it.) One step r' = r + ⌊r·e / 2^32⌋ leaves
-//! R·(1 − δ²) − 1 < r' ≤ R, and q = ⌊n·r' / 2^32⌋ is then at most 2 below ⌊n/d⌋ and never
-//! above it (δ²·n/d < 1 and n/2^32 < 1). So r = n − q·d lies in [0, 3d) without wrapping
-//! (r ≤ n), and two steps "if r ≥ d then q += 1, r −= d" finish. A divisor above 2^32 − 2^13
-//! gives r = 0 and q = 0, which the steps also correct (the quotient is 0 or 1).
-//!
-//! The high words come from 16-bit pieces multiplied by `mul24` (exact: 16 × 16 bits fit in
-//! 32), the low words from Mesa's `ntq_umul`. Division by zero gives what kiln's semantics
-//! defines (`docs/semantics.md`): `x / 0 = x`, `x % 0 = 0`, through a final select; `i32::MIN
-//! / −1 = i32::MIN` falls out of the sign fix-up on magnitudes.
-//!
-//! A constant divisor needs no float reciprocal (NIR's `nir_opt_idiv_const` likewise turns
-//! such a division into a multiply): a power of two is a shift and a mask, 0 gives the defined
-//! results directly, and any other d takes r = ⌊2^32/d⌋, for which ⌊n·r/2^32⌋ is ⌊n/d⌋ or one
-//! less (n·r/2^32 > n/d − n/2^32 > ⌊n/d⌋ − 1), so one correction step finishes.
+//! Integer division and remainder, which the QPU lacks: NIR's lowering (`nir_lower_idiv.c`) of a
+//! float reciprocal to a fixed-point one, exact for every pair of 32-bit inputs, and a multiply
+//! for a constant divisor. The design, with the argument for exactness, is in `docs/vc4.md`
+//! ("Integer division").
 
 use super::{Emitter, SIGN, fc, ic};
 use crate::ops::Op;

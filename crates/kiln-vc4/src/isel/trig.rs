@@ -1,28 +1,6 @@
-//! Trigonometry from multiplies and adds.
-//!
-//! **sin, cos** (vc4's `ntq_shrink_sincos_input_range` and `ntq_fsin`, `vc4_program.c`): x is
-//! scaled to turns, x/2π; its fraction (x/2π minus its truncation) is folded into
-//! [−1/2, 1/2]; sin 2πf is then an odd polynomial in f. Mesa stops there with Taylor terms up
-//! to degree 9, which is off by up to 7·10⁻³ near ±π; kiln folds once more, into [−1/4, 1/4]
-//! (sin(π − t) = sin t, exact subtractions), and takes the Taylor terms up to degree 11, whose
-//! truncation error there is below 6·10⁻⁸. cos x is sin(x + π/2), a quarter turn added after
-//! scaling. The folded value is clamped to [−1/4, 1/4] so that the result stays in [−1, 1]
-//! where x/2π leaves the i32 range (`ftoi` gives 0 there), and ±∞ gives NaN (x − x is added).
-//!
-//! **atan, atan2** use NIR's polynomial for atan on [0, 1] (`nir_atan`,
-//! `nir_builtin_builder.c`): atan u ≈ u·P(u²), P of degree 5 with NIR's minimax coefficients.
-//! atan x folds |x| > 1 through π/2 − atan(1/|x|) as NIR does; atan2 takes
-//! min(|x|, |y|) / max(|x|, |y|) (scaled down by 2^-100 when the larger is huge, so that its
-//! reciprocal stays normal), then π/2 − a where |y| > |x|, π − a where x's sign bit is set, and
-//! y's sign. Unlike NIR's, the results for zeros and infinities are IEEE's: atan2(±0, +0) = ±0,
-//! atan2(±0, −0) = ±π, atan2(±∞, ±∞) = ±π/4 or ±3π/4.
-//!
-//! **asin, acos** are NIR's (`build_asin`, `vtn_glsl450.c`): for |x| ≥ 1/2,
-//! π/2 − √(1 − |x|)·(π/2 + |x|(π/4 − 1 + |x|(p0 + |x|·p1))), with NIR's separate p0, p1 for asin
-//! and acos; for asin below 1/2 NIR's rational approximation x(1 + x²·S(x²)/(1 + q·x²)).
-//! acos is computed as √(1 − |x|)·(…) for x ≥ 0 and π minus that for x < 0 — NIR's formula
-//! with π/2 − (π/2 − s) simplified, which keeps the relative precision near x = 1. |x| > 1
-//! gives NaN.
+//! Trigonometry from multiplies and adds: sin and cos by range reduction and a Taylor polynomial
+//! (after vc4's `ntq_fsin`, folded further), atan and atan2 with NIR's polynomial, asin and acos
+//! with NIR's `build_asin`. The design is in `docs/vc4.md` ("Trigonometry").
 
 use super::{Emitter, SIGN, fc, ic};
 use crate::ops::Op;
