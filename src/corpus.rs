@@ -432,6 +432,8 @@ pub enum Outcome {
         stats: Stats,
         /// What the program is made of.
         census: kiln_qpu::isa::census::Census,
+        /// Its operations per origin (`Emitted::operations_by_origin`).
+        origins: Vec<(String, u64)>,
         /// The check's first difference, if it found one.
         mismatch: Option<String>,
         /// The interpreter could not run the reference (e.g. its step limit).
@@ -490,6 +492,10 @@ pub fn compile(
                         name: name.clone(),
                         key: (rel, stage.to_string(), entry_name.to_string()),
                         census: kiln_qpu::isa::census::Census::of(&c.compiled.words),
+                        origins: c
+                            .compiled
+                            .emitted
+                            .operations_by_origin(&c.compiled.allocated),
                         stats: c.compiled.stats,
                         mismatch,
                         unchecked,
@@ -527,6 +533,31 @@ impl CompileRun {
                 _ => None,
             })
             .collect()
+    }
+
+    /// Operations of every compiled program by what made them (an IR opcode, a block start,
+    /// the prologue, the end), most first, with their share.
+    pub fn breakdown(&self) -> String {
+        let mut by: BTreeMap<&str, u64> = BTreeMap::new();
+        for o in &self.outcomes {
+            if let Outcome::Compiled { origins, .. } = o {
+                for (name, n) in origins {
+                    *by.entry(name).or_default() += n;
+                }
+            }
+        }
+        let total: u64 = by.values().sum();
+        let mut rows: Vec<(&str, u64)> = by.into_iter().collect();
+        rows.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+        let mut out = format!("operations by origin ({total} in all)\n");
+        for (name, n) in rows {
+            let _ = writeln!(
+                out,
+                "  {n:>9}  {:5.1} %  {name}",
+                100.0 * n as f64 / total.max(1) as f64
+            );
+        }
+        out
     }
 
     /// Failures and mismatches, one line each.

@@ -144,6 +144,10 @@ pub struct CorpusCompileArgs {
     /// list the largest operation excess.
     #[arg(long, requires = "mesa")]
     pub mesa_qpu: Option<PathBuf>,
+    /// Also print the operations of all compiled programs by what made them (IR opcode,
+    /// block start, prologue, end).
+    #[arg(long)]
+    pub breakdown: bool,
 }
 
 /// `kiln corpus compile DIR`.
@@ -166,6 +170,9 @@ pub fn corpus_compile(args: CorpusCompileArgs) -> miette::Result<()> {
     let run = crate::corpus::compile(&args.dir, args.jobs, &options, args.check)
         .map_err(|e| miette::miette!("{e}"))?;
     print(&run.summary(args.check));
+    if args.breakdown {
+        print(&run.breakdown());
+    }
     if let Some(path) = &args.tsv {
         std::fs::write(path, run.tsv()).map_err(|e| miette::miette!("{}: {e}", path.display()))?;
     }

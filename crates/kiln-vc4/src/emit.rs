@@ -55,10 +55,26 @@ pub enum OutputMode {
     Vpm,
 }
 
+/// What made an emitted instruction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Origin {
+    /// Instruction `k` of a block of the allocated function.
+    Inst(Block, u32),
+    /// A block's entry: the uniform-stream reset, the wake of waiting lanes, the branch over a
+    /// side no lane runs.
+    BlockStart(Block),
+    /// The program's start: W for the varyings, the execute mask.
+    Prologue,
+    /// The program's end: the last thread switch, the tile-buffer write, the thread end.
+    End,
+}
+
 /// An emitted program.
 #[derive(Clone, Debug)]
 pub struct Emitted {
     pub instrs: Vec<Instr>,
+    /// What made each instruction.
+    pub origins: Vec<Origin>,
     /// The uniform stream's table, one entry per read in program order.
     pub uniforms: Vec<Uniform>,
     /// Input slots read from a FIFO, in order: varyings (fragment shaders) or VPM rows
@@ -72,6 +88,28 @@ pub struct Emitted {
 impl Emitted {
     pub fn words(&self) -> Vec<u64> {
         self.instrs.iter().map(Instr::encode).collect()
+    }
+
+    /// Operations (`kiln_qpu::isa::census`) per origin: per IR opcode of `allocated` (the
+    /// function this program was emitted from; a comparison folded into the select after it
+    /// counts as the select's), and `block start`, `prologue`, `end`.
+    pub fn operations_by_origin(&self, allocated: &Function) -> Vec<(String, u64)> {
+        let mut by: std::collections::BTreeMap<String, u64> = Default::default();
+        for (i, o) in self.instrs.iter().zip(&self.origins) {
+            let ops = kiln_qpu::isa::census::Census::of(&[i.encode()]).operations;
+            let name = match *o {
+                Origin::Inst(b, k) => allocated
+                    .blocks
+                    .get(b.index())
+                    .and_then(|blk| blk.insts.get(k as usize))
+                    .map_or("?".to_string(), |inst| inst.op.name().to_string()),
+                Origin::BlockStart(_) => "block start".into(),
+                Origin::Prologue => "prologue".into(),
+                Origin::End => "end".into(),
+            };
+            *by.entry(name).or_default() += ops;
+        }
+        by.into_iter().collect()
     }
 }
 
@@ -200,6 +238,9 @@ struct Emitter<'a> {
     uses: Vec<u32>,
     exec: bool,
     out: Vec<Instr>,
+    /// What made each instruction of `out`, and what makes the next ones.
+    origins: Vec<Origin>,
+    origin: Origin,
     labels: Vec<Option<usize>>,
     branches: Vec<(usize, Block)>,
     flags: Flags,
@@ -315,6 +356,8 @@ pub fn emit(func: &Function, info: &ShaderInfo, mode: OutputMode) -> Result<Emit
         },
         exec,
         out: Vec::new(),
+        origins: Vec::new(),
+        origin: Origin::Prologue,
         labels: vec![None; n],
         branches: Vec::new(),
         flags: Flags::Unknown,
@@ -350,6 +393,7 @@ pub fn emit(func: &Function, info: &ShaderInfo, mode: OutputMode) -> Result<Emit
     let output_rows = e.outputs.iter().map(|(s, _)| *s).collect();
     Ok(Emitted {
         instrs: e.out,
+        origins: e.origins,
         uniforms: e.uniforms,
         varyings: e.varyings,
         output_rows,
@@ -364,13 +408,13 @@ impl Emitter<'_> {
     fn push(&mut self, i: Instr) {
         if kiln_qpu::isa::validate::takes_uniform(&i) {
             while self.out.len() < self.uniform_fence {
-                self.out.push(Instr::nop());
+                self.append(Instr::nop());
             }
         }
         if let Some(prev) = self.out.last() {
             let w = file_writes(prev);
             if file_reads(&i).iter().any(|r| w.contains(r)) {
-                self.out.push(Instr::nop());
+                self.append(Instr::nop());
             }
         }
         if let Instr::Alu(a) = &i
@@ -383,7 +427,13 @@ impl Emitter<'_> {
         {
             self.flags = Flags::Unknown;
         }
+        self.append(i);
+    }
+
+    /// Appends `i` as it is, made by the current origin.
+    fn append(&mut self, i: Instr) {
         self.out.push(i);
+        self.origins.push(self.origin);
     }
 
     fn push_alu(&mut self, a: AluInstr) {
@@ -391,14 +441,14 @@ impl Emitter<'_> {
     }
 
     fn nop(&mut self) {
-        self.out.push(Instr::nop());
+        self.append(Instr::nop());
     }
 
     fn branch(&mut self, cond: BranchCond, target: Block) {
         self.branches.push((self.out.len(), target));
-        self.out.push(builder::branch(cond, true, 0));
+        self.append(builder::branch(cond, true, 0));
         for _ in 0..3 {
-            self.out.push(Instr::nop());
+            self.append(Instr::nop());
         }
         self.flags = Flags::Unknown;
     }
@@ -632,6 +682,7 @@ impl Emitter<'_> {
             self.push(builder::load_imm(EXEC, 0)?);
         }
         for b in func.block_ids() {
+            self.origin = Origin::BlockStart(b);
             self.labels[b.index()] = Some(self.out.len());
             self.flags = Flags::Unknown;
             self.tex_in_r4 = None;
@@ -669,6 +720,7 @@ impl Emitter<'_> {
             }
             let insts = &block.insts[nphi..];
             for (k, inst) in insts.iter().enumerate() {
+                self.origin = Origin::Inst(b, (nphi + k) as u32);
                 if inst.op != Opcode::Input {
                     self.w_in_rb14 = false;
                 }
@@ -1381,6 +1433,7 @@ impl Emitter<'_> {
 
     /// The program end: the colour write (tile buffer), then `thrend` and its two delay slots.
     fn end(&mut self, mode: OutputMode) -> Result<(), EmitError> {
+        self.origin = Origin::End;
         // The last thread switch tells the QPU that this thread ends next (`vc4_generate_code`);
         // it must run exactly once, before the tile buffer is touched: the last lookup's switch
         // when its block runs once, else one of its own here, where every value left (the
