@@ -84,9 +84,21 @@ bb0:
     );
     assert_eq!(c.emitted.varyings, vec![0, 1]);
     // Each operation reads its first uniform operand itself (Mesa's `QFILE_UNIF` operands); the
-    // second of `fmul %3, %2` stays a read into a register: 1 + 4 reads, one move.
+    // second of `fmul %3, %2` stays a read into a register: 1 + 4 reads, one move. The 32-bit
+    // constants 0.75 and 1234.5 come from the stream too (Mesa's `qir_uniform_f`).
     use kiln_qpu::isa::{Instr, raddr};
-    assert_eq!(c.emitted.uniforms.len(), 5, "{:?}", c.emitted.uniforms);
+    use kiln_vc4::uniforms::Uniform;
+    let constants = [0.75f32, 1234.5].map(|x| Uniform::Constant(x.to_bits()));
+    assert_eq!(c.emitted.uniforms.len(), 7, "{:?}", c.emitted.uniforms);
+    assert!(constants.iter().all(|k| c.emitted.uniforms.contains(k)));
+    assert!(
+        !c.emitted
+            .instrs
+            .iter()
+            .any(|i| matches!(i, Instr::LoadImm(_))),
+        "{}",
+        c.disasm()
+    );
     let uniform_moves = c.emitted.instrs.iter().filter(|i| {
         matches!(i, Instr::Alu(a) if a.op_add == kiln_qpu::isa::AddOp::Or
             && a.raddr_a == raddr::UNIFORM
@@ -1314,4 +1326,48 @@ fn generated_programs_with_thread_switches_agree() {
         "{threaded} threaded, {single} single"
     );
     assert!(other as u64 * 100 <= seeds, "{other} not compiled");
+}
+
+/// A comparison read by two selects and a branch is issued again at each of them (Mesa's
+/// `ntq_emit_bcsel`): no boolean is made (`mov.cs r, -1` / `mov.cc r, 0`) or tested
+/// (`mov.sf nop, r`), and the program agrees with the interpreter.
+#[test]
+fn comparisons_at_their_uses() {
+    let c = agrees(
+        "target generic(v=32, s=16)
+function @main {
+bb0:
+    %0:v1 = input 0
+    %1:v1 = input 1
+    %2:v1 = flt %0, %1
+    %3:v1 = fmul %0, 3.0
+    %4:v1 = sel %2, %3, %1
+    %5:v1 = fadd %4, 1.0
+    %6:v1 = sel %2, %5, %0
+    %7:s1 = uniform 0
+    %8:s1 = flt %7, 0.5
+    if.uniform %8, bb1, bb2, bb2
+bb1:
+    %9:v1 = fmul %6, %6
+    jump bb2
+bb2:
+    %10:v1 = phi %6, %9
+    output 0, %4
+    output 1, %10
+    return
+}
+",
+    );
+    use kiln_qpu::isa::{AddOp, Instr, Signal};
+    let tests = c.emitted.instrs.iter().filter(|i| {
+        matches!(i, Instr::Alu(a) if a.w.sf && a.op_add == AddOp::Or && a.add_a == a.add_b
+            && a.sig != Signal::SmallImm)
+    });
+    assert_eq!(tests.count(), 0, "a boolean tested:\n{}", c.disasm());
+    let minus_one = c
+        .emitted
+        .instrs
+        .iter()
+        .filter(|i| matches!(i, Instr::Alu(a) if a.sig == Signal::SmallImm && a.raddr_b == 31));
+    assert_eq!(minus_one.count(), 0, "a boolean made:\n{}", c.disasm());
 }

@@ -71,7 +71,9 @@ pub struct Selected {
 }
 
 /// Selection: a vertex shader's outputs in Mesa's VPM layout (`crate::vertex`), then vc4
-/// operations for the generic ones (`crate::isel`). `output` is where a fragment shader writes.
+/// operations for the generic ones (`crate::isel`), then each comparison again at the selects
+/// and branches that read it (`crate::compare_at_use`). `output` is where a fragment shader
+/// writes.
 pub fn select(
     func: &Function,
     info: &ShaderInfo,
@@ -86,6 +88,7 @@ pub fn select(
         Stage::Fragment => (info.clone(), output),
     };
     crate::isel::select(&mut func)?;
+    crate::compare_at_use::compare_at_use(&mut func);
     Ok(Selected { func, info, output })
 }
 

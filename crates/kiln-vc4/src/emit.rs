@@ -123,8 +123,27 @@ enum Src {
     Imm(u8),
     /// A 32-bit constant no small immediate encodes.
     Big(u32),
-    /// The next uniform, IR uniform slot `S` (a read folded into its use).
-    Uniform(u32),
+    /// The next word of the uniform stream: an IR uniform read folded into its use, or a
+    /// 32-bit constant (Mesa's `qir_uniform_f`).
+    Stream(Uniform),
+}
+
+/// `srcs` with one 32-bit constant read from the uniform stream instead of `load_imm`: when no
+/// other operand reads the stream and the registers leave a read port free for it.
+fn stream_constant(srcs: &[Src]) -> Vec<Src> {
+    let mut out = srcs.to_vec();
+    let stream = srcs.iter().any(|s| matches!(s, Src::Stream(_)));
+    let port_a = srcs.iter().any(|s| matches!(s, Src::A(_)));
+    let port_b = srcs.iter().any(|s| matches!(s, Src::B(_) | Src::Imm(_)));
+    if let Some(&Src::Big(c)) = srcs.iter().find(|s| matches!(s, Src::Big(_)))
+        && !stream
+        && !(port_a && port_b)
+    {
+        for s in out.iter_mut().filter(|s| **s == Src::Big(c)) {
+            *s = Src::Stream(Uniform::Constant(c));
+        }
+    }
+    out
 }
 
 fn small_imm_code(v: u32) -> Option<u8> {
@@ -459,9 +478,9 @@ impl Emitter<'_> {
         match op.value {
             Value::Const(c) => Ok(src_of_const(c)),
             Value::Undef(_) => Ok(Src::Imm(IMM_0)),
-            Value::Temp(t) if self.folded.is_some_and(|(f, _)| f == t) => {
-                Ok(Src::Uniform(self.folded.expect("folded").1))
-            }
+            Value::Temp(t) if self.folded.is_some_and(|(f, _)| f == t) => Ok(Src::Stream(
+                Uniform::of_slot(self.folded.expect("folded").1),
+            )),
             Value::Temp(t) => {
                 let r = op
                     .reg
@@ -482,14 +501,27 @@ impl Emitter<'_> {
         dst_reg(r.unit())
     }
 
+    /// [`Emitter::place`] for the operands of an ALU or SFU operation, which may read the
+    /// uniform stream: a 32-bit constant is read from the stream where a port is free (Mesa's
+    /// `qir_uniform_f`: no instruction, one stream word) instead of loaded into r5 — where the
+    /// stream's position is known (else the read would cost a reset).
+    fn place_operation(&mut self, srcs: &[Src]) -> Result<Vec<Reg>, EmitError> {
+        if self.stream_known {
+            self.place(&stream_constant(srcs))
+        } else {
+            self.place(srcs)
+        }
+    }
+
     /// Makes `srcs` readable by one instruction: at most one A and one B address (small
-    /// immediates take B); the others, and 32-bit constants, are first copied to ra14/rb14.
+    /// immediates take B) and one uniform-stream read; 32-bit constants go through r5, other
+    /// registers a port cannot serve are first copied to ra14/rb14.
     fn place(&mut self, srcs: &[Src]) -> Result<Vec<Reg>, EmitError> {
         let mut a: Option<u8> = None;
         let mut b: Option<Src> = None;
         let mut regs: Vec<Option<Reg>> = vec![None; srcs.len()];
         let mut later = Vec::new();
-        if srcs.iter().any(|s| matches!(s, Src::Uniform(_))) {
+        if srcs.iter().any(|s| matches!(s, Src::Stream(_))) {
             // Read once, here.
             self.folded = None;
             // A reset of the stream first: it writes r5.
@@ -503,16 +535,16 @@ impl Emitter<'_> {
         for (k, &s) in srcs.iter().enumerate() {
             match s {
                 Src::Acc(n) => regs[k] = Some(Reg::Acc(n)),
-                Src::Uniform(slot) if a.is_none() || a == Some(raddr::UNIFORM) => {
+                Src::Stream(u) if a.is_none() || a == Some(raddr::UNIFORM) => {
                     if a.is_none() {
-                        self.take_uniform(Uniform::of_slot(slot))?;
+                        self.take_uniform(u)?;
                     }
                     a = Some(raddr::UNIFORM);
                     regs[k] = Some(Reg::ReadA(raddr::UNIFORM));
                 }
-                Src::Uniform(slot) if b.is_none() || b == Some(s) => {
+                Src::Stream(u) if b.is_none() || b == Some(s) => {
                     if b.is_none() {
-                        self.take_uniform(Uniform::of_slot(slot))?;
+                        self.take_uniform(u)?;
                     }
                     b = Some(s);
                     regs[k] = Some(Reg::ReadB(raddr::UNIFORM));
@@ -546,11 +578,11 @@ impl Emitter<'_> {
                 regs[k] = Some(r);
                 continue;
             }
-            if let Src::Uniform(slot) = s {
+            if let Src::Stream(u) = s {
                 if r5.is_some() {
                     return Err(internal("no register for a second uniform or constant"));
                 }
-                self.take_uniform(Uniform::of_slot(slot))?;
+                self.take_uniform(u)?;
                 self.push_alu(builder::mov(Reg::Acc(5), Reg::ReadA(raddr::UNIFORM))?);
                 r5 = Some(s);
                 moved.push((s, Reg::Acc(5)));
@@ -731,14 +763,16 @@ impl Emitter<'_> {
                 }
                 if crate::interface::is_comparison(inst.op)
                     && let Some(next) = insts.get(k + 1)
-                    && next.op == Opcode::Sel
+                    && (next.op == Opcode::Sel
+                        || (next.op == Opcode::If && !self.masked[b.index()]))
                     && next.operands[0].temp_id() == Some(inst.defs[0].temp)
                     && next.operands[1..]
                         .iter()
                         .all(|o| o.temp_id() != Some(inst.defs[0].temp))
                     && self.uses[inst.defs[0].temp.index()] == 1
                 {
-                    // The select sets the flags itself (Mesa's `ntq_emit_bcsel` on a comparison).
+                    // The select or branch sets the flags itself (Mesa's `ntq_emit_bcsel` and
+                    // `ntq_emit_if` on a comparison).
                     self.pending_compare = Some(inst);
                     continue;
                 }
@@ -945,17 +979,17 @@ impl Emitter<'_> {
         match facts.hw {
             // An operation both units have goes on the add unit.
             Hw::Add(add) | Hw::Either(add, _) => {
-                let r = self.place(&[x, y])?;
+                let r = self.place_operation(&[x, y])?;
                 let cond = self.write_cond(b, inst)?;
                 self.push_alu(builder::qpu_a(add, d, r[0], r[1])?.cond_add(cond));
             }
             Hw::Mul(mul) => {
-                let r = self.place(&[x, y])?;
+                let r = self.place_operation(&[x, y])?;
                 let cond = self.write_cond(b, inst)?;
                 self.push_alu(builder::qpu_m(mul, d, r[0], r[1])?.cond_mul(cond));
             }
             Hw::Sfu(address) => {
-                let r = self.place(&[x])?;
+                let r = self.place_operation(&[x])?;
                 self.push_alu(builder::mov(Reg::Io(address), r[0])?);
                 // r4 holds the result `latency` instructions after the write.
                 for _ in 1..facts.latency {
@@ -1123,7 +1157,7 @@ impl Emitter<'_> {
             op => return Err(internal(format!("`{op}` is no comparison"))),
         };
         let (x, y) = if swap { (c, a) } else { (a, c) };
-        let r = self.place(&[x, y])?;
+        let r = self.place_operation(&[x, y])?;
         self.push_alu(builder::qpu_a(op, Reg::Nop, r[0], r[1])?.sf());
         Ok(cond)
     }
@@ -1290,11 +1324,19 @@ impl Emitter<'_> {
                 if t != next {
                     return Err(internal("then block does not follow its if"));
                 }
-                self.condition_flags(b, &inst.operands[0])?;
+                // Where the condition is false: Z set (in the lanes that run), or the opposite
+                // of a comparison folded here (in a block every lane runs).
+                let false_cond = match self.pending_compare.take() {
+                    Some(cmp) => invert(self.compare_flags(cmp)?),
+                    None => {
+                        self.condition_flags(b, &inst.operands[0])?;
+                        Cond::Zs
+                    }
+                };
                 if inst.flags.divergent {
                     let mut i = builder::load_imm(EXEC, e.0)?;
                     if let Instr::LoadImm(l) = &mut i {
-                        l.w.cond_add = Cond::Zs;
+                        l.w.cond_add = false_cond;
                     }
                     self.push(i);
                     self.flags = Flags::Unknown;
@@ -1304,7 +1346,7 @@ impl Emitter<'_> {
                 } else {
                     // Uniform: the running lanes agree; any of them false → else (or endif).
                     let _ = m;
-                    self.branch(BranchCond::AnyZs, e);
+                    self.branch(any_lane(false_cond), e);
                     if self.masked[b.index()] {
                         // No lane runs (the interpreter then goes by lane 0, as here): some lane
                         // runs → then; else lane 0's condition decides.
@@ -1483,6 +1525,20 @@ impl Emitter<'_> {
         self.nop();
         self.nop();
         Ok(())
+    }
+}
+
+/// The branch taken when `c` holds in any lane.
+fn any_lane(c: Cond) -> BranchCond {
+    match c {
+        Cond::Zs => BranchCond::AnyZs,
+        Cond::Zc => BranchCond::AnyZc,
+        Cond::Ns => BranchCond::AnyNs,
+        Cond::Nc => BranchCond::AnyNc,
+        Cond::Cs => BranchCond::AnyCs,
+        Cond::Cc => BranchCond::AnyCc,
+        Cond::Always => BranchCond::Always,
+        Cond::Never => BranchCond::Undefined(12),
     }
 }
 
