@@ -764,7 +764,9 @@ impl Emitter<'_> {
                 if crate::interface::is_comparison(inst.op)
                     && let Some(next) = insts.get(k + 1)
                     && (next.op == Opcode::Sel
-                        || (next.op == Opcode::If && !self.masked[b.index()]))
+                        || (next.op == Opcode::If
+                            && (!self.masked[b.index()]
+                                || (next.flags.divergent && masked_if_takes(inst.op)))))
                     && next.operands[0].temp_id() == Some(inst.defs[0].temp)
                     && next.operands[1..]
                         .iter()
@@ -1137,29 +1139,23 @@ impl Emitter<'_> {
 
     /// Sets flags so that `cond` holds where the comparison is true.
     fn compare_flags(&mut self, inst: &Inst) -> Result<Cond, EmitError> {
+        self.compare_flags_where(inst, Cond::Always)
+    }
+
+    /// [`Emitter::compare_flags`] in the lanes where `cond` holds (others keep their flags).
+    fn compare_flags_where(&mut self, inst: &Inst, cond: Cond) -> Result<Cond, EmitError> {
         let a = self.src(&inst.operands[0])?;
         let c = self.src(&inst.operands[1])?;
-        // (op, swap operands, condition where true)
-        let (op, swap, cond) = match inst.op {
-            Opcode::Ieq => (AddOp::Xor, false, Cond::Zs),
-            Opcode::Ine => (AddOp::Xor, false, Cond::Zc),
-            // max sets C where its first operand is greater (signed).
-            Opcode::Ilt => (AddOp::Max, true, Cond::Cs),
-            Opcode::Ile => (AddOp::Max, false, Cond::Cc),
-            // sub sets C on borrow: a <u b.
-            Opcode::Ult => (AddOp::Sub, false, Cond::Cs),
-            Opcode::Ule => (AddOp::Sub, true, Cond::Cc),
-            Opcode::Feq => (AddOp::Fsub, false, Cond::Zs),
-            Opcode::Fne => (AddOp::Fsub, false, Cond::Zc),
-            // fmax sets C where its first operand is greater.
-            Opcode::Flt => (AddOp::Fmax, true, Cond::Cs),
-            Opcode::Fle => (AddOp::Fmax, false, Cond::Cc),
-            op => return Err(internal(format!("`{op}` is no comparison"))),
-        };
+        let (op, swap, true_cond) = compare_encoding(inst.op)
+            .ok_or_else(|| internal(format!("`{}` is no comparison", inst.op)))?;
         let (x, y) = if swap { (c, a) } else { (a, c) };
         let r = self.place_operation(&[x, y])?;
-        self.push_alu(builder::qpu_a(op, Reg::Nop, r[0], r[1])?.sf());
-        Ok(cond)
+        self.push_alu(
+            builder::qpu_a(op, Reg::Nop, r[0], r[1])?
+                .sf()
+                .cond_add(cond),
+        );
+        Ok(true_cond)
     }
 
     fn compare(&mut self, b: Block, inst: &Inst) -> Result<(), EmitError> {
@@ -1327,6 +1323,20 @@ impl Emitter<'_> {
                 // Where the condition is false: Z set (in the lanes that run), or the opposite
                 // of a comparison folded here (in a block every lane runs).
                 let false_cond = match self.pending_compare.take() {
+                    Some(cmp) if self.masked[b.index()] => {
+                        // The lanes that do not run must fail the false condition
+                        // ([`masked_if_takes`]); the comparison sets the flags of the others.
+                        let (_, _, true_cond) = compare_encoding(cmp.op)
+                            .ok_or_else(|| internal("a folded comparison is no comparison"))?;
+                        if invert(true_cond) == Cond::Cc {
+                            let zero = Reg::SmallImm(IMM_0);
+                            self.push_alu(builder::qpu_a(AddOp::Sub, Reg::Nop, zero, EXEC)?.sf());
+                        } else {
+                            self.flags = Flags::Unknown;
+                            self.exec_flags()?;
+                        }
+                        invert(self.compare_flags_where(cmp, Cond::Zs)?)
+                    }
                     Some(cmp) => invert(self.compare_flags(cmp)?),
                     None => {
                         self.condition_flags(b, &inst.operands[0])?;
@@ -1526,6 +1536,36 @@ impl Emitter<'_> {
         self.nop();
         Ok(())
     }
+}
+
+/// A comparison's flag-setting operation: the add-unit op, whether the operands swap, and the
+/// condition where the comparison is true.
+fn compare_encoding(op: Opcode) -> Option<(AddOp, bool, Cond)> {
+    Some(match op {
+        Opcode::Ieq => (AddOp::Xor, false, Cond::Zs),
+        Opcode::Ine => (AddOp::Xor, false, Cond::Zc),
+        // max sets C where its first operand is greater (signed).
+        Opcode::Ilt => (AddOp::Max, true, Cond::Cs),
+        Opcode::Ile => (AddOp::Max, false, Cond::Cc),
+        // sub sets C on borrow: a <u b.
+        Opcode::Ult => (AddOp::Sub, false, Cond::Cs),
+        Opcode::Ule => (AddOp::Sub, true, Cond::Cc),
+        Opcode::Feq => (AddOp::Fsub, false, Cond::Zs),
+        Opcode::Fne => (AddOp::Fsub, false, Cond::Zc),
+        // fmax sets C where its first operand is greater.
+        Opcode::Flt => (AddOp::Fmax, true, Cond::Cs),
+        Opcode::Fle => (AddOp::Fmax, false, Cond::Cc),
+        _ => return None,
+    })
+}
+
+/// Whether a divergent `if` in a masked block can take its flags from comparison `op` (set in
+/// the lanes that run only): the lanes that do not run must fail the condition where the
+/// comparison is false, with the flags an execute-mask test leaves them — Z, N and C clear
+/// after `mov.sf ra13`, C set after `sub.sf 0, ra13`. A false condition of Z clear fails
+/// neither.
+fn masked_if_takes(op: Opcode) -> bool {
+    compare_encoding(op).is_some_and(|(_, _, c)| invert(c) != Cond::Zc)
 }
 
 /// The branch taken when `c` holds in any lane.
