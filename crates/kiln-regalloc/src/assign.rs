@@ -1080,6 +1080,15 @@ impl<'f> Assigner<'f> {
                 let op = inst.operands.first()?;
                 kills(op).then(|| new.operands[0].reg).flatten()
             }
+            // A select in one of its values' registers is one conditional move, not two.
+            Opcode::Sel => [2, 1]
+                .into_iter()
+                .find(|&k| {
+                    inst.operands
+                        .get(k)
+                        .is_some_and(|o| o.temp_id().is_some() && kills(o))
+                })
+                .and_then(|k| new.operands[k].reg),
             Opcode::SplitVector => {
                 let op = inst.operands.first()?;
                 let r = new.operands[0].reg.filter(|_| kills(op))?;

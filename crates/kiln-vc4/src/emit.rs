@@ -1178,8 +1178,13 @@ impl Emitter<'_> {
         let c = self.src(&inst.operands[0])?;
         let x = self.src(&inst.operands[1])?;
         let y = self.src(&inst.operands[2])?;
-        let to = if masked { Reg::A(SCRATCH_A) } else { d };
         let compare = self.pending_compare.take();
+        // Under the mask, when the destination holds one operand already: one move of the
+        // other, in the running lanes where the condition says so.
+        if masked && x != y && self.masked_sel(d, compare, c, x, y)? {
+            return Ok(());
+        }
+        let to = if masked { Reg::A(SCRATCH_A) } else { d };
         if x == y {
             if let Some(cmp) = compare {
                 // Its operands are read (a uniform among them pops the stream).
@@ -1214,6 +1219,67 @@ impl Emitter<'_> {
             self.push_alu(builder::mov(d, Reg::A(SCRATCH_A))?.cond_add(Cond::Zs));
         }
         Ok(())
+    }
+
+    /// A masked `sel` whose destination holds `x` or `y` already (the allocators put it in an
+    /// operand's register where they can): the flags of the condition set in the running
+    /// lanes only, then one conditional move of the other operand. The lanes that do not run
+    /// must fail the move's condition with the flags an execute-mask test leaves them
+    /// ([`masked_if_takes`]). Returns whether it emitted the select.
+    fn masked_sel(
+        &mut self,
+        d: Reg,
+        compare: Option<&Inst>,
+        c: Src,
+        x: Src,
+        y: Src,
+    ) -> Result<bool, EmitError> {
+        let d_src = d_src_opt(d);
+        // (the operand to move, whether it moves where the condition holds)
+        let (v, when_true) = if Some(y) == d_src {
+            (x, true)
+        } else if Some(x) == d_src {
+            (y, false)
+        } else {
+            return Ok(false);
+        };
+        let true_cond = match compare {
+            Some(cmp) => {
+                compare_encoding(cmp.op)
+                    .ok_or_else(|| internal("a folded comparison is no comparison"))?
+                    .2
+            }
+            // `mov.sf c`: Z clear where c is true.
+            None => Cond::Zc,
+        };
+        let write = if when_true {
+            true_cond
+        } else {
+            invert(true_cond)
+        };
+        match write {
+            Cond::Zs | Cond::Ns | Cond::Cs => {
+                self.flags = Flags::Unknown;
+                self.exec_flags()?;
+            }
+            Cond::Cc => {
+                let zero = Reg::SmallImm(IMM_0);
+                self.push_alu(builder::qpu_a(AddOp::Sub, Reg::Nop, zero, EXEC)?.sf());
+            }
+            _ => return Ok(false),
+        }
+        match compare {
+            Some(cmp) => {
+                self.compare_flags_where(cmp, Cond::Zs)?;
+            }
+            None => {
+                let r = self.place(&[c])?;
+                self.push_alu(builder::mov(Reg::Nop, r[0])?.sf().cond_add(Cond::Zs));
+            }
+        }
+        self.flags = Flags::Unknown;
+        self.copy_to(d, v, write)?;
+        Ok(true)
     }
 
     fn parallel_copy(&mut self, b: Block, inst: &Inst) -> Result<(), EmitError> {
