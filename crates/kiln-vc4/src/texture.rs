@@ -56,8 +56,9 @@ pub fn refusals(func: &Function) -> Vec<String> {
     refused
 }
 
-/// Replaces each `texture_sample U, s, t[, b]` and its split by one lookup per component
-/// ([`Op::Tex`] `U, k, s, t` or [`Op::TexB`] `U, k, s, t, b, mode`), in the split's place.
+/// Replaces each `texture_sample U, s, t[, b]` and its split by one lookup per component the
+/// function reads ([`Op::Tex`] `U, k, s, t` or [`Op::TexB`] `U, k, s, t, b, mode`), in the
+/// split's place.
 /// `func` has no [`refusals`].
 pub fn select_lookups(func: &mut Function) {
     // unit, mode, s, t, bias or level
@@ -81,6 +82,13 @@ pub fn select_lookups(func: &mut Function) {
     if samples.is_empty() {
         return;
     }
+    // Components nothing reads are not unpacked (a sample nothing reads makes no request).
+    let mut used = vec![false; func.temps.len()];
+    for inst in func.blocks.iter().flat_map(|b| &b.insts) {
+        for t in inst.used_temps() {
+            used[t.index()] = true;
+        }
+    }
     for block in func.blocks.iter_mut() {
         let mut out = Vec::with_capacity(block.insts.len());
         for inst in block.insts.drain(..) {
@@ -96,6 +104,9 @@ pub fn select_lookups(func: &mut Function) {
                 continue;
             };
             for (k, d) in inst.defs.iter().enumerate() {
+                if !used[d.temp.index()] {
+                    continue;
+                }
                 let mut lookup = Inst::new(if mode == 0 { Op::Tex } else { Op::TexB }.opcode());
                 lookup.flags = inst.flags;
                 lookup.defs.push(Def::new(d.temp));
