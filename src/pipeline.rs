@@ -81,6 +81,9 @@ pub struct Options {
     pub check: bool,
     /// The middle-end passes, by name (`None`: the default pipeline; empty: none).
     pub passes: Option<Vec<String>>,
+    /// What the middle end may change of floating-point results: nothing (`Exact`), or what
+    /// GLSL's relaxed precision allows (`Relaxed`, the default).
+    pub precision: kiln_opt::Precision,
     /// Units per register file for allocation (`None`: whole files).
     pub budget: Vec<Option<u32>>,
     /// What `KILN_DEBUG` asks for.
@@ -97,6 +100,7 @@ impl Default for Options {
             output: OutputMode::Tlb,
             check: true,
             passes: None,
+            precision: kiln_opt::Precision::Relaxed,
             budget: Vec::new(),
             debug: DebugFlags::from_env(),
             keep: Vec::new(),
@@ -273,7 +277,7 @@ pub fn optimize(func: Function, options: &Options) -> Result<Function, PassError
     let mut cx = Context::with_debug(func, options.debug);
     match &options.passes {
         None => {
-            kiln_opt::optimize(&mut cx)?;
+            kiln_opt::optimize(&mut cx, options.precision)?;
         }
         Some(names) => {
             let names: Vec<&str> = names.iter().map(String::as_str).collect();

@@ -1254,18 +1254,36 @@ fn generated_programs_with_thread_switches_agree() {
         let mut text = String::new();
         let mut block: Vec<String> = Vec::new();
         let flush = |block: &mut Vec<String>, text: &mut String, fresh: &mut usize| {
-            if let Some(term) = block.pop() {
+            if !block.is_empty() {
                 let v = *fresh;
                 *fresh += 5;
-                block.push(format!("    %{v}:v4 = texture_sample 0, 0, {s}, {t}"));
-                block.push(format!(
-                    "    %{}:v1, %{}:v1, %{}:v1, %{}:v1 = split_vector %{v}",
-                    v + 1,
-                    v + 2,
-                    v + 3,
-                    v + 4
-                ));
-                block.push(term);
+                // After the phis; the first per-lane float operation after it reads the
+                // sample's red (so that the lookup is not dead).
+                let at = block.iter().take_while(|l| l.contains("phi")).count();
+                block.insert(at, format!("    %{v}:v4 = texture_sample 0, 0, {s}, {t}"));
+                block.insert(
+                    at + 1,
+                    format!(
+                        "    %{}:v1, %{}:v1, %{}:v1, %{}:v1 = split_vector %{v}",
+                        v + 1,
+                        v + 2,
+                        v + 3,
+                        v + 4
+                    ),
+                );
+                let reader = block[at + 2..].iter().position(|l| {
+                    l.contains(":v1 = f") && l.split(" = ").nth(1).is_some_and(|r| r.contains('%'))
+                });
+                if let Some(k) = reader {
+                    let line = &mut block[at + 2 + k];
+                    let (lhs, rhs) = line.split_once(" = ").expect("a definition");
+                    let (op, args) = rhs.split_once(' ').expect("an operation with operands");
+                    let mut args: Vec<String> = args.split(", ").map(str::to_string).collect();
+                    if let Some(a) = args.iter_mut().find(|a| a.starts_with('%')) {
+                        *a = format!("%{}", v + 1);
+                    }
+                    *line = format!("{lhs} = {op} {}", args.join(", "));
+                }
             }
             for l in block.drain(..) {
                 text.push_str(&l);

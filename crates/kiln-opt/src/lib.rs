@@ -1,6 +1,7 @@
 //! kiln's middle end (DESIGN.md §1): a dataflow framework and the passes that clean up what the
 //! front end hands over, one module per pass, each run through a `kiln_analysis::Context`.
 
+pub mod algebraic;
 pub mod blocks;
 pub mod cfg_clean;
 pub mod copy_prop;
@@ -15,6 +16,8 @@ pub mod uniformize;
 pub mod unroll;
 pub mod util;
 
+pub use algebraic::Precision;
+
 use kiln_analysis::{Changed, Context, PassError};
 use kiln_ir::Demand;
 
@@ -24,6 +27,8 @@ pub type Pass = fn(&mut Context) -> Result<Changed, PassError>;
 /// Every pass by name, in the order the default pipeline runs them.
 pub const PASSES: &[(&str, Pass)] = &[
     ("fold", fold::fold),
+    ("algebraic", algebraic::algebraic),
+    ("algebraic_exact", algebraic::algebraic_exact),
     ("copy_prop", copy_prop::copy_prop),
     ("gvn", gvn::gvn),
     ("gvn_keep_uniform_loads", gvn::gvn_keep_uniform_loads),
@@ -39,6 +44,7 @@ pub const PASSES: &[(&str, Pass)] = &[
 pub const DEFAULT_PIPELINE: &[&str] = &[
     "fold",
     "copy_prop",
+    "algebraic",
     "uniformize",
     "gvn",
     "fold",
@@ -47,6 +53,7 @@ pub const DEFAULT_PIPELINE: &[&str] = &[
     "unroll",
     "if_convert",
     "fold",
+    "algebraic",
     "cfg_clean",
     "one_trip_loops",
     "cfg_clean",
@@ -62,6 +69,15 @@ pub const DEFAULT_PIPELINE: &[&str] = &[
 /// the middle end promises no file's demand rises.)
 pub fn demand_within(demand: Demand, limit: Demand) -> bool {
     !demand.exceeds(limit)
+}
+
+/// The pass to run for `name` at `precision`: the exact rules only for `algebraic` at
+/// [`Precision::Exact`].
+fn at_precision(name: &'static str, precision: Precision) -> &'static str {
+    match (name, precision) {
+        ("algebraic", Precision::Exact) => "algebraic_exact",
+        _ => name,
+    }
 }
 
 /// A pass to try in place of one that raises the register demand.
@@ -82,17 +98,20 @@ pub fn gentler_pipeline() -> Vec<&'static str> {
         .collect()
 }
 
-/// Runs the middle end under the register-demand constraint of `docs/middle.md`: the default
-/// pipeline, then the one without uniform-load numbering; if both raise the maximum register
-/// demand of some register file above the original function's, it starts again from the
-/// original and runs the default passes one by one, keeping each
-/// only if the demand stays within the original's — a pass that would raise it is replaced by
-/// its gentler variant (`gvn` by `gvn_keep_uniform_loads`) or undone, and the pipeline goes on.
+/// Runs the middle end at `precision` under the register-demand constraint of
+/// `docs/middle.md`: the default pipeline, then the one without uniform-load numbering; if both
+/// raise the maximum register demand of some register file above the original function's, it
+/// starts again from the original and runs the default passes one by one, keeping each only if
+/// the demand stays within the original's — a pass that would raise it is replaced by its
+/// gentler variant (`gvn` by `gvn_keep_uniform_loads`) or undone, and the pipeline goes on.
 /// Returns 0 for the default pipeline, 1 for the second, 2 + the pass runs undone or replaced.
-pub fn optimize(cx: &mut Context) -> Result<usize, PassError> {
+pub fn optimize(cx: &mut Context, precision: Precision) -> Result<usize, PassError> {
     let original = cx.func().clone();
     let limit = cx.liveness()?.max;
-    for (k, pipeline) in [DEFAULT_PIPELINE.to_vec(), gentler_pipeline()]
+    let at = |p: Vec<&'static str>| -> Vec<&'static str> {
+        p.into_iter().map(|n| at_precision(n, precision)).collect()
+    };
+    for (k, pipeline) in [at(DEFAULT_PIPELINE.to_vec()), at(gentler_pipeline())]
         .into_iter()
         .enumerate()
     {
@@ -105,7 +124,7 @@ pub fn optimize(cx: &mut Context) -> Result<usize, PassError> {
         cx.invalidate(Changed::Cfg);
     }
     let mut undone = 2;
-    for &name in DEFAULT_PIPELINE {
+    for name in at(DEFAULT_PIPELINE.to_vec()) {
         let mut candidate = Some(name);
         while let Some(n) = candidate {
             let pass = pass_by_name(n).expect("the pipeline names registered passes");

@@ -42,7 +42,7 @@ fn check(path: &Path) -> Vec<Verdict> {
                     ..DebugFlags::default()
                 },
             );
-            if let Err(e) = kiln_opt::optimize(&mut cx) {
+            if let Err(e) = kiln_opt::optimize(&mut cx, kiln_opt::Precision::Exact) {
                 return Verdict::Wrong(format!("{} [{name}]: {e}", path.display()));
             }
             let after = cx.into_func();

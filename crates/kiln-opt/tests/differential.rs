@@ -38,7 +38,7 @@ fn differential(pipelines: &[Vec<&str>], programs: u64) {
             let limit = cx.liveness().unwrap().max;
             let result = if passes.is_empty() {
                 // The whole middle end under its demand constraint.
-                kiln_opt::optimize(&mut cx).map(|_| ())
+                kiln_opt::optimize(&mut cx, kiln_opt::Precision::Exact).map(|_| ())
             } else {
                 kiln_opt::run_passes(&mut cx, passes)
             };

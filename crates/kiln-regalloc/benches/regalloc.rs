@@ -258,7 +258,7 @@ fn corpus() -> (Vec<(String, Function)>, usize) {
                 continue;
             };
             let mut cx = Context::new(lowered.function);
-            if kiln_opt::optimize(&mut cx).is_err() {
+            if kiln_opt::optimize(&mut cx, kiln_opt::Precision::Relaxed).is_err() {
                 continue;
             }
             let name = format!(

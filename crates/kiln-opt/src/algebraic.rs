@@ -1,0 +1,854 @@
+//! Algebraic simplification by rules written as data, in the spirit of NIR's
+//! `nir_opt_algebraic.py`: each rule is a search pattern and a replacement in a small
+//! S-expression language, a condition on the constants it binds, and its precision — exact
+//! (bit for bit on every input) or relaxed (valid under GLSL's relaxed floating-point
+//! precision, with the tolerance its test holds it to). The pass rewrites every instruction a
+//! rule matches, to a fixed point. The design and the rule language are in `docs/middle.md`
+//! ("Algebraic rules").
+
+use crate::util::Avail;
+use kiln_analysis::{Changed, Context, PassError};
+use kiln_ir::semantics::eval_scalar;
+use kiln_ir::{Block, Def, Function, Inst, InstFlags, Opcode, Operand, OperandFlags, Value};
+use std::sync::OnceLock;
+
+/// How exact a rule, or the middle end, is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Precision {
+    /// Bit for bit what the program computes, on every input.
+    Exact,
+    /// GLSL's relaxed precision: results within the stated tolerance, NaN payloads and the
+    /// sign of a zero free.
+    Relaxed,
+}
+
+/// What a relaxed rule may change, which its test allows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Tolerance {
+    /// Nothing: bit for bit.
+    None,
+    /// A NaN's payload (a signalling NaN may come out quiet).
+    NanPayload,
+    /// The sign of a zero and NaN payloads.
+    SignedZero,
+    /// Up to this many units in the last place, besides the sign of a zero and NaN payloads.
+    Ulps(u32),
+}
+
+/// One rule.
+#[derive(Debug)]
+pub struct Rule {
+    pub name: &'static str,
+    /// The search pattern: `(op operand…)`, operands being patterns, variables (`a`: any
+    /// value; `#a`: a constant) or constants (`1.0`, `-1`, `0x80000000`).
+    pub from: &'static str,
+    /// The replacement, over the variables of `from`; operations on constants only are
+    /// folded as the rule applies.
+    pub to: &'static str,
+    /// A condition on the constants bound to `#` variables, in order of first appearance.
+    pub when: Option<fn(&[u32]) -> bool>,
+    pub precision: Precision,
+    pub tolerance: Tolerance,
+}
+
+const fn exact(name: &'static str, from: &'static str, to: &'static str) -> Rule {
+    Rule {
+        name,
+        from,
+        to,
+        when: None,
+        precision: Precision::Exact,
+        tolerance: Tolerance::None,
+    }
+}
+
+const fn relaxed(
+    name: &'static str,
+    from: &'static str,
+    to: &'static str,
+    tolerance: Tolerance,
+) -> Rule {
+    Rule {
+        name,
+        from,
+        to,
+        when: None,
+        precision: Precision::Relaxed,
+        tolerance,
+    }
+}
+
+const fn when(mut rule: Rule, f: fn(&[u32]) -> bool) -> Rule {
+    rule.when = Some(f);
+    rule
+}
+
+fn fl(x: u32) -> f32 {
+    f32::from_bits(x)
+}
+
+/// `1 / c` is a normal float (so `a · (1/c)` is within an ulp or two of `a / c`).
+fn normal_reciprocal(c: &[u32]) -> bool {
+    (1.0 / fl(c[0])).is_normal()
+}
+
+/// `c` is a power of two whose reciprocal is a normal float: `a / c` and `a · (1/c)` are the
+/// same number (both exact scalings) unless the result leaves the normal range.
+fn power_of_two(c: &[u32]) -> bool {
+    let x = fl(c[0]).abs();
+    x.is_normal() && (1.0 / x).is_normal() && c[0] & 0x007f_ffff == 0
+}
+
+/// The rules, in the order they are tried at an instruction.
+pub const RULES: &[Rule] = &[
+    // Division: by a constant, a multiplication by its reciprocal (exact for powers of two);
+    // otherwise a reciprocal the value numbering shares between divisions by one value
+    // (NIR's `lower_fdiv`, done here so that folding and numbering see it).
+    when(
+        exact("fdiv_power_of_two", "(fdiv a #b)", "(fmul a (frcp #b))"),
+        power_of_two,
+    ),
+    when(
+        relaxed(
+            "fdiv_constant",
+            "(fdiv a #b)",
+            "(fmul a (frcp #b))",
+            Tolerance::Ulps(2),
+        ),
+        normal_reciprocal,
+    ),
+    relaxed(
+        "fdiv_reciprocal",
+        "(fdiv a b)",
+        "(fmul a (frcp b))",
+        Tolerance::Ulps(2),
+    ),
+    // Identities (NaN in, NaN out: its payload is free under relaxed precision).
+    relaxed("fmul_one", "(fmul a 1.0)", "a", Tolerance::NanPayload),
+    relaxed(
+        "fmul_minus_one",
+        "(fmul a -1.0)",
+        "(fneg a)",
+        Tolerance::NanPayload,
+    ),
+    relaxed(
+        "fadd_minus_zero",
+        "(fadd a -0.0)",
+        "a",
+        Tolerance::NanPayload,
+    ),
+    relaxed("fadd_zero", "(fadd a 0.0)", "a", Tolerance::SignedZero),
+    relaxed("fsub_zero", "(fsub a 0.0)", "a", Tolerance::NanPayload),
+    relaxed(
+        "fsub_from_zero",
+        "(fsub 0.0 a)",
+        "(fneg a)",
+        Tolerance::SignedZero,
+    ),
+    relaxed("fdiv_one", "(fdiv a 1.0)", "a", Tolerance::NanPayload),
+    // Negation moves into the operation that reads it (a NaN's sign is free).
+    relaxed(
+        "fadd_fneg",
+        "(fadd a (fneg b))",
+        "(fsub a b)",
+        Tolerance::NanPayload,
+    ),
+    relaxed(
+        "fsub_fneg",
+        "(fsub a (fneg b))",
+        "(fadd a b)",
+        Tolerance::NanPayload,
+    ),
+    relaxed(
+        "fmul_fneg_fneg",
+        "(fmul (fneg a) (fneg b))",
+        "(fmul a b)",
+        Tolerance::NanPayload,
+    ),
+    exact("fabs_fneg", "(fabs (fneg a))", "(fabs a)"),
+    exact("fabs_fabs", "(fabs (fabs a))", "(fabs a)"),
+    // Powers (NIR's `fpow` rules): exp2 and log2 where the SFU has them, multiplies where
+    // the exponent is small.
+    relaxed("fpow_one", "(fpow a 1.0)", "a", Tolerance::Ulps(4)),
+    relaxed("fpow_two", "(fpow a 2.0)", "(fmul a a)", Tolerance::Ulps(4)),
+    relaxed(
+        "fpow_base_two",
+        "(fpow 2.0 a)",
+        "(fexp2 a)",
+        Tolerance::Ulps(4),
+    ),
+];
+
+/// A parsed pattern.
+#[derive(Clone, Debug, PartialEq)]
+enum Pat {
+    /// Variable number `k`; `constant`: it matches constants only.
+    Var {
+        k: usize,
+        constant: bool,
+    },
+    Const(u32),
+    Op(Opcode, Vec<Pat>),
+}
+
+/// A rule parsed.
+#[derive(Debug)]
+struct Compiled {
+    rule: &'static Rule,
+    from: Pat,
+    to: Pat,
+    vars: usize,
+    /// Variables bound to constants, in order of first appearance.
+    constants: Vec<usize>,
+}
+
+/// Parses one pattern; `vars` names the variables seen so far.
+fn parse(text: &str, vars: &mut Vec<(String, bool)>, new_vars: bool) -> Result<Pat, String> {
+    let toks: Vec<String> = text
+        .replace('(', " ( ")
+        .replace(')', " ) ")
+        .split_whitespace()
+        .map(str::to_string)
+        .collect();
+    let mut pos = 0;
+    let pat = parse_at(&toks, &mut pos, vars, new_vars)?;
+    if pos != toks.len() {
+        return Err(format!("`{text}`: text after the pattern"));
+    }
+    Ok(pat)
+}
+
+fn parse_at(
+    toks: &[String],
+    pos: &mut usize,
+    vars: &mut Vec<(String, bool)>,
+    new_vars: bool,
+) -> Result<Pat, String> {
+    let tok = toks.get(*pos).ok_or("a pattern ends early")?.clone();
+    *pos += 1;
+    if tok == "(" {
+        let name = toks.get(*pos).ok_or("an operation without a name")?;
+        let op = Opcode::from_name(name).ok_or_else(|| format!("unknown operation `{name}`"))?;
+        *pos += 1;
+        let mut args = Vec::new();
+        while toks.get(*pos).is_some_and(|t| t != ")") {
+            args.push(parse_at(toks, pos, vars, new_vars)?);
+        }
+        if toks.get(*pos).is_none() {
+            return Err("unclosed `(`".into());
+        }
+        *pos += 1;
+        if !op.info().operands.accepts(args.len()) || !op.info().defs.accepts(1) {
+            return Err(format!("`{name}` with {} operands", args.len()));
+        }
+        return Ok(Pat::Op(op, args));
+    }
+    if tok == ")" {
+        return Err("an unexpected `)`".into());
+    }
+    if tok.starts_with(|c: char| c.is_ascii_digit() || c == '-') {
+        let bits = if let Some(h) = tok.strip_prefix("0x") {
+            u32::from_str_radix(h, 16).map_err(|_| format!("`{tok}` is not a number"))?
+        } else if tok.contains(['.', 'e']) {
+            tok.parse::<f32>()
+                .map_err(|_| format!("`{tok}` is not a number"))?
+                .to_bits()
+        } else {
+            tok.parse::<i64>()
+                .map_err(|_| format!("`{tok}` is not a number"))? as u32
+        };
+        return Ok(Pat::Const(bits));
+    }
+    let (name, constant) = match tok.strip_prefix('#') {
+        Some(n) => (n.to_string(), true),
+        None => (tok.clone(), false),
+    };
+    if let Some(k) = vars.iter().position(|(n, _)| *n == name) {
+        return Ok(Pat::Var {
+            k,
+            constant: vars[k].1,
+        });
+    }
+    if !new_vars {
+        return Err(format!("`{name}` is not bound by the search pattern"));
+    }
+    vars.push((name, constant));
+    Ok(Pat::Var {
+        k: vars.len() - 1,
+        constant,
+    })
+}
+
+fn compile(rule: &'static Rule) -> Result<Compiled, String> {
+    let mut vars = Vec::new();
+    let from = parse(rule.from, &mut vars, true).map_err(|e| format!("{}: {e}", rule.name))?;
+    if !matches!(from, Pat::Op(..)) {
+        return Err(format!("{}: the search pattern is no operation", rule.name));
+    }
+    let to = parse(rule.to, &mut vars, false).map_err(|e| format!("{}: {e}", rule.name))?;
+    let constants = (0..vars.len()).filter(|&k| vars[k].1).collect();
+    Ok(Compiled {
+        rule,
+        from,
+        to,
+        vars: vars.len(),
+        constants,
+    })
+}
+
+/// The rules parsed, once per process (the rules are data: a malformed one is a bug the
+/// tests catch).
+fn compiled() -> &'static [Compiled] {
+    static RULES_PARSED: OnceLock<Vec<Compiled>> = OnceLock::new();
+    RULES_PARSED.get_or_init(|| {
+        RULES
+            .iter()
+            .map(|r| compile(r).unwrap_or_else(|e| panic!("algebraic rule: {e}")))
+            .collect()
+    })
+}
+
+/// Matching state at one instruction.
+struct Matcher<'a> {
+    func: &'a Function,
+    avail: &'a Avail<'a>,
+    block: Block,
+}
+
+impl Matcher<'_> {
+    /// Whether `v` matches `p`, binding variables; `inner`: `v` is read by an instruction the
+    /// pattern looks through, so a temp it binds must be readable at the root.
+    fn matches(&self, p: &Pat, v: Value, bind: &mut [Option<Value>], inner: bool) -> bool {
+        match p {
+            Pat::Const(c) => v == Value::Const(*c),
+            Pat::Var { k, constant } => {
+                if *constant && !matches!(v, Value::Const(_)) {
+                    return false;
+                }
+                if matches!(v, Value::Undef(_)) {
+                    return false;
+                }
+                if let Value::Temp(t) = v
+                    && inner
+                    && !self.avail.reaches(t, self.block)
+                {
+                    return false;
+                }
+                match bind[*k] {
+                    Some(w) => w == v,
+                    None => {
+                        bind[*k] = Some(v);
+                        true
+                    }
+                }
+            }
+            Pat::Op(op, args) => {
+                let Value::Temp(t) = v else { return false };
+                let Some(Some((b, i))) = self.avail.sites.get(t.index()) else {
+                    return false;
+                };
+                let d = &self.func.block(*b).insts[*i];
+                d.op == *op
+                    && d.defs.len() == 1
+                    && self.func.class(t).size == 1
+                    && self.operands(d, args, bind, true)
+            }
+        }
+    }
+
+    /// Whether the operands of `inst` match `args` (either order for a commutative pair).
+    fn operands(&self, inst: &Inst, args: &[Pat], bind: &mut [Option<Value>], inner: bool) -> bool {
+        if inst.operands.len() != args.len() {
+            return false;
+        }
+        let saved = bind.to_vec();
+        let in_order = |bind: &mut [Option<Value>], order: &[usize]| {
+            order
+                .iter()
+                .zip(args)
+                .all(|(&j, p)| self.matches(p, inst.operands[j].value, bind, inner))
+        };
+        if in_order(bind, &[0, 1, 2, 3][..args.len()]) {
+            return true;
+        }
+        bind.copy_from_slice(&saved);
+        if inst.op.info().commutative && args.len() == 2 && in_order(bind, &[1, 0]) {
+            return true;
+        }
+        bind.copy_from_slice(&saved);
+        false
+    }
+}
+
+/// Builds `p` over `bind` before the root: new instructions of the root's class and flags go
+/// to `out`; operations on constants fold.
+fn build(
+    p: &Pat,
+    bind: &[Option<Value>],
+    func: &mut Function,
+    root: &Inst,
+    out: &mut Vec<Inst>,
+) -> Option<Value> {
+    Some(match p {
+        Pat::Const(c) => Value::Const(*c),
+        Pat::Var { k, .. } => bind[*k]?,
+        Pat::Op(op, args) => {
+            let vals: Vec<Value> = args
+                .iter()
+                .map(|a| build(a, bind, func, root, out))
+                .collect::<Option<_>>()?;
+            let consts: Option<Vec<u32>> = vals
+                .iter()
+                .map(|v| match v {
+                    Value::Const(c) => Some(*c),
+                    _ => None,
+                })
+                .collect();
+            if let Some(cs) = consts
+                && let Some(k) = eval_scalar(*op, &cs)
+            {
+                return Some(Value::Const(k));
+            }
+            let t = func.new_temp(func.class(root.defs[0].temp));
+            let mut inst = Inst::new(*op);
+            inst.flags = InstFlags {
+                divergent: false,
+                ..root.flags
+            };
+            inst.defs.push(Def::new(t));
+            inst.operands.extend(vals.into_iter().map(Operand::from));
+            out.push(inst);
+            Value::Temp(t)
+        }
+    })
+}
+
+/// Tries `rules` on the instruction at (b, i); on a match, rewrites it in place and returns the
+/// new instructions that go before it.
+fn rewrite(
+    func: &mut Function,
+    avail: &Avail,
+    rules: &[&Compiled],
+    b: Block,
+    i: usize,
+) -> Option<Vec<Inst>> {
+    let inst = &func.block(b).insts[i];
+    if inst.defs.len() != 1
+        || func.class(inst.defs[0].temp).size != 1
+        || inst.op.info().side_effects
+    {
+        return None;
+    }
+    let m = Matcher {
+        func,
+        avail,
+        block: b,
+    };
+    for c in rules {
+        let Pat::Op(op, args) = &c.from else { continue };
+        if *op != inst.op {
+            continue;
+        }
+        let mut bind = vec![None; c.vars];
+        if !m.operands(inst, args, &mut bind, false) {
+            continue;
+        }
+        if let Some(when) = c.rule.when {
+            let consts: Vec<u32> = c
+                .constants
+                .iter()
+                .filter_map(|&k| match bind[k] {
+                    Some(Value::Const(x)) => Some(x),
+                    _ => None,
+                })
+                .collect();
+            if !when(&consts) {
+                continue;
+            }
+        }
+        let root = inst.clone();
+        let mut out = Vec::new();
+        let (op, vals) = match &c.to {
+            Pat::Op(op, args) => {
+                let vals: Vec<Value> = args
+                    .iter()
+                    .map(|a| build(a, &bind, func, &root, &mut out))
+                    .collect::<Option<_>>()?;
+                let consts: Option<Vec<u32>> = vals
+                    .iter()
+                    .map(|v| match v {
+                        Value::Const(c) => Some(*c),
+                        _ => None,
+                    })
+                    .collect();
+                match consts.and_then(|cs| eval_scalar(*op, &cs)) {
+                    Some(k) => (Opcode::Mov, vec![Value::Const(k)]),
+                    None => (*op, vals),
+                }
+            }
+            p => (Opcode::Mov, vec![build(p, &bind, func, &root, &mut out)?]),
+        };
+        let target = &mut func.block_mut(b).insts[i];
+        target.op = op;
+        target.operands.clear();
+        target.operands.extend(vals.into_iter().map(|v| {
+            let mut o = Operand::from(v);
+            o.flags = OperandFlags::empty();
+            o
+        }));
+        return Some(out);
+    }
+    None
+}
+
+/// The rules of `precision` (exact rules at both).
+fn rules_at(precision: Precision) -> Vec<&'static Compiled> {
+    compiled()
+        .iter()
+        .filter(|c| precision == Precision::Relaxed || c.rule.precision == Precision::Exact)
+        .collect()
+}
+
+/// Rewrites with the rules of `precision` to a fixed point (bounded: a rule set that cycled
+/// would stop after this many rounds). Each round looks the definitions up once: an
+/// instruction a rule makes is looked through in the next round.
+pub fn algebraic_with(cx: &mut Context, precision: Precision) -> Result<Changed, PassError> {
+    const ROUNDS: usize = 8;
+    let rules = rules_at(precision);
+    let cfg = cx.cfg()?;
+    let dom = cx.dominance()?;
+    let func = cx.func_mut();
+    let mut changed = false;
+    for _ in 0..ROUNDS {
+        let avail = Avail::new(func, &cfg, &dom);
+        // (block, index, instructions to insert before it)
+        let mut inserts: Vec<(Block, usize, Vec<Inst>)> = Vec::new();
+        let mut round = false;
+        for b in cfg.rpo() {
+            for i in 0..func.block(b).insts.len() {
+                if let Some(new) = rewrite(func, &avail, &rules, b, i) {
+                    round = true;
+                    if !new.is_empty() {
+                        inserts.push((b, i, new));
+                    }
+                }
+            }
+        }
+        for (b, i, new) in inserts.into_iter().rev() {
+            func.block_mut(b).insts.splice(i..i, new);
+        }
+        if !round {
+            break;
+        }
+        changed = true;
+    }
+    Ok(if changed {
+        Changed::Instructions
+    } else {
+        Changed::Nothing
+    })
+}
+
+/// [`algebraic_with`] at relaxed precision (the default pipeline's).
+pub fn algebraic(cx: &mut Context) -> Result<Changed, PassError> {
+    algebraic_with(cx, Precision::Relaxed)
+}
+
+/// [`algebraic_with`] with the exact rules only.
+pub fn algebraic_exact(cx: &mut Context) -> Result<Changed, PassError> {
+    algebraic_with(cx, Precision::Exact)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every rule parses, binds in its replacement only what its pattern binds, and keeps
+    /// its `when` to patterns with constants.
+    #[test]
+    fn rules_parse() {
+        for r in RULES {
+            let c = compile(r).unwrap_or_else(|e| panic!("{e}"));
+            if r.when.is_some() {
+                assert!(
+                    !c.constants.is_empty(),
+                    "{}: a condition but no constant",
+                    r.name
+                );
+            }
+            assert_eq!(
+                r.tolerance == Tolerance::None,
+                r.precision == Precision::Exact,
+                "{}",
+                r.name
+            );
+        }
+        let mut names: Vec<&str> = RULES.iter().map(|r| r.name).collect();
+        names.sort();
+        names.dedup();
+        assert_eq!(names.len(), RULES.len(), "rule names are unique");
+    }
+
+    /// A function computing `p` with the variables as inputs (per-lane) and the `#` variables
+    /// as `constants`, its value as output 0.
+    fn program(p: &Pat, constants: &[(usize, u32)]) -> Function {
+        use kiln_ir::{GenericTarget, builder::Builder};
+        let mut func = Function::new("rule", GenericTarget::arc(64, 32));
+        let v1 = func.target.class(GenericTarget::V, 1);
+        let mut b = Builder::new(&mut func);
+
+        fn emit(
+            p: &Pat,
+            b: &mut Builder,
+            v1: kiln_ir::RegClass,
+            constants: &[(usize, u32)],
+            inputs: &mut Vec<(usize, kiln_ir::Temp)>,
+        ) -> Operand {
+            match p {
+                Pat::Const(c) => Operand::constant(*c),
+                Pat::Var { k, .. } => {
+                    if let Some(&(_, c)) = constants.iter().find(|(j, _)| j == k) {
+                        return Operand::constant(c);
+                    }
+                    if let Some(&(_, t)) = inputs.iter().find(|(j, _)| j == k) {
+                        return Operand::temp(t);
+                    }
+                    let t = b.inst(Opcode::Input, &[*k as u32], &[v1], [])[0];
+                    inputs.push((*k, t));
+                    Operand::temp(t)
+                }
+                Pat::Op(op, args) => {
+                    let ops: Vec<Operand> = args
+                        .iter()
+                        .map(|a| emit(a, b, v1, constants, inputs))
+                        .collect();
+                    Operand::temp(b.inst(*op, &[], &[v1], ops)[0])
+                }
+            }
+        }
+        let out = emit(p, &mut b, v1, constants, &mut Vec::new());
+        let mut o = Inst::new(Opcode::Output);
+        o.imms.push(0);
+        o.operands.push(out);
+        b.push(o);
+        b.ret();
+        func
+    }
+
+    /// Floats as ordered integers, denormals flushed (relaxed precision allows it).
+    fn ordered(x: u32) -> i64 {
+        let x = if fl(x).is_subnormal() || fl(x) == 0.0 {
+            0
+        } else {
+            x
+        };
+        if x & 0x8000_0000 != 0 {
+            -((x & 0x7fff_ffff) as i64)
+        } else {
+            x as i64
+        }
+    }
+
+    /// Whether `got` is `want` within `t`.
+    fn within(t: Tolerance, want: u32, got: u32) -> bool {
+        let nan = |x: u32| fl(x).is_nan();
+        match t {
+            Tolerance::None => want == got,
+            Tolerance::NanPayload => want == got || (nan(want) && nan(got)),
+            Tolerance::SignedZero => {
+                want == got || (nan(want) && nan(got)) || (fl(want) == 0.0 && fl(got) == 0.0)
+            }
+            Tolerance::Ulps(n) => {
+                (nan(want) && nan(got))
+                    || (!nan(want) && !nan(got) && (ordered(want) - ordered(got)).abs() <= n as i64)
+            }
+        }
+    }
+
+    /// Lane values that reach every kind of float: ordinary, tiny, huge, zeros, infinities,
+    /// NaNs, denormals.
+    fn value(rng: &mut kiln_ir::generate::Rng) -> u32 {
+        match rng.below(8) {
+            0 => [
+                0,
+                0x8000_0000,
+                0x7f80_0000,
+                0xff80_0000,
+                0x7fc0_0000,
+                0x7f80_0001,
+                1,
+                0x3f80_0000,
+            ][rng.below(8)],
+            1 => (rng.below(1 << 20) as f32 * 1e-30).to_bits(),
+            2 => rng.next_u64() as u32,
+            _ => ((rng.below(200_000) as f32 - 100_000.0) / (1 + rng.below(1000)) as f32).to_bits(),
+        }
+    }
+
+    /// Every rule, differentially: a program of its search pattern before and after the pass,
+    /// in the interpreter on 4,096 lanes of inputs that reach every kind of float, equal within
+    /// the rule's tolerance (bit for bit for an exact rule; a relaxed rule also passes where
+    /// both programs agree with denormal inputs flushed, which relaxed precision allows), and
+    /// the rule fires. `#` variables take constants from a list, where the rule's condition
+    /// holds.
+    #[test]
+    fn every_rule_holds_within_its_tolerance() {
+        use kiln_interp::{Env, run};
+        const CONSTANTS: [f32; 14] = [
+            1.0, 2.0, 0.5, 3.0, -4.0, 0.1, 1e-3, 255.0, 7.0, -0.25, 1e30, 1e-30, 1e-40, 6.0e37,
+        ];
+        let mut rng = kiln_ir::generate::Rng::new(20);
+        for c in compiled() {
+            let sets: Vec<Vec<(usize, u32)>> = if c.constants.is_empty() {
+                vec![Vec::new()]
+            } else {
+                CONSTANTS
+                    .iter()
+                    .map(|x| {
+                        c.constants
+                            .iter()
+                            .map(|&k| (k, x.to_bits()))
+                            .collect::<Vec<_>>()
+                    })
+                    .filter(|set| {
+                        let bits: Vec<u32> = set.iter().map(|&(_, x)| x).collect();
+                        c.rule.when.is_none_or(|w| w(&bits))
+                    })
+                    .collect()
+            };
+            assert!(
+                !sets.is_empty(),
+                "{}: no constant satisfies the condition",
+                c.rule.name
+            );
+            for set in sets {
+                let before = program(&c.from, &set);
+                let mut cx = Context::new(before.clone());
+                let at = if c.rule.precision == Precision::Exact {
+                    Precision::Exact
+                } else {
+                    Precision::Relaxed
+                };
+                let changed = cx.run("algebraic", |cx| algebraic_with(cx, at)).unwrap();
+                assert_eq!(
+                    changed,
+                    Changed::Instructions,
+                    "{}: did not fire",
+                    c.rule.name
+                );
+                let after = cx.into_func();
+                for round in 0..64 {
+                    let mut env = Env::new(64);
+                    for k in 0..c.vars {
+                        env.inputs
+                            .insert(k as u32, (0..64).map(|_| value(&mut rng)).collect());
+                    }
+                    let _ = round;
+                    let want = run(&before, &env).unwrap();
+                    // Relaxed precision may flush denormal inputs.
+                    let mut flushed = env.clone();
+                    for vals in flushed.inputs.values_mut() {
+                        for v in vals.iter_mut().filter(|v| fl(**v).is_subnormal()) {
+                            *v &= 0x8000_0000;
+                        }
+                    }
+                    let want_flushed = run(&before, &flushed).unwrap();
+                    let got = run(&after, &env).unwrap();
+                    let got_flushed = run(&after, &flushed).unwrap();
+                    let value = |o: &kiln_interp::Outputs, lane: usize| {
+                        o.slots[&0][lane].as_ref().unwrap()[0].unwrap()
+                    };
+                    for lane in 0..64 {
+                        let (w, g) = (value(&want, lane), value(&got, lane));
+                        let relaxed = c.rule.precision == Precision::Relaxed;
+                        assert!(
+                            within(c.rule.tolerance, w, g)
+                                || (relaxed
+                                    && within(
+                                        c.rule.tolerance,
+                                        value(&want_flushed, lane),
+                                        value(&got_flushed, lane)
+                                    )),
+                            "{} {set:?}: inputs {:?}: {:#x} ({}) became {:#x} ({})",
+                            c.rule.name,
+                            (0..c.vars)
+                                .map(|k| env.inputs[&(k as u32)][lane])
+                                .collect::<Vec<_>>(),
+                            w,
+                            fl(w),
+                            g,
+                            fl(g)
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    /// A rule looks through an instruction only where the value it binds is readable there: a
+    /// wave value (uniform file) defined in a divergent loop is not read after the loop
+    /// (temporal divergence), so the negation of one, kept per lane, is not looked through.
+    #[test]
+    fn nested_patterns_need_available_values() {
+        let run = |tail: &str| {
+            let text = format!(
+                "target generic(v=16, s=8)
+function @f {{
+bb0:
+    %0:v1 = input 0
+    %1:s1 = uniform 0
+    loop bb1, bb4
+bb1:
+    %2:s1 = phi %1, %5
+    %3:v1 = fneg %2
+    %4:v1 = flt %0, %3
+    if.divergent %4, bb2, bb3, bb3
+bb2:
+    break bb4
+bb3:
+    %5:s1 = fadd %2, 1.0
+    continue bb1
+bb4:
+    %6:v1 = fsub %0, %3
+{tail}    output 0, %6
+    return
+}}
+"
+            );
+            let mut cx = Context::new(kiln_ir::parse_function(&text).unwrap());
+            cx.run("algebraic", algebraic).unwrap();
+            kiln_ir::print_function(cx.func())
+        };
+        let out = run("");
+        assert!(out.contains("%6:v1 = fsub %0, %3"), "{out}");
+        // Inside the loop the same pattern is rewritten.
+        let text = "target generic(v=16, s=8)
+function @f {
+bb0:
+    %0:v1 = input 0
+    %1:v1 = input 1
+    %2:v1 = fneg %1
+    %3:v1 = fsub %0, %2
+    output 0, %3
+    return
+}
+";
+        let mut cx = Context::new(kiln_ir::parse_function(text).unwrap());
+        cx.run("algebraic", algebraic).unwrap();
+        let out = kiln_ir::print_function(cx.func());
+        assert!(out.contains("%3:v1 = fadd %0, %1"), "{out}");
+    }
+
+    #[test]
+    fn malformed_rules_are_refused() {
+        let bad = |from: &'static str, to: &'static str| {
+            let r: &'static Rule = Box::leak(Box::new(exact("bad", from, to)));
+            compile(r).unwrap_err()
+        };
+        assert!(bad("(fdiv a)", "a").contains("operands"));
+        assert!(bad("(fmul a 1.0)", "b").contains("not bound"));
+        assert!(bad("(fnope a)", "a").contains("unknown operation"));
+        assert!(bad("(fmul a (fneg b)", "a").contains("unclosed"));
+        assert!(bad("a", "a").contains("no operation"));
+    }
+}
