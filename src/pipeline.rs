@@ -276,9 +276,7 @@ pub fn lower(shader: &Shader, entry: &EntryPoint) -> Result<Lowered, Error> {
 pub fn optimize(func: Function, options: &Options) -> Result<Function, PassError> {
     let mut cx = Context::with_debug(func, options.debug);
     match &options.passes {
-        None => {
-            kiln_opt::optimize(&mut cx, options.precision)?;
-        }
+        None => kiln_opt::optimize(&mut cx, options.precision)?,
         Some(names) => {
             let names: Vec<&str> = names.iter().map(String::as_str).collect();
             kiln_opt::run_passes(&mut cx, &names)?;
@@ -483,13 +481,57 @@ pub fn compile(
     options: &Options,
 ) -> Result<Compilation, Error> {
     let mut kept = Kept::new(&options.keep);
-    let f = front(shader, entry, options, &mut kept)?;
+    let mut f = front(shader, entry, options, &mut kept)?;
     let info = shader_info(&f.interface);
-    let compiled =
-        back_end(&f.generic, &info, options, &mut kept).map_err(|error| Error::Back {
-            name: shader.name().to_string(),
-            error,
+    let name = || shader.name().to_string();
+    let first = back_end(&f.generic, &info, options, &mut kept);
+    // The QPU cannot spill, and a threaded shader has half the registers: where the middle
+    // end raised the register demand past what the files hold (the allocation spills, or a
+    // shader that could run two threads runs one), it runs again under the demand of the
+    // function it was given.
+    let over = match &first {
+        Err(CompileError::Unsupported(r)) => r == &["spilling"],
+        Ok(c) => {
+            c.stats.threads == 1
+                && options.threads == Threads::Auto
+                && kiln_vc4::threads::threading(&c.ssa, &c.info).is_ok()
+        }
+        Err(_) => false,
+    };
+    let compiled = if over && options.passes.is_none() {
+        let mut cx = Context::with_debug(f.lowered.clone(), options.debug);
+        kiln_opt::optimize_within_demand(&mut cx, options.precision).map_err(|error| {
+            Error::Middle {
+                name: name(),
+                error,
+            }
         })?;
+        let generic = cx.into_func();
+        let mut again = Kept::new(&options.keep);
+        match back_end(&generic, &info, options, &mut again) {
+            Ok(c)
+                if first
+                    .as_ref()
+                    .is_ok_and(|old| old.stats.threads >= c.stats.threads) =>
+            {
+                first
+            }
+            Err(_) if first.is_ok() => first,
+            second => {
+                f.generic = generic;
+                kept.record(Stage::Optimized, &f.generic);
+                kept.stages.retain(|(s, _)| *s <= Stage::Optimized);
+                kept.stages.extend(again.stages);
+                second
+            }
+        }
+    } else {
+        first
+    }
+    .map_err(|error| Error::Back {
+        name: name(),
+        error,
+    })?;
     Ok(Compilation {
         interface: f.interface,
         lowered: f.lowered,

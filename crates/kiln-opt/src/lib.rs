@@ -98,14 +98,29 @@ pub fn gentler_pipeline() -> Vec<&'static str> {
         .collect()
 }
 
-/// Runs the middle end at `precision` under the register-demand constraint of
-/// `docs/middle.md`: the default pipeline, then the one without uniform-load numbering; if both
-/// raise the maximum register demand of some register file above the original function's, it
-/// starts again from the original and runs the default passes one by one, keeping each only if
-/// the demand stays within the original's — a pass that would raise it is replaced by its
-/// gentler variant (`gvn` by `gvn_keep_uniform_loads`) or undone, and the pipeline goes on.
-/// Returns 0 for the default pipeline, 1 for the second, 2 + the pass runs undone or replaced.
-pub fn optimize(cx: &mut Context, precision: Precision) -> Result<usize, PassError> {
+/// Runs the middle end at `precision`: the default pipeline, whatever it does to the register
+/// demand (NIR runs its CSE unconditionally; pressure is the allocator's to answer).
+pub fn optimize(cx: &mut Context, precision: Precision) -> Result<(), PassError> {
+    run_passes(cx, &pipeline_at(precision))
+}
+
+/// The default pipeline at `precision`.
+pub fn pipeline_at(precision: Precision) -> Vec<&'static str> {
+    DEFAULT_PIPELINE
+        .iter()
+        .map(|&n| at_precision(n, precision))
+        .collect()
+}
+
+/// The middle end at `precision` under the register-demand constraint of `docs/middle.md`, for
+/// a target that cannot spill a function the default pipeline made too large: the default
+/// pipeline, then the one without uniform-load numbering; if both raise the maximum register
+/// demand of some register file above the original function's, it starts again from the
+/// original and runs the default passes one by one, keeping each only if the demand stays
+/// within the original's — a pass that would raise it is replaced by its gentler variant (`gvn`
+/// by `gvn_keep_uniform_loads`) or undone, and the pipeline goes on. Returns 0 for the default
+/// pipeline, 1 for the second, 2 + the pass runs undone or replaced.
+pub fn optimize_within_demand(cx: &mut Context, precision: Precision) -> Result<usize, PassError> {
     let original = cx.func().clone();
     let limit = cx.liveness()?.max;
     let at = |p: Vec<&'static str>| -> Vec<&'static str> {
