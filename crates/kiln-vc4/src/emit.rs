@@ -253,6 +253,9 @@ struct Emitter<'a> {
     folded: Option<(kiln_ir::Temp, u32)>,
     /// A comparison whose only use is the next `sel`'s condition: the `sel` sets the flags.
     pending_compare: Option<&'a Inst>,
+    /// An ALU operation whose only use is a value of the `sel` after it (with only that
+    /// select's comparison between): the `sel` makes it write its destination conditionally.
+    deferred: Option<&'a Inst>,
     /// Uses of each temp.
     uses: Vec<u32>,
     exec: bool,
@@ -361,6 +364,7 @@ pub fn emit(func: &Function, info: &ShaderInfo, mode: OutputMode) -> Result<Emit
         uniform_fence: 0,
         folded: None,
         pending_compare: None,
+        deferred: None,
         uses: {
             let mut uses = vec![0; func.temps.len()];
             for t in func
@@ -778,6 +782,10 @@ impl Emitter<'_> {
                     self.pending_compare = Some(inst);
                     continue;
                 }
+                if self.defers(b, inst, &insts[k + 1..]) {
+                    self.deferred = Some(inst);
+                    continue;
+                }
                 if inst.op.is_terminator() {
                     self.terminator(b, inst, mode)?;
                 } else {
@@ -785,6 +793,9 @@ impl Emitter<'_> {
                 }
                 if self.pending_compare.take().is_some() {
                     return Err(internal("a comparison folded into no select"));
+                }
+                if self.deferred.take().is_some() {
+                    return Err(internal("an operation deferred to no select"));
                 }
                 if self.folded.take().is_some() {
                     return Err(internal(format!(
@@ -979,16 +990,9 @@ impl Emitter<'_> {
         };
         let d = self.def_reg(inst, 0)?;
         match facts.hw {
-            // An operation both units have goes on the add unit.
-            Hw::Add(add) | Hw::Either(add, _) => {
-                let r = self.place_operation(&[x, y])?;
+            Hw::Add(_) | Hw::Either(..) | Hw::Mul(_) => {
                 let cond = self.write_cond(b, inst)?;
-                self.push_alu(builder::qpu_a(add, d, r[0], r[1])?.cond_add(cond));
-            }
-            Hw::Mul(mul) => {
-                let r = self.place_operation(&[x, y])?;
-                let cond = self.write_cond(b, inst)?;
-                self.push_alu(builder::qpu_m(mul, d, r[0], r[1])?.cond_mul(cond));
+                self.alu(facts.hw, d, x, y, cond)?;
             }
             Hw::Sfu(address) => {
                 let r = self.place_operation(&[x])?;
@@ -1003,6 +1007,56 @@ impl Emitter<'_> {
             Hw::Tmu { .. } | Hw::Derivative(_) => unreachable!("handled above"),
         }
         Ok(())
+    }
+
+    /// One add-unit or mul-unit operation: `d ← op(x, y)` where `cond` holds (an operation
+    /// both units have goes on the add unit).
+    fn alu(&mut self, hw: Hw, d: Reg, x: Src, y: Src, cond: Cond) -> Result<(), EmitError> {
+        let r = self.place_operation(&[x, y])?;
+        match hw {
+            Hw::Add(add) | Hw::Either(add, _) => {
+                self.push_alu(builder::qpu_a(add, d, r[0], r[1])?.cond_add(cond));
+            }
+            Hw::Mul(mul) => self.push_alu(builder::qpu_m(mul, d, r[0], r[1])?.cond_mul(cond)),
+            _ => return Err(internal("an ALU operation that is none")),
+        }
+        Ok(())
+    }
+
+    /// Whether ALU operation `inst` is left for the `sel` at the start of `rest` (or after that
+    /// select's folded comparison) to do: its only use is one of that select's values, in a
+    /// block every lane runs, reading no folded uniform. The select then writes the operation's
+    /// result into its destination where the operation's side is chosen (Mesa's conditional
+    /// writes in `ntq_ffract`, `ntq_ffloor`): one move fewer.
+    fn defers(&self, b: Block, inst: &Inst, rest: &[Inst]) -> bool {
+        let alu = Op::of_opcode(inst.op).is_some_and(|op| {
+            matches!(op.facts().hw, Hw::Add(_) | Hw::Mul(_) | Hw::Either(..))
+                && op.facts().resources.is_empty()
+        });
+        if !alu
+            || self.masked[b.index()]
+            || self.folded.is_some()
+            || inst.defs.len() != 1
+            || self.uses[inst.defs[0].temp.index()] != 1
+        {
+            return false;
+        }
+        let t = inst.defs[0].temp;
+        let sel = match rest {
+            [cmp, sel, ..]
+                if crate::interface::is_comparison(cmp.op)
+                    && sel.operands[0].temp_id() == Some(cmp.defs[0].temp)
+                    && self.uses[cmp.defs[0].temp.index()] == 1 =>
+            {
+                sel
+            }
+            [sel, ..] => sel,
+            [] => return false,
+        };
+        sel.op == Opcode::Sel
+            && sel.operands[0].temp_id() != Some(t)
+            && (sel.operands[1].temp_id() == Some(t)) != (sel.operands[2].temp_id() == Some(t))
+            && !self.needs_mask(b, sel)
     }
 
     /// `qpu_fddx`/`qpu_fddy` (Mesa's `ntq_fddx`/`ntq_fddy`): the value in an accumulator (the
@@ -1179,6 +1233,9 @@ impl Emitter<'_> {
         let x = self.src(&inst.operands[1])?;
         let y = self.src(&inst.operands[2])?;
         let compare = self.pending_compare.take();
+        if let Some(op) = self.deferred.take() {
+            return self.sel_with_operation(inst, d, compare, c, op);
+        }
         // Under the mask, when the destination holds one operand already: one move of the
         // other, in the running lanes where the condition says so.
         if masked && x != y && self.masked_sel(d, compare, c, x, y)? {
@@ -1218,6 +1275,57 @@ impl Emitter<'_> {
             self.exec_flags()?;
             self.push_alu(builder::mov(d, Reg::A(SCRATCH_A))?.cond_add(Cond::Zs));
         }
+        Ok(())
+    }
+
+    /// A `sel` one of whose values a deferred operation computes ([`Emitter::defers`]): the
+    /// flags, the operation writing the destination where its side is chosen, and a move of
+    /// the other value where not (unless the destination holds it already).
+    fn sel_with_operation(
+        &mut self,
+        inst: &Inst,
+        d: Reg,
+        compare: Option<&Inst>,
+        c: Src,
+        op: &Inst,
+    ) -> Result<(), EmitError> {
+        let t = op.defs[0].temp;
+        let op_is_x = inst.operands[1].temp_id() == Some(t);
+        let other = self.src(&inst.operands[if op_is_x { 2 } else { 1 }])?;
+        let cond = match compare {
+            Some(cmp) => self.compare_flags(cmp)?,
+            None => {
+                let r = self.place(&[c])?;
+                self.push_alu(builder::mov(Reg::Nop, r[0])?.sf());
+                Cond::Zc
+            }
+        };
+        let (op_cond, other_cond) = if op_is_x {
+            (cond, invert(cond))
+        } else {
+            (invert(cond), cond)
+        };
+        let hw = Op::of_opcode(op.op)
+            .ok_or_else(|| internal("a deferred operation is no vc4 operation"))?
+            .facts()
+            .hw;
+        let srcs: Vec<Src> = op
+            .operands
+            .iter()
+            .map(|o| self.src(o))
+            .collect::<Result<_, _>>()?;
+        let (x, y) = match srcs.as_slice() {
+            [x] => (*x, *x),
+            [x, y] => (*x, *y),
+            _ => return Err(internal("a deferred operation with three operands")),
+        };
+        // Each lane is written once: by the operation (which reads its operands first, the
+        // destination's old value among them, in the same instruction) or by the move.
+        self.alu(hw, d, x, y, op_cond)?;
+        if Some(other) != d_src_opt(d) {
+            self.copy_to(d, other, other_cond)?;
+        }
+        self.flags = Flags::Unknown;
         Ok(())
     }
 
