@@ -1389,3 +1389,36 @@ bb2:
         .filter(|i| matches!(i, Instr::Alu(a) if a.sig == Signal::SmallImm && a.raddr_b == 31));
     assert_eq!(minus_one.count(), 0, "a boolean made:\n{}", c.disasm());
 }
+
+/// An operation whose value a select reads and a phi after the branch reads too (through the
+/// register it shares with the phi: out of SSA, that copy is an identity and goes) is written:
+/// the select may not take it over as its own conditional write (it would leave the register
+/// unwritten in the lanes where the select chose its other value).
+#[test]
+fn a_value_a_phi_reads_is_written() {
+    agrees(
+        "target generic(v=32, s=16)
+function @main {
+bb0:
+    %0:v1 = input 0
+    %1:v1 = input 1
+    %2:v1 = input 2
+    %3:s1 = uniform 0
+    %4:s1 = flt %3, 0.5
+    if.uniform %4, bb1, bb2, bb3
+bb1:
+    %5:v1 = fmin %0, %1
+    %6:v1 = flt %2, %0
+    %7:v1 = sel %6, %5, %2
+    %8:v1 = fmul %7, %7
+    jump bb3
+bb2:
+    jump bb3
+bb3:
+    %9:v1 = phi %5, %1
+    output 0, %9
+    return
+}
+",
+    );
+}

@@ -775,7 +775,7 @@ impl Emitter<'_> {
                     && next.operands[1..]
                         .iter()
                         .all(|o| o.temp_id() != Some(inst.defs[0].temp))
-                    && self.uses[inst.defs[0].temp.index()] == 1
+                    && self.only_use(inst.defs[0].temp, next)
                 {
                     // The select or branch sets the flags itself (Mesa's `ntq_emit_bcsel` and
                     // `ntq_emit_if` on a comparison).
@@ -858,9 +858,18 @@ impl Emitter<'_> {
     /// ([`crate::interface::folds_uniform`]).
     fn folds_into(&self, u: &Inst, next: Option<&Inst>) -> bool {
         let t = u.defs[0].temp;
-        next.is_some_and(|n| {
-            crate::interface::folds_uniform(n.op) && n.used_temps().any(|x| x == t)
-        }) && self.uses[t.index()] == 1
+        next.is_some_and(|n| crate::interface::folds_uniform(n.op) && self.only_use(t, n))
+    }
+
+    /// Whether `user` is the only reader of `t` and `t` dies there: its register is read
+    /// nowhere else, a phi's identity copy out of SSA left out included (the kill flag says so),
+    /// so an instruction that leaves the register unwritten loses nothing.
+    fn only_use(&self, t: kiln_ir::Temp, user: &Inst) -> bool {
+        self.uses[t.index()] == 1
+            && user
+                .operands
+                .iter()
+                .any(|o| o.temp_id() == Some(t) && o.is_kill())
     }
 
     fn inst(&mut self, b: Block, inst: &Inst) -> Result<(), EmitError> {
@@ -1033,12 +1042,7 @@ impl Emitter<'_> {
             matches!(op.facts().hw, Hw::Add(_) | Hw::Mul(_) | Hw::Either(..))
                 && op.facts().resources.is_empty()
         });
-        if !alu
-            || self.masked[b.index()]
-            || self.folded.is_some()
-            || inst.defs.len() != 1
-            || self.uses[inst.defs[0].temp.index()] != 1
-        {
+        if !alu || self.masked[b.index()] || self.folded.is_some() || inst.defs.len() != 1 {
             return false;
         }
         let t = inst.defs[0].temp;
@@ -1046,7 +1050,7 @@ impl Emitter<'_> {
             [cmp, sel, ..]
                 if crate::interface::is_comparison(cmp.op)
                     && sel.operands[0].temp_id() == Some(cmp.defs[0].temp)
-                    && self.uses[cmp.defs[0].temp.index()] == 1 =>
+                    && self.only_use(cmp.defs[0].temp, sel) =>
             {
                 sel
             }
@@ -1054,6 +1058,7 @@ impl Emitter<'_> {
             [] => return false,
         };
         sel.op == Opcode::Sel
+            && self.only_use(t, sel)
             && sel.operands[0].temp_id() != Some(t)
             && (sel.operands[1].temp_id() == Some(t)) != (sel.operands[2].temp_id() == Some(t))
             && !self.needs_mask(b, sel)
