@@ -536,7 +536,12 @@ impl Emitter<'_> {
         // r5 holds values that are the same in every lane (its writes replicate one lane per
         // quad): a 32-bit constant, or a uniform when both read ports are taken.
         let mut r5: Option<Src> = None;
-        for (k, &s) in srcs.iter().enumerate() {
+        // Registers first, then what may take either port (stream reads, constants).
+        let order = (0..srcs.len())
+            .filter(|&k| !matches!(srcs[k], Src::Stream(_) | Src::Big(_)))
+            .chain((0..srcs.len()).filter(|&k| matches!(srcs[k], Src::Stream(_) | Src::Big(_))));
+        for k in order {
+            let s = srcs[k];
             match s {
                 Src::Acc(n) => regs[k] = Some(Reg::Acc(n)),
                 Src::Stream(u) if a.is_none() || a == Some(raddr::UNIFORM) => {
@@ -892,9 +897,13 @@ impl Emitter<'_> {
                 self.set_exec_waiting(DISCARDED)
             }
             Opcode::Mov => {
-                let cond = self.write_cond(b, inst)?;
                 let d = self.def_reg(inst, 0)?;
                 let s = self.src(&inst.operands[0])?;
+                if d_src_opt(d) == Some(s) {
+                    // A copy within one register: nothing to do, masked or not.
+                    return Ok(());
+                }
+                let cond = self.write_cond(b, inst)?;
                 self.copy_to(d, s, cond)
             }
             Opcode::ParallelCopy => self.parallel_copy(b, inst),
