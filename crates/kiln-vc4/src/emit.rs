@@ -191,6 +191,18 @@ enum Flags {
     Unknown,
     /// Z set exactly in the lanes that run (`ra13 == 0`).
     Exec,
+    /// Set in every lane by this comparison of these values.
+    Compared(Opcode, Same, Same),
+}
+
+/// A comparison operand, as far as two comparisons of one value are the same: a constant, a
+/// temp, or a uniform word (every read of a slot gives the same value).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Same {
+    Const(u32),
+    Temp(kiln_ir::Temp),
+    Uniform(u32),
+    Undef,
 }
 
 /// The file registers an instruction reads (true = A).
@@ -258,6 +270,8 @@ struct Emitter<'a> {
     deferred: Option<&'a Inst>,
     /// Uses of each temp.
     uses: Vec<u32>,
+    /// The uniform slot each temp a `uniform` instruction defines reads.
+    uniform_slot: Vec<Option<u32>>,
     exec: bool,
     out: Vec<Instr>,
     /// What made each instruction of `out`, and what makes the next ones.
@@ -376,6 +390,15 @@ pub fn emit(func: &Function, info: &ShaderInfo, mode: OutputMode) -> Result<Emit
                 uses[t.index()] += 1;
             }
             uses
+        },
+        uniform_slot: {
+            let mut slots = vec![None; func.temps.len()];
+            for i in func.blocks.iter().flat_map(|b| &b.insts) {
+                if i.op == Opcode::Uniform {
+                    slots[i.defs[0].temp.index()] = Some(i.imms[0]);
+                }
+            }
+            slots
         },
         exec,
         out: Vec::new(),
@@ -1207,7 +1230,26 @@ impl Emitter<'_> {
 
     /// Sets flags so that `cond` holds where the comparison is true.
     fn compare_flags(&mut self, inst: &Inst) -> Result<Cond, EmitError> {
-        self.compare_flags_where(inst, Cond::Always)
+        let same = |o: &Operand| match o.value {
+            Value::Const(c) => Same::Const(c),
+            Value::Undef(_) => Same::Undef,
+            Value::Temp(t) => match self.uniform_slot[t.index()] {
+                Some(slot) => Same::Uniform(slot),
+                None => Same::Temp(t),
+            },
+        };
+        let key = Flags::Compared(inst.op, same(&inst.operands[0]), same(&inst.operands[1]));
+        if self.flags == key {
+            // The flags hold this comparison already (a select before it took them): its
+            // operands are not read again, a folded uniform among them.
+            self.folded = None;
+            return Ok(compare_encoding(inst.op)
+                .ok_or_else(|| internal(format!("`{}` is no comparison", inst.op)))?
+                .2);
+        }
+        let cond = self.compare_flags_where(inst, Cond::Always)?;
+        self.flags = key;
+        Ok(cond)
     }
 
     /// [`Emitter::compare_flags`] in the lanes where `cond` holds (others keep their flags).
@@ -1339,7 +1381,6 @@ impl Emitter<'_> {
         if Some(other) != d_src_opt(d) {
             self.copy_to(d, other, other_cond)?;
         }
-        self.flags = Flags::Unknown;
         Ok(())
     }
 
