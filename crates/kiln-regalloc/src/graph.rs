@@ -896,6 +896,16 @@ fn copy_partners(
         partners[b.index()].push((a.0, -delta, freq));
     };
     let size = |t: Temp| func.temps[t.index()].size as i32;
+    // A definition tied to an operand is written in that operand's register.
+    for d in &inst.defs {
+        if let Some(t) = d
+            .tied
+            .and_then(|k| inst.operands.get(k as usize))
+            .and_then(|o| o.temp_id())
+        {
+            pair(d.temp, t, 0);
+        }
+    }
     match inst.op {
         Opcode::Mov | Opcode::ParallelCopy => {
             for (d, op) in inst.defs.iter().zip(&inst.operands) {

@@ -312,26 +312,16 @@ pub fn emit(func: &Function, info: &ShaderInfo, mode: OutputMode) -> Result<Emit
     }
     let cfg = Cfg::compute(func).map_err(|e| internal(e.message))?;
     let n = func.blocks.len();
-    let mut masked = vec![false; n];
+    let masked = crate::interface::masked_blocks(func, &cfg);
     let mut wakes = vec![false; n];
     for i in cfg.ifs.iter().filter(|i| i.divergent) {
-        for m in &mut masked[i.then_start.index()..i.endif.index()] {
-            *m = true;
-        }
         if i.else_start < i.endif {
             wakes[i.else_start.index()] = true;
         }
         wakes[i.endif.index()] = true;
     }
-    for l in &cfg.loops {
-        if l.divergent || l.divergent_continue {
-            for m in &mut masked[l.header.index()..l.exit.index()] {
-                *m = true;
-            }
-        }
-        if l.divergent {
-            wakes[l.exit.index()] = true;
-        }
+    for l in cfg.loops.iter().filter(|l| l.divergent) {
+        wakes[l.exit.index()] = true;
     }
     let mut falls_through: Vec<bool> = (0..n)
         .map(|b| {
@@ -348,14 +338,6 @@ pub fn emit(func: &Function, info: &ShaderInfo, mode: OutputMode) -> Result<Emit
         falls_through[i.endif.index()] = false;
     }
     let exec = crate::interface::needs_exec(func, &cfg);
-    // After a discard, discarded lanes wait for no block: everything after runs masked.
-    let first_discard = func
-        .blocks
-        .iter()
-        .position(|b| b.insts.iter().any(|i| i.op == Opcode::Discard));
-    if let Some(d) = first_discard {
-        masked[d..].fill(true);
-    }
     let target_exec = func
         .target
         .params()

@@ -100,6 +100,68 @@ impl ShaderInfo {
     }
 }
 
+/// The blocks whose per-lane writes the execute mask guards: those inside a divergent `if` or
+/// a loop with a divergent `break` or `continue`, and every block from the first `discard` on
+/// (discarded lanes wait for no block).
+pub fn masked_blocks(func: &Function, cfg: &Cfg) -> Vec<bool> {
+    let mut masked = vec![false; func.blocks.len()];
+    for i in cfg.ifs.iter().filter(|i| i.divergent) {
+        masked[i.then_start.index()..i.endif.index()].fill(true);
+    }
+    for l in cfg
+        .loops
+        .iter()
+        .filter(|l| l.divergent || l.divergent_continue)
+    {
+        masked[l.header.index()..l.exit.index()].fill(true);
+    }
+    let first_discard = func
+        .blocks
+        .iter()
+        .position(|b| b.insts.iter().any(|i| i.op == Opcode::Discard));
+    if let Some(d) = first_discard {
+        masked[d..].fill(true);
+    }
+    masked
+}
+
+/// Ties each select under the execute mask to a value it reads and kills (its false value
+/// first), so that the allocators put it in that value's register and the emitter writes the
+/// other value alone, in the running lanes where the condition chooses it, with one move
+/// instead of two into a scratch register and a masked third.
+fn tie_masked_selects(func: &mut Function) {
+    let Ok(cfg) = Cfg::compute(func) else { return };
+    let masked = masked_blocks(func, &cfg);
+    let linear = func.linear_temps();
+    kiln_analysis::compute_liveness(func, &cfg);
+    for (b, block) in func.blocks.iter_mut().enumerate() {
+        if !masked[b] {
+            continue;
+        }
+        for inst in block.insts.iter_mut().filter(|i| i.op == Opcode::Sel) {
+            if inst.flags.all_lanes || linear[inst.defs[0].temp.index()] {
+                continue;
+            }
+            let (x, y) = (inst.operands[1].temp_id(), inst.operands[2].temp_id());
+            let tie = [2usize, 1].into_iter().find(|&k| {
+                let o = &inst.operands[k];
+                o.temp_id().is_some_and(|t| {
+                    o.is_kill()
+                        && x != y
+                        && inst.operands[0].temp_id() != Some(t)
+                        && !linear[t.index()]
+                })
+            });
+            if let Some(k) = tie {
+                inst.defs[0].tied = Some(k as u8);
+                inst.operands[k]
+                    .flags
+                    .set(kiln_ir::OperandFlags::CLOBBERED, true);
+            }
+        }
+    }
+}
+
 /// Whether the function has divergent control flow or discards lanes (and so needs the
 /// execute mask).
 pub fn needs_exec(func: &Function, cfg: &Cfg) -> bool {
@@ -220,6 +282,7 @@ pub fn lower(func: &mut Function, info: &ShaderInfo, threads: u32) -> Result<(),
     // accumulators across a thread switch.
     func.target = std::sync::Arc::new(Vc4Target::with_exec(threads, needs_exec(func, &cfg)));
     crate::narrow::narrow_classes_with(func, false, threads == 2);
+    tie_masked_selects(func);
     kiln_ir::verify(func).map_err(|e| {
         Unsupported(vec![format!(
             "(internal) the interface pass broke the function: {}",
