@@ -272,6 +272,9 @@ struct Emitter<'a> {
     uses: Vec<u32>,
     /// The uniform slot each temp a `uniform` instruction defines reads.
     uniform_slot: Vec<Option<u32>>,
+    /// Uniform reads left to their one reader, a select's or a copy's move later in the
+    /// block, which reads the stream itself (Mesa's `QFILE_UNIF` move sources).
+    read_at_use: Vec<bool>,
     exec: bool,
     out: Vec<Instr>,
     /// What made each instruction of `out`, and what makes the next ones.
@@ -373,6 +376,7 @@ pub fn emit(func: &Function, info: &ShaderInfo, mode: OutputMode) -> Result<Emit
             }
             uses
         },
+        read_at_use: vec![false; func.temps.len()],
         uniform_slot: {
             let mut slots = vec![None; func.temps.len()];
             for i in func.blocks.iter().flat_map(|b| &b.insts) {
@@ -490,6 +494,10 @@ impl Emitter<'_> {
             Value::Temp(t) if self.folded.is_some_and(|(f, _)| f == t) => Ok(Src::Stream(
                 Uniform::of_slot(self.folded.expect("folded").1),
             )),
+            Value::Temp(t) if self.read_at_use[t.index()] => Ok(Src::Stream(Uniform::of_slot(
+                self.uniform_slot[t.index()]
+                    .ok_or_else(|| internal("a uniform read at its use that is none"))?,
+            ))),
             Value::Temp(t) => {
                 let r = op
                     .reg
@@ -775,6 +783,10 @@ impl Emitter<'_> {
                     self.folded = Some((inst.defs[0].temp, inst.imms[0]));
                     continue;
                 }
+                if inst.op == Opcode::Uniform && self.read_by_move(inst, &insts[k + 1..]) {
+                    self.read_at_use[inst.defs[0].temp.index()] = true;
+                    continue;
+                }
                 if crate::interface::is_comparison(inst.op)
                     && let Some(next) = insts.get(k + 1)
                     && (next.op == Opcode::Sel
@@ -869,6 +881,23 @@ impl Emitter<'_> {
     fn folds_into(&self, u: &Inst, next: Option<&Inst>) -> bool {
         let t = u.defs[0].temp;
         next.is_some_and(|n| crate::interface::folds_uniform(n.op) && self.only_use(t, n))
+    }
+
+    /// Whether uniform read `u` is left to its one reader in `rest` (the same block, so the
+    /// stream runs on unreset): a value of a `sel` or the source of a `mov`, which move it
+    /// where they write.
+    fn read_by_move(&self, u: &Inst, rest: &[Inst]) -> bool {
+        let t = u.defs[0].temp;
+        rest.iter()
+            .find(|i| i.used_temps().any(|x| x == t))
+            .is_some_and(|user| {
+                let value = match user.op {
+                    Opcode::Sel => user.operands[0].temp_id() != Some(t),
+                    Opcode::Mov => true,
+                    _ => false,
+                };
+                value && self.only_use(t, user)
+            })
     }
 
     /// Whether `user` is the only reader of `t` and `t` dies there: its register is read
