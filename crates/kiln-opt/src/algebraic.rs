@@ -6,7 +6,7 @@
 //! rule matches, to a fixed point. The design and the rule language are in `docs/middle.md`
 //! ("Algebraic rules").
 
-use crate::util::Avail;
+use crate::util::{Avail, is_free_operand, set_value};
 use kiln_analysis::{Changed, Context, PassError};
 use kiln_ir::semantics::eval_scalar;
 use kiln_ir::{Block, Def, Function, Inst, InstFlags, Opcode, Operand, OperandFlags, Value};
@@ -33,6 +33,10 @@ pub enum Tolerance {
     SignedZero,
     /// Up to this many units in the last place, besides the sign of a zero and NaN payloads.
     Ulps(u32),
+    /// Reassociation (GLSL's operations without `precise`, NIR's inexact rules): where the
+    /// inputs and every intermediate value of the search pattern are finite, the result within
+    /// this many units in the last place of the largest of them; infinities and NaNs free.
+    Reassociated(u32),
 }
 
 /// One rule.
@@ -164,6 +168,39 @@ pub const RULES: &[Rule] = &[
         "(fmul (fneg a) (fneg b))",
         "(fmul a b)",
         Tolerance::NanPayload,
+    ),
+    // Cancellation and absorption, where values are finite (NIR's inexact rules): a value
+    // added and taken away again, or multiplied by zero.
+    relaxed(
+        "fsub_fadd_cancel",
+        "(fsub (fadd a b) a)",
+        "b",
+        Tolerance::Reassociated(2),
+    ),
+    relaxed(
+        "fadd_fsub_cancel",
+        "(fadd a (fsub b a))",
+        "b",
+        Tolerance::Reassociated(2),
+    ),
+    relaxed(
+        "fsub_fsub_cancel",
+        "(fsub a (fsub a b))",
+        "b",
+        Tolerance::Reassociated(2),
+    ),
+    relaxed(
+        "fsub_fsub_negate",
+        "(fsub (fsub a b) a)",
+        "(fneg b)",
+        Tolerance::Reassociated(2),
+    ),
+    relaxed("fsub_self", "(fsub a a)", "0.0", Tolerance::Reassociated(0)),
+    relaxed(
+        "fmul_zero",
+        "(fmul a 0.0)",
+        "0.0",
+        Tolerance::Reassociated(0),
     ),
     exact("fabs_fneg", "(fabs (fneg a))", "(fabs a)"),
     exact("fabs_fabs", "(fabs (fabs a))", "(fabs a)"),
@@ -501,6 +538,63 @@ fn rewrite(
     None
 }
 
+/// Reads through copies of constants at (b, i) (a rule's replacement may be one) and folds
+/// the instruction when all its operands are then constants, so that rules see the constants
+/// their earlier rewrites made. Whether anything changed.
+fn constant_operands(func: &mut Function, avail: &Avail, b: Block, i: usize) -> bool {
+    let constant_of = |v: Value| match v {
+        Value::Temp(t) => match avail.sites.get(t.index()) {
+            Some(Some((db, di))) => {
+                let d = &func.block(*db).insts[*di];
+                match (d.op, d.operands.first()) {
+                    (Opcode::Mov, Some(o)) if d.operands.len() == 1 => match o.value {
+                        Value::Const(c) => Some(c),
+                        _ => None,
+                    },
+                    _ => None,
+                }
+            }
+            _ => None,
+        },
+        _ => None,
+    };
+    let inst = &func.block(b).insts[i];
+    if inst.op.is_phi() || inst.op.info().side_effects || inst.op.info().terminator {
+        return false;
+    }
+    let found: Vec<(usize, u32)> = inst
+        .operands
+        .iter()
+        .enumerate()
+        .filter(|&(k, _)| is_free_operand(inst, k))
+        .filter_map(|(k, o)| constant_of(o.value).map(|c| (k, c)))
+        .collect();
+    let mut changed = !found.is_empty();
+    let inst = &mut func.block_mut(b).insts[i];
+    for (k, c) in found {
+        set_value(&mut inst.operands[k], Value::Const(c));
+    }
+    let consts: Option<Vec<u32>> = inst
+        .operands
+        .iter()
+        .map(|o| match o.value {
+            Value::Const(c) => Some(c),
+            _ => None,
+        })
+        .collect();
+    if inst.op != Opcode::Mov
+        && inst.defs.len() == 1
+        && inst.imms.is_empty()
+        && let Some(k) = consts.and_then(|cs| eval_scalar(inst.op, &cs))
+    {
+        inst.op = Opcode::Mov;
+        inst.operands.clear();
+        inst.operands.push(Operand::constant(k));
+        changed = true;
+    }
+    changed
+}
+
 /// The rules of `precision` (exact rules at both).
 fn rules_at(precision: Precision) -> Vec<&'static Compiled> {
     compiled()
@@ -526,6 +620,9 @@ pub fn algebraic_with(cx: &mut Context, precision: Precision) -> Result<Changed,
         let mut round = false;
         for b in cfg.rpo() {
             for i in 0..func.block(b).insts.len() {
+                if constant_operands(func, &avail, b, i) {
+                    round = true;
+                }
                 if let Some(new) = rewrite(func, &avail, &rules, b, i) {
                     round = true;
                     if !new.is_empty() {
@@ -662,7 +759,51 @@ mod tests {
                 (nan(want) && nan(got))
                     || (!nan(want) && !nan(got) && (ordered(want) - ordered(got)).abs() <= n as i64)
             }
+            // Checked by `reassociated_within`, which knows the intermediate values.
+            Tolerance::Reassociated(_) => true,
         }
+    }
+
+    /// The value of `p` on one lane (`vars`: each variable's bits), with the largest
+    /// magnitude among its inputs and intermediate values, and whether all of them are finite.
+    fn eval_pattern(p: &Pat, vars: &[u32]) -> Option<(u32, f32, bool)> {
+        match p {
+            Pat::Const(c) => Some((*c, fl(*c).abs(), fl(*c).is_finite())),
+            Pat::Var { k, .. } => {
+                let x = vars[*k];
+                Some((x, fl(x).abs(), fl(x).is_finite()))
+            }
+            Pat::Op(op, args) => {
+                let mut bits = Vec::new();
+                let (mut largest, mut finite) = (0f32, true);
+                for a in args {
+                    let (x, m, f) = eval_pattern(a, vars)?;
+                    bits.push(x);
+                    largest = largest.max(m);
+                    finite &= f;
+                }
+                let r = eval_scalar(*op, &bits)?;
+                Some((r, largest.max(fl(r).abs()), finite && fl(r).is_finite()))
+            }
+        }
+    }
+
+    /// One unit in the last place at magnitude `x` (the smallest denormal below the normals).
+    fn ulp(x: f32) -> f64 {
+        let e = (x.abs().to_bits() >> 23) as i32;
+        2f64.powi(e.max(1) - 127 - 23)
+    }
+
+    /// [`Tolerance::Reassociated`]: where the search pattern's inputs and intermediates on
+    /// these variables are finite, `got` within `n` ulps of the largest of them from `want`.
+    fn reassociated_within(n: u32, from: &Pat, vars: &[u32], want: u32, got: u32) -> bool {
+        let Some((_, largest, finite)) = eval_pattern(from, vars) else {
+            return false;
+        };
+        if !finite {
+            return true;
+        }
+        !fl(got).is_nan() && (fl(want) as f64 - fl(got) as f64).abs() <= n as f64 * ulp(largest)
     }
 
     /// Lane values that reach every kind of float: ordinary, tiny, huge, zeros, infinities,
@@ -761,6 +902,24 @@ mod tests {
                     for lane in 0..64 {
                         let (w, g) = (value(&want, lane), value(&got, lane));
                         let relaxed = c.rule.precision == Precision::Relaxed;
+                        if let Tolerance::Reassociated(n) = c.rule.tolerance {
+                            let vars: Vec<u32> = (0..c.vars)
+                                .map(|k| match set.iter().find(|(j, _)| *j == k) {
+                                    Some(&(_, x)) => x,
+                                    None => env.inputs[&(k as u32)][lane],
+                                })
+                                .collect();
+                            assert!(
+                                reassociated_within(n, &c.from, &vars, w, g),
+                                "{} {set:?}: inputs {vars:?}: {:#x} ({}) became {:#x} ({})",
+                                c.rule.name,
+                                w,
+                                fl(w),
+                                g,
+                                fl(g)
+                            );
+                            continue;
+                        }
                         assert!(
                             within(c.rule.tolerance, w, g)
                                 || (relaxed

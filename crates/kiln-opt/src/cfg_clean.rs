@@ -241,6 +241,77 @@ fn remove_one_trip_loop(func: &mut Function, cfg: &Cfg) -> bool {
     false
 }
 
+/// Whether the blocks `region` do nothing observable from outside it when it is left for
+/// `exit`: no instruction in it has a side effect, no terminator returns or leaves for a block
+/// other than `exit` or one of the region's own, and no instruction outside reads a value the
+/// region defines (NIR's `nir_opt_dead_cf`, `cf_node_has_side_effects` and `node_is_dead`).
+fn unobserved(func: &Function, region: std::ops::Range<u32>, exit: Block) -> bool {
+    let mut defined = vec![false; func.temps.len()];
+    for b in region.clone() {
+        for inst in &func.block(Block(b)).insts {
+            let info = inst.op.info();
+            let effect = if info.terminator {
+                inst.op == Opcode::Return
+                    || inst
+                        .targets
+                        .iter()
+                        .any(|&t| t != exit && !region.contains(&t.0))
+            } else {
+                info.side_effects
+            };
+            if effect {
+                return false;
+            }
+            for d in &inst.defs {
+                defined[d.temp.index()] = true;
+            }
+        }
+    }
+    (0..func.blocks.len() as u32)
+        .filter(|b| !region.contains(b))
+        .flat_map(|b| &func.block(Block(b)).insts)
+        .all(|inst| !inst.used_temps().any(|t| defined[t.index()]))
+}
+
+/// Removes one loop that does nothing observable: its exit has no phis and the loop is
+/// [`unobserved`]. A shader's loops end (an endless one is undefined behaviour, as NIR takes
+/// it), so the loop may as well not run. Returns whether it removed one.
+fn remove_dead_loop(func: &mut Function, cfg: &Cfg) -> bool {
+    for l in &cfg.loops {
+        let (p, x) = (l.preheader, l.exit);
+        if func.block(x).phi_count() > 0 || !unobserved(func, l.header.0..x.0, x) {
+            continue;
+        }
+        let mut jump = Inst::new(Opcode::Jump);
+        jump.targets = vec![x].into_boxed_slice();
+        *func.block_mut(p).insts.last_mut().expect("loop") = jump;
+        let gone: Vec<Block> = (l.header.0..x.0).map(Block).collect();
+        remove_blocks(func, &gone, x);
+        return true;
+    }
+    false
+}
+
+/// Removes one if, uniform or divergent, whose sides do nothing observable: its endif has no
+/// phis and both sides are [`unobserved`]. What simplification leaves of a branchy shader
+/// (sides emptied by folding, values nobody reads any more) goes with it. Returns whether it
+/// removed one.
+fn remove_dead_if(func: &mut Function, cfg: &Cfg) -> bool {
+    for info in &cfg.ifs {
+        let (h, m) = (info.head, info.endif);
+        if func.block(m).phi_count() > 0 || !unobserved(func, info.then_start.0..m.0, m) {
+            continue;
+        }
+        let mut jump = Inst::new(Opcode::Jump);
+        jump.targets = vec![m].into_boxed_slice();
+        *func.block_mut(h).insts.last_mut().expect("if") = jump;
+        let gone: Vec<Block> = (info.then_start.0..m.0).map(Block).collect();
+        remove_blocks(func, &gone, m);
+        return true;
+    }
+    false
+}
+
 /// The clean-up with uniformity from register files.
 pub fn cfg_clean(cx: &mut Context) -> Result<Changed, PassError> {
     cfg_clean_with(cx, |cx| Ok(Box::new(ByDivergence(cx.divergence()?))))
@@ -260,6 +331,8 @@ pub fn cfg_clean_with(
         let step = mark_uniform(func, &cfg, &*uni)
             || fold_constant_if(func, &cfg)
             || remove_one_trip_loop(func, &cfg)
+            || remove_dead_loop(func, &cfg)
+            || remove_dead_if(func, &cfg)
             || merge_straight(func, &cfg);
         if !step {
             break;
@@ -375,6 +448,100 @@ bb5:
     }
 
     #[test]
+    fn a_loop_nothing_observes_goes() {
+        // A counted loop whose sum nobody reads after it: it goes, with its blocks.
+        let src = "target generic(v=16, s=8)
+function @f {
+bb0:
+    %0:v1 = input 0
+    loop bb1, bb5
+bb1:
+    %1:v1 = phi %0, %3
+    %5:s1 = linear_phi 0.0, %6
+    %2:s1 = flt %5, 6.0
+    if.uniform %2, bb2, bb3, bb3
+bb2:
+    break bb5
+bb3:
+    %3:v1 = fadd %1, 1.0
+    %6:s1 = fadd %5, 1.0
+    jump bb4
+bb4:
+    continue bb1
+bb5:
+    %4:v1 = fmul %0, 2.0
+    output 0, %4
+    return
+}
+";
+        let before = parse_function(src).unwrap();
+        let mut cx = Context::new(before.clone());
+        assert_eq!(cx.run("cfg_clean", cfg_clean).unwrap(), Changed::Cfg);
+        let after = cx.into_func();
+        let text = print_function(&after);
+        assert_eq!(after.blocks.len(), 1, "{text}");
+        assert!(!text.contains("loop") && !text.contains("fadd"), "{text}");
+        compare(&before, &after, &Env::for_function(&before, 16, 5)).unwrap();
+        // A value of the loop read after it, or a discard in it, keeps it.
+        for kept in [
+            src.replace("fmul %0, 2.0", "fmul %1, 2.0"),
+            src.replace("    jump bb4\nbb4:", "    discard\n    jump bb4\nbb4:"),
+        ] {
+            let func = parse_function(&kept).unwrap();
+            kiln_ir::verify(&func).unwrap();
+            let mut cx = Context::new(func);
+            cx.run("cfg_clean", cfg_clean).unwrap();
+            assert!(print_function(cx.func()).contains("loop"), "{kept}");
+        }
+    }
+
+    #[test]
+    fn an_if_nothing_observes_goes() {
+        // A divergent if whose sides compute values nobody reads after it: it goes.
+        let src = "target generic(v=16, s=8)
+function @f {
+bb0:
+    %0:v1 = input 0
+    %1:v1 = flt %0, 0.5
+    if.divergent %1, bb1, bb2, bb3
+bb1:
+    %2:v1 = fadd %0, 1.0
+    jump bb3
+bb2:
+    %3:v1 = fmul %0, 3.0
+    jump bb3
+bb3:
+    %4:v1 = fmul %0, 2.0
+    output 0, %4
+    return
+}
+";
+        let before = parse_function(src).unwrap();
+        let mut cx = Context::new(before.clone());
+        assert_eq!(cx.run("cfg_clean", cfg_clean).unwrap(), Changed::Cfg);
+        let after = cx.into_func();
+        let text = print_function(&after);
+        assert_eq!(after.blocks.len(), 1, "{text}");
+        assert!(!text.contains("if") && !text.contains("fadd"), "{text}");
+        compare(&before, &after, &Env::for_function(&before, 16, 5)).unwrap();
+        // A side's value read after it (through a phi), or a discard, keeps it.
+        for kept in [
+            src.replace("bb3:\n    %4", "bb3:\n    %5:v1 = phi %2, %3\n    %4"),
+            src.replace(
+                "bb3:\n    %4:v1 = fmul %0",
+                "bb3:\n    %5:v1 = phi %0, %3\n    %4:v1 = fmul %5",
+            ),
+            src.replace("    jump bb3\nbb2:", "    discard\n    jump bb3\nbb2:"),
+        ] {
+            let func = parse_function(&kept).unwrap();
+            kiln_ir::verify(&func).unwrap();
+            let mut cx = Context::new(func);
+            cx.run("cfg_clean", cfg_clean).unwrap();
+            assert!(print_function(cx.func()).contains("if"), "{kept}");
+        }
+    }
+
+    #[test]
     fn a_linear_value_of_the_then_side_keeps_the_if_divergent() {
         // The else side reads a uniform value of the then side: fine linearly while the if is
         // divergent (the wave runs then, then else), wrong once it is uniform.
@@ -391,7 +558,8 @@ bb2:
     %3:v1 = iadd %0, 1
     jump bb3
 bb3:
-    output 0, %0
+    %4:v1 = phi %0, %3
+    output 0, %4
     return
 }
 ";

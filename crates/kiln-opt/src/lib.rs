@@ -61,6 +61,8 @@ pub const DEFAULT_PIPELINE: &[&str] = &[
     "gvn",
     "fold",
     "dce",
+    "cfg_clean",
+    "dce",
 ];
 
 /// Whether `demand` stays within `limit` in every register file. (Moving a value from a
