@@ -442,6 +442,8 @@ impl<'f> Assigner<'f> {
         };
         let mut blocked = Vec::new();
         self.simt_blocked(b, t, &mut blocked);
+        // A phi of a loop's body that lives into its exit is a value like any other there.
+        self.latch_blocked(b, t, &mut blocked);
         for &p in preds {
             let several = edges.succs[p.index()].len() > 1
                 || cfg.linear.succs[p.index()].len() > 1
