@@ -325,10 +325,11 @@ impl<'f> Assigner<'f> {
                 blocked.push(self.span(u, h));
             }
         }
-        // Phi homes written at the end of a predecessor while the wave still runs this block.
+        // Phi homes written at the end of a predecessor while the wave still runs this block,
+        // or runs blocks this value lives through (it may be defined before the copy).
         if self.all_lanes[t.index()] {
             for (gap, p) in &self.gaps {
-                if gap.contains(&b.index())
+                if (gap.contains(&b.index()) || self.lv.live_in[gap.start].contains(t))
                     && let Some(h) = self.home[p.index()]
                 {
                     blocked.push(self.span(*p, h));

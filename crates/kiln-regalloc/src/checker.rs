@@ -56,6 +56,16 @@ impl State {
         }
     }
 
+    /// Adds what `other` knows (both hold at the same point).
+    fn join(&mut self, other: &State) {
+        for (loc, vals) in &other.places {
+            for &v in vals {
+                push(self, *loc, v);
+            }
+        }
+        self.wild.extend(other.wild.iter().copied());
+    }
+
     /// What both states agree on.
     fn meet(&mut self, other: &State) {
         let wild = &self.wild;
@@ -155,9 +165,10 @@ pub fn check(ssa: &Function, allocated: &Function) -> Result<(), Vec<CheckError>
             checker.constraints(b, k, inst, &mut errors);
         }
     }
-    for view in [View::PerLane, View::Wave] {
-        checker.dataflow(view, &mut errors);
-    }
+    // The wave view first: what it proves at a block's entry holds in every lane, so the
+    // per-lane view starts each block from it as well.
+    let wave = checker.dataflow(View::Wave, &[], &mut errors);
+    checker.dataflow(View::PerLane, &wave, &mut errors);
     errors.sort_by_key(|e| (e.block, e.inst));
     errors.dedup();
     if errors.is_empty() {
@@ -361,7 +372,10 @@ impl<'f> Checker<'f> {
         }
     }
 
-    fn dataflow(&self, view: View, errors: &mut Vec<CheckError>) {
+    /// Runs the view's dataflow to its fixpoint and checks every read; returns the state at
+    /// every block's entry. `known`: states at block entries that hold in every lane (the wave
+    /// view's), joined into each entry.
+    fn dataflow(&self, view: View, known: &[State], errors: &mut Vec<CheckError>) -> Vec<State> {
         let func = self.func;
         let n = func.blocks.len();
         let mut out: Vec<Option<State>> = vec![None; n];
@@ -374,7 +388,10 @@ impl<'f> Checker<'f> {
         while changed {
             changed = false;
             for b in func.block_ids() {
-                let entry = self.entry_state(view, &out, &idle_out, b);
+                let mut entry = self.entry_state(view, &out, &idle_out, b);
+                if let Some(k) = known.get(b.index()) {
+                    entry.join(k);
+                }
                 if view == View::Wave && self.idle_exit(b).is_some() {
                     let idle = self.run_block(view, b, entry.clone(), None, true);
                     if idle_out[b.index()].as_ref() != Some(&idle) {
@@ -389,21 +406,29 @@ impl<'f> Checker<'f> {
                 }
             }
         }
+        let mut entries = Vec::with_capacity(n);
         for b in func.block_ids() {
-            let state = self.entry_state(view, &out, &idle_out, b);
+            let mut state = self.entry_state(view, &out, &idle_out, b);
+            if let Some(k) = known.get(b.index()) {
+                state.join(k);
+            }
+            entries.push(state.clone());
             self.run_block(view, b, state, Some(errors), false);
         }
+        entries
     }
 
-    /// The exit of the loop whose latch `b` is, when the wave reaches that exit from `b` only
-    /// with no lane active: a loop with a divergent break (and no divergent continue) is left
-    /// along the linear edge from its latch once every lane has broken out, and that edge is
-    /// not a logical one.
+    /// The exit of the loop of which `b` is a back-edge block, when the wave reaches that exit
+    /// from `b` only with no lane active: a loop with a divergent break is left along the linear
+    /// edge from a block ending in a uniform `continue` (its latch, or another) when no lane
+    /// runs the next iteration — neither the lanes active in `b` nor those waiting at a
+    /// divergent `continue`, which rejoin only at that `continue` — so `b` ran with no lane
+    /// active; and that edge is not a logical one.
     fn idle_exit(&self, b: Block) -> Option<Block> {
         self.cfg
             .loops
             .iter()
-            .find(|l| l.latch == b && l.divergent && !l.divergent_continue)
+            .find(|l| l.divergent && l.back_edges.contains(&b))
             .map(|l| l.exit)
             .filter(|e| {
                 self.cfg.linear.succs[b.index()].contains(e)
