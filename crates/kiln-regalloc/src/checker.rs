@@ -191,6 +191,9 @@ struct Checker<'f> {
     per_lane_file: Vec<bool>,
     /// Per block: per-lane places written by all-lanes instructions.
     all_lanes_places: Vec<Vec<Loc>>,
+    /// Per SSA temp: its definition in the SSA function (phis excluded), with whether it can be
+    /// recomputed anywhere (it reads no temp: [`crate::spill::rematerializable`]).
+    defs: Vec<Option<(&'f Inst, bool)>>,
 }
 
 /// Whether an instruction only moves values (it defines none of the SSA program).
@@ -202,7 +205,18 @@ fn is_move(inst: &Inst) -> bool {
 }
 
 impl<'f> Checker<'f> {
-    fn new(ssa: &Function, func: &'f Function, cfg: &'f Cfg, phis: Vec<Phis>) -> Checker<'f> {
+    fn new(ssa: &'f Function, func: &'f Function, cfg: &'f Cfg, phis: Vec<Phis>) -> Checker<'f> {
+        let mut defs = vec![None; ssa.temps.len()];
+        for inst in ssa.blocks.iter().flat_map(|b| &b.insts) {
+            if inst.op.is_phi() {
+                continue;
+            }
+            for d in &inst.defs {
+                if let Some(slot) = defs.get_mut(d.temp.index()) {
+                    *slot = Some((inst, crate::spill::rematerializable(inst)));
+                }
+            }
+        }
         let per_lane_file: Vec<bool> = func
             .target
             .files()
@@ -224,6 +238,7 @@ impl<'f> Checker<'f> {
             writes_all,
             per_lane_file,
             all_lanes_places: Vec::new(),
+            defs,
         };
         c.all_lanes_places = func
             .blocks
@@ -345,6 +360,18 @@ impl<'f> Checker<'f> {
                     "definition {j} ({}) is tied to operand {o} but they are in different registers",
                     d.temp
                 ));
+            }
+        }
+        if !is_move(inst) && !inst.op.is_phi() {
+            for d in &inst.defs {
+                if let Some(Some((orig, _))) = self.defs.get(d.temp.index())
+                    && !same_computation(orig, inst)
+                {
+                    err(format!(
+                        "{} is defined by `{}`, which is not its definition `{}`",
+                        d.temp, inst.op, orig.op
+                    ));
+                }
             }
         }
         let defs: Vec<(Loc, Temp)> = inst
@@ -573,7 +600,10 @@ impl<'f> Checker<'f> {
                 }
             } else {
                 for d in &inst.defs {
-                    if d.temp.index() < self.ssa_temps {
+                    // A recomputation of a value that reads no temp (a rematerialisation)
+                    // gives the same bits: the other copies stay valid.
+                    let recomputed = matches!(self.defs.get(d.temp.index()), Some(Some((_, true))));
+                    if d.temp.index() < self.ssa_temps && !recomputed {
                         state.forget(d.temp);
                     }
                     if let Some(r) = d.reg {
@@ -668,6 +698,21 @@ impl<'f> Checker<'f> {
             }
         }
     }
+}
+
+/// Whether `inst` computes what the SSA definition `orig` computes: the same operation on the
+/// same immediates and operand values (whose places the reads check), with the same definitions.
+fn same_computation(orig: &Inst, inst: &Inst) -> bool {
+    orig.op == inst.op
+        && orig.imms == inst.imms
+        && orig.defs.len() == inst.defs.len()
+        && orig.defs.iter().zip(&inst.defs).all(|(a, b)| a.temp == b.temp)
+        && orig.operands.len() == inst.operands.len()
+        && orig
+            .operands
+            .iter()
+            .zip(&inst.operands)
+            .all(|(a, b)| a.value == b.value)
 }
 
 fn push(s: &mut State, loc: Loc, v: Val) {
