@@ -443,8 +443,10 @@ impl<'f> Assigner<'f> {
         };
         let mut blocked = Vec::new();
         self.simt_blocked(b, t, &mut blocked);
-        // A phi of a loop's body that lives into its exit is a value like any other there.
+        // A phi is a value like any other where it lives: into the exit of a loop (the
+        // latch's linear-phi copies), into the copies of another block's phis.
         self.latch_blocked(b, t, &mut blocked);
+        self.phi_kind_blocked(t, &mut blocked);
         for &p in preds {
             let several = edges.succs[p.index()].len() > 1
                 || cfg.linear.succs[p.index()].len() > 1
