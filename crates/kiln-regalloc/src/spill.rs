@@ -263,6 +263,9 @@ struct Spiller<'a> {
     remat: Vec<bool>,
     /// Left the registers somewhere while live: stored after its definition if reloaded.
     spilled: Vec<bool>,
+    /// Phis kept in memory (Braun & Hack 2009, §4.1): their operands are stored into their slot
+    /// at the ends of the predecessors, and every use reloads them.
+    memory_phi: Vec<bool>,
     w_entry: Vec<BTreeSet<Temp>>,
     w_exit: Vec<BTreeSet<Temp>>,
     processed: Vec<bool>,
@@ -321,6 +324,7 @@ impl<'a> Spiller<'a> {
             entry_limit: budget - reserve,
             remat,
             spilled: vec![false; func.temps.len()],
+            memory_phi: vec![false; func.temps.len()],
             w_entry: vec![BTreeSet::new(); n],
             w_exit: vec![BTreeSet::new(); n],
             processed: vec![false; n],
@@ -414,6 +418,54 @@ impl<'a> Spiller<'a> {
         chosen.set
     }
 
+    /// The phis of `b` that stay in registers must fit the budget: while they do not, the one
+    /// whose next use is farthest becomes a memory phi (Braun & Hack 2009, §4.1: a phi whose
+    /// value is not in a register at the block's entry is spilled — its operands go to its slot
+    /// in the predecessors — and reloaded where it is used). Returns the demand of the phis
+    /// left in registers.
+    fn memory_phis(&mut self, b: Block) -> Demand {
+        let func = self.func;
+        let insts = &func.block(b).insts;
+        let nphi = func.block(b).phi_count();
+        let live: Vec<Temp> = insts[..nphi]
+            .iter()
+            .flat_map(|i| &i.defs)
+            .filter(|d| !d.dead)
+            .map(|d| d.temp)
+            .collect();
+        let mut demand = Demand::ZERO;
+        for &t in &live {
+            demand += Demand::of(func.class(t));
+        }
+        if !demand.exceeds(self.budget) {
+            return demand;
+        }
+        // Distance to the first use after the phis.
+        let len = insts.len() as u32;
+        let dist = |t: Temp| {
+            insts[nphi..]
+                .iter()
+                .position(|i| i.used_temps().any(|u| u == t))
+                .map(|k| k as u32)
+                .unwrap_or_else(|| {
+                    self.next.end[b.index()]
+                        .get(&t)
+                        .map_or(INF, |&d| d.saturating_add(len))
+                })
+        };
+        let mut by_distance: Vec<(u32, Temp)> = live.iter().map(|&t| (dist(t), t)).collect();
+        by_distance.sort_unstable_by(|a, b| b.cmp(a));
+        for (_, t) in by_distance {
+            let f = func.class(t).file.index();
+            if demand.0[f] > self.budget.0[f] {
+                self.memory_phi[t.index()] = true;
+                self.spilled[t.index()] = true;
+                demand -= Demand::of(func.class(t));
+            }
+        }
+        demand
+    }
+
     /// Reloads on the edge `p → b` for the values `b` keeps in registers and the operands of its
     /// phis that `p` does not hold.
     fn reconcile(&mut self, p: Block, b: Block) {
@@ -436,6 +488,10 @@ impl<'a> Spiller<'a> {
             }
         }
         for inst in self.func.block(b).insts.iter().filter(|i| i.op.is_phi()) {
+            if self.memory_phi[inst.defs[0].temp.index()] {
+                // Stored from where it is (`materialize`).
+                continue;
+            }
             let preds = preds_of(cfg, inst.op == Opcode::LinearPhi, b);
             for (op, &q) in inst.operands.iter().zip(preds) {
                 if q != p {
@@ -491,23 +547,7 @@ impl<'a> Spiller<'a> {
         let func = self.func;
         let insts = &func.block(b).insts;
         let nphi = func.block(b).phi_count();
-        let mut phi_demand = Demand::ZERO;
-        for inst in &insts[..nphi] {
-            for d in &inst.defs {
-                phi_demand += Demand::of(func.class(d.temp));
-            }
-        }
-        if phi_demand.exceeds(self.budget) {
-            return Err(err(
-                b,
-                0,
-                format!(
-                    "the phis of {b} define {:?} units at once, more than the budget {:?}",
-                    &phi_demand.0[..func.target.files().len()],
-                    &self.budget.0[..func.target.files().len()]
-                ),
-            ));
-        }
+        let phi_demand = self.memory_phis(b);
         let entry = self.choose_entry(b, phi_demand);
         self.w_entry[b.index()] = entry.clone();
         let preds: BTreeSet<Block> = self.cfg.logical.preds[b.index()]
@@ -525,7 +565,9 @@ impl<'a> Spiller<'a> {
         }
         for inst in &insts[..nphi] {
             for d in inst.defs.iter().filter(|d| !d.dead) {
-                w.insert(func, d.temp);
+                if !self.memory_phi[d.temp.index()] {
+                    w.insert(func, d.temp);
+                }
             }
         }
         let mut uses: BTreeMap<Temp, Vec<u32>> = BTreeMap::new();
@@ -624,6 +666,23 @@ impl<'a> Spiller<'a> {
                 reloaded[t.index()] = true;
             }
         }
+        // Operands of memory phis stored from a reload (below).
+        for b in func.block_ids() {
+            for phi in func.block(b).insts.iter().take_while(|i| i.op.is_phi()) {
+                if !self.memory_phi[phi.defs[0].temp.index()] {
+                    continue;
+                }
+                let preds = preds_of(self.cfg, phi.op == Opcode::LinearPhi, b);
+                for (o, p) in phi.operands.iter().zip(preds) {
+                    if let Some(o) = o.temp_id()
+                        && !self.w_exit[p.index()].contains(&o)
+                        && !self.remat[o.index()]
+                    {
+                        reloaded[o.index()] = true;
+                    }
+                }
+            }
+        }
         let slot = self.assign_slots(&reloaded, &mut stats);
         let mut def_inst: Vec<Option<(Block, usize)>> = vec![None; func.temps.len()];
         for b in func.block_ids() {
@@ -667,12 +726,51 @@ impl<'a> Spiller<'a> {
             inst.flags.all_lanes = self.lv.linear[t.index()];
             inst
         };
+        // A memory phi's operands are stored into its slot at the ends of its predecessors (a
+        // masked store for a `phi`: the lanes taking the edge): first those in registers, then
+        // those reloaded (or recomputed) into a temp that dies at its store, then, after the
+        // block's reloads, those reloaded there anyway — so that at most one value is added to
+        // those in registers.
+        let mut end_spills: Vec<Vec<Inst>> = vec![Vec::new(); func.blocks.len()];
+        let mut end_pairs: Vec<Vec<(Temp, Inst)>> = vec![Vec::new(); func.blocks.len()];
+        let mut early_spills: Vec<Vec<Inst>> = vec![Vec::new(); func.blocks.len()];
+        for b in func.block_ids() {
+            for phi in func.block(b).insts.iter().take_while(|i| i.op.is_phi()) {
+                let t = phi.defs[0].temp;
+                if !self.memory_phi[t.index()] || !reloaded[t.index()] {
+                    continue;
+                }
+                let preds = preds_of(self.cfg, phi.op == Opcode::LinearPhi, b);
+                for (op, p) in phi.operands.iter().zip(preds) {
+                    if matches!(op.value, kiln_ir::Value::Undef(_)) {
+                        continue;
+                    }
+                    let mut inst = Inst::new(Opcode::Spill);
+                    inst.imms.push(slot[t.index()]);
+                    let mut op = *op;
+                    op.flags = kiln_ir::OperandFlags::empty();
+                    inst.operands.push(op);
+                    inst.flags.all_lanes = self.lv.linear[t.index()];
+                    stats.spills += 1;
+                    match op.temp_id() {
+                        Some(o) if !self.w_exit[p.index()].contains(&o) => {
+                            end_pairs[p.index()].push((o, inst));
+                        }
+                        Some(o) if self.end_reloads[p.index()].contains(&o) => {
+                            end_spills[p.index()].push(inst)
+                        }
+                        _ => early_spills[p.index()].push(inst),
+                    }
+                }
+            }
+        }
         for b in func.block_ids() {
             let insts = &func.block(b).insts;
             let nphi = func.block(b).phi_count();
             let mut new: Vec<Inst> = Vec::with_capacity(insts.len() + 4);
-            new.extend(insts[..nphi].iter().cloned());
-            for inst in &insts[..nphi] {
+            let in_registers = |i: &&Inst| !self.memory_phi[i.defs[0].temp.index()];
+            new.extend(insts[..nphi].iter().filter(in_registers).cloned());
+            for inst in insts[..nphi].iter().filter(in_registers) {
                 for d in inst.defs.iter().filter(|d| reloaded[d.temp.index()]) {
                     new.push(spill_of(d.temp));
                     stats.spills += 1;
@@ -683,9 +781,18 @@ impl<'a> Spiller<'a> {
             }
             for (k, inst) in insts.iter().enumerate().skip(nphi) {
                 if inst.op.is_terminator() {
+                    new.append(&mut early_spills[b.index()]);
+                    new.append(&mut early_spills[b.index()]);
+                for (o, mut store) in std::mem::take(&mut end_pairs[b.index()]) {
+                        let reload = make(out, o, &mut stats)?;
+                        store.operands[0] = Operand::temp(reload.defs[0].temp);
+                        new.push(reload);
+                        new.push(store);
+                    }
                     for &t in &self.end_reloads[b.index()] {
                         new.push(make(out, t, &mut stats)?);
                     }
+                    new.append(&mut end_spills[b.index()]);
                 }
                 for &t in &self.before[b.index()][k] {
                     new.push(make(out, t, &mut stats)?);
@@ -697,9 +804,17 @@ impl<'a> Spiller<'a> {
                 }
             }
             if insts.last().is_none_or(|i| !i.op.is_terminator()) {
+                new.append(&mut early_spills[b.index()]);
+                for (o, mut store) in std::mem::take(&mut end_pairs[b.index()]) {
+                    let reload = make(out, o, &mut stats)?;
+                    store.operands[0] = Operand::temp(reload.defs[0].temp);
+                    new.push(reload);
+                    new.push(store);
+                }
                 for &t in &self.end_reloads[b.index()] {
                     new.push(make(out, t, &mut stats)?);
                 }
+                new.append(&mut end_spills[b.index()]);
             }
             out.block_mut(b).insts = new;
         }
@@ -729,22 +844,27 @@ impl<'a> Spiller<'a> {
         let func = self.func;
         let interference = Interference::new(func, self.cfg, self.lv);
         let mut slot = vec![u32::MAX; func.temps.len()];
-        let mut slots: Vec<(FileId, Vec<Temp>)> = Vec::new();
+        // (file, members, shared): a memory phi's slot is its own (it is written at the ends
+        // of predecessors, where the phi's live range does not say so).
+        let mut slots: Vec<(FileId, Vec<Temp>, bool)> = Vec::new();
         for t in (0..func.temps.len())
             .filter(|&t| reloaded[t])
             .map(Temp::new)
         {
             let file = func.class(t).file;
+            let shared = !self.memory_phi[t.index()];
             let k = slots
                 .iter()
-                .position(|(f, members)| {
-                    *f == file
+                .position(|(f, members, open)| {
+                    shared
+                        && *open
+                        && *f == file
                         && members
                             .iter()
                             .all(|&m| !interference.interferes(func, t, m))
                 })
                 .unwrap_or_else(|| {
-                    slots.push((file, Vec::new()));
+                    slots.push((file, Vec::new(), shared));
                     slots.len() - 1
                 });
             slots[k].1.push(t);
