@@ -266,7 +266,15 @@ pub fn allocate_with_input(
                 spill::spill_with_versions(&mut work, &budget).map_err(|e| RaError::Budget {
                     block: e.block,
                     inst: e.inst,
-                    message: e.message.clone(),
+                    message: if budget == limits {
+                        e.message.clone()
+                    } else {
+                        format!(
+                            "{} (after the assignment found no register at the budget {limits:?}, \
+                             lowered to {budget:?})",
+                            e.message
+                        )
+                    },
                 })?;
             stats.spills = s.spills;
             stats.reloads = s.reloads;
