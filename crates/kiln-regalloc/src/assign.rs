@@ -1017,7 +1017,12 @@ impl<'f> Assigner<'f> {
                 self.away.push((w, from));
             }
             avoid.push(self.span(w, to));
-            before.push((w, self.operand_at(w, from), to));
+            // Moved already by the same copy (for an earlier definition of the instruction):
+            // one move from where it was, the copy being parallel.
+            match before.iter_mut().find(|m| m.0 == w && m.2 == from) {
+                Some(m) => m.2 = to,
+                None => before.push((w, self.operand_at(w, from), to)),
+            }
         }
         Some(target)
     }
@@ -1147,7 +1152,11 @@ impl<'f> Assigner<'f> {
                         self.temps.push(self.func.target.class(file, 1));
                         self.home.push(None);
                         self.place.push(None);
-                        self.consts.push((t, *o));
+                        // Copied in by the parallel copy before the instruction, whose
+                        // operands carry no flags of the vector.
+                        let mut c = *o;
+                        c.flags = kiln_ir::OperandFlags::empty();
+                        self.consts.push((t, c));
                         t
                     }
                 })

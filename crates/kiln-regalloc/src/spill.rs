@@ -108,6 +108,12 @@ pub fn spill_with_versions(
             return Ok((stats, versions));
         }
         if attempt == ATTEMPTS {
+            if kiln_analysis::DebugFlags::from_env().ra {
+                eprintln!(
+                    "; spilled program still over the budget\n{}",
+                    kiln_ir::print_function(&out)
+                );
+            }
             let (b, k) = first_over(&lv2, limit).unwrap_or((Block(0), 0));
             return Err(err(
                 b,
@@ -264,7 +270,8 @@ struct Spiller<'a> {
     /// Left the registers somewhere while live: stored after its definition if reloaded.
     spilled: Vec<bool>,
     /// Phis kept in memory (Braun & Hack 2009, §4.1): their operands are stored into their slot
-    /// at the ends of the predecessors, and every use reloads them.
+    /// at the ends of the predecessors, and every use reloads them. Dead phis are dropped the
+    /// same way (never reloaded, so never stored).
     memory_phi: Vec<bool>,
     w_entry: Vec<BTreeSet<Temp>>,
     w_exit: Vec<BTreeSet<Temp>>,
@@ -427,6 +434,10 @@ impl<'a> Spiller<'a> {
         let func = self.func;
         let insts = &func.block(b).insts;
         let nphi = func.block(b).phi_count();
+        // A dead phi goes: its operands need not be anywhere (out of SSA copies none).
+        for d in insts[..nphi].iter().flat_map(|i| &i.defs).filter(|d| d.dead) {
+            self.memory_phi[d.temp.index()] = true;
+        }
         let live: Vec<Temp> = insts[..nphi]
             .iter()
             .flat_map(|i| &i.defs)

@@ -104,6 +104,18 @@ const REPROS: &[Repro] = &[
         v: 25,
         allocator: Allocator::Ssa,
     },
+    Repro {
+        cause: "assignment (make_room): a value moved out of the way of one definition was moved \
+                again for the next definition of the same instruction, both moves in one \
+                parallel copy, the second reading where the first wrote",
+        seed: 10_923_720,
+        size: 94,
+        pressure: 36,
+        depth: 4,
+        features: (true, false, false),
+        v: 23,
+        allocator: Allocator::Ssa,
+    },
 ];
 
 #[test]
