@@ -276,6 +276,9 @@ struct Spiller<'a> {
     w_entry: Vec<BTreeSet<Temp>>,
     w_exit: Vec<BTreeSet<Temp>>,
     processed: Vec<bool>,
+    /// Per file, the number of blocks before each block index that write a value of that
+    /// per-lane file in all lanes (prefix counts, for [`Spiller::clobbered_across`]).
+    all_lanes_blocks: Vec<Vec<u32>>,
     /// Reloads before instruction `k` of block `b`: `before[b][k]`.
     before: Vec<Vec<Vec<Temp>>>,
     /// Reloads after the phis of a block, and before the terminator of a block.
@@ -322,9 +325,24 @@ impl<'a> Spiller<'a> {
                 remat[inst.defs[0].temp.index()] = true;
             }
         }
+        let files = func.target.files();
+        let mut all_lanes_blocks = vec![vec![0u32; n + 1]; files.len()];
+        for (b, block) in func.blocks.iter().enumerate() {
+            for (f, counts) in all_lanes_blocks.iter_mut().enumerate() {
+                let writes = files[f].lanes == kiln_ir::Lanes::PerLane
+                    && block.insts.iter().any(|i| {
+                        i.defs.iter().any(|d| {
+                            func.class(d.temp).file.index() == f
+                                && (i.writes_all_lanes() || lv.linear[d.temp.index()])
+                        })
+                    });
+                counts[b + 1] = counts[b] + writes as u32;
+            }
+        }
         Spiller {
             func,
             cfg,
+            all_lanes_blocks,
             lv,
             next,
             budget,
@@ -351,6 +369,20 @@ impl<'a> Spiller<'a> {
 
     fn fits(&self, dem: Demand, limit: Demand) -> bool {
         !dem.exceeds(limit)
+    }
+
+    /// Whether a per-lane value held in a register along the logical edge `p → b` may be
+    /// overwritten in the lanes that take it: the wave runs other blocks first (`skipped`) and
+    /// one of them writes a value of its file in all lanes. Such a value is not kept in
+    /// registers across the edge (the assignment could need more registers than the demand to
+    /// keep it apart from those writes): it is reloaded after it.
+    fn clobbered_across(&self, p: Block, b: Block, t: Temp) -> bool {
+        if self.linear(t) {
+            return false;
+        }
+        let gap = crate::skipped(self.cfg, p, b);
+        let counts = &self.all_lanes_blocks[self.func.class(t).file.index()];
+        !gap.is_empty() && counts[gap.end] > counts[gap.start]
     }
 
     /// Chooses the values in registers at the entry of `b` (Braun & Hack's `initUsual` and
@@ -393,16 +425,18 @@ impl<'a> Spiller<'a> {
                 let preds = preds_of(cfg, lin, b);
                 let has: Vec<bool> = preds
                     .iter()
-                    .map(|p| self.w_exit[p.index()].contains(&t))
+                    .map(|&p| {
+                        self.w_exit[p.index()].contains(&t) && !self.clobbered_across(p, b, t)
+                    })
                     .collect();
                 if !preds.is_empty() && has.iter().all(|&h| h) {
                     all.push((dist(t), t));
                 } else if has.iter().any(|&h| h) {
                     let placeable = preds.len() == 1
-                        || preds
-                            .iter()
-                            .zip(&has)
-                            .all(|(p, &h)| h || succs_of(cfg, lin, *p).len() == 1);
+                        || preds.iter().zip(&has).all(|(&p, &h)| {
+                            h || (succs_of(cfg, lin, p).len() == 1
+                                && !self.clobbered_across(p, b, t))
+                        });
                     if placeable {
                         some.push((dist(t), t));
                     }
@@ -425,30 +459,77 @@ impl<'a> Spiller<'a> {
         chosen.set
     }
 
-    /// The phis of `b` that stay in registers must fit the budget: while they do not, the one
-    /// whose next use is farthest becomes a memory phi (Braun & Hack 2009, §4.1: a phi whose
+    /// The phis of `b` that stay in registers must fit the budget (those copied at the end of a
+    /// predecessor with several successors, beside what lives into the others): while they do
+    /// not, the one whose next use is farthest becomes a memory phi (Braun & Hack 2009, §4.1: a phi whose
     /// value is not in a register at the block's entry is spilled — its operands go to its slot
     /// in the predecessors — and reloaded where it is used). Returns the demand of the phis
     /// left in registers.
     fn memory_phis(&mut self, b: Block) -> Demand {
         let func = self.func;
+        let cfg = self.cfg;
         let insts = &func.block(b).insts;
         let nphi = func.block(b).phi_count();
-        // A dead phi goes: its operands need not be anywhere (out of SSA copies none).
-        for d in insts[..nphi].iter().flat_map(|i| &i.defs).filter(|d| d.dead) {
-            self.memory_phi[d.temp.index()] = true;
+        // A dead phi goes: its operands need not be anywhere (out of SSA copies none). A phi
+        // whose copy is made where the wave then runs blocks that write its file in all lanes
+        // stays in memory, like a value kept across such an edge (`clobbered_across`).
+        for phi in &insts[..nphi] {
+            let d = &phi.defs[0];
+            let preds = preds_of(cfg, phi.op == Opcode::LinearPhi, b);
+            if d.dead || preds.iter().any(|&p| self.clobbered_across(p, b, d.temp)) {
+                self.memory_phi[d.temp.index()] = true;
+                self.spilled[d.temp.index()] = !d.dead;
+            }
         }
-        let live: Vec<Temp> = insts[..nphi]
+        // Phis copied at the end of a predecessor with several successors (a divergent loop's
+        // back-edge block, which also flows to the exit) must miss what lives into the other
+        // successors and their phis (`assign`): those take part of the budget there.
+        let mut reserved = Demand::ZERO;
+        let mut shared = vec![false; nphi];
+        for (k, phi) in insts[..nphi].iter().enumerate() {
+            for &p in preds_of(cfg, phi.op == Opcode::LinearPhi, b) {
+                let succs: BTreeSet<Block> = cfg.linear.succs[p.index()]
+                    .iter()
+                    .chain(&cfg.logical.succs[p.index()])
+                    .copied()
+                    .filter(|&s| s != b)
+                    .collect();
+                if succs.is_empty() {
+                    continue;
+                }
+                shared[k] = true;
+                let mut there = Demand::ZERO;
+                for s in succs.into_iter().filter(|s| self.processed[s.index()]) {
+                    for &t in &self.w_entry[s.index()] {
+                        there += Demand::of(func.class(t));
+                    }
+                    let phis = func.block(s).insts.iter().take_while(|i| i.op.is_phi());
+                    for d in phis.flat_map(|i| &i.defs) {
+                        if !self.memory_phi[d.temp.index()] {
+                            there += Demand::of(func.class(d.temp));
+                        }
+                    }
+                }
+                for f in 0..func.target.files().len() {
+                    reserved.0[f] = reserved.0[f].max(there.0[f]);
+                }
+            }
+        }
+        let live: Vec<(Temp, bool)> = insts[..nphi]
             .iter()
-            .flat_map(|i| &i.defs)
-            .filter(|d| !d.dead)
-            .map(|d| d.temp)
+            .zip(&shared)
+            .map(|(i, &sh)| (i.defs[0].temp, sh))
+            .filter(|(t, _)| !self.memory_phi[t.index()])
             .collect();
-        let mut demand = Demand::ZERO;
-        for &t in &live {
+        let (mut demand, mut shared_demand) = (Demand::ZERO, Demand::ZERO);
+        for &(t, sh) in &live {
             demand += Demand::of(func.class(t));
+            if sh {
+                shared_demand += Demand::of(func.class(t));
+            }
         }
-        if !demand.exceeds(self.budget) {
+        let shared_limit = self.budget - reserved;
+        if !demand.exceeds(self.budget) && !shared_demand.exceeds(shared_limit) {
             return demand;
         }
         // Distance to the first use after the phis.
@@ -464,14 +545,18 @@ impl<'a> Spiller<'a> {
                         .map_or(INF, |&d| d.saturating_add(len))
                 })
         };
-        let mut by_distance: Vec<(u32, Temp)> = live.iter().map(|&t| (dist(t), t)).collect();
+        let mut by_distance: Vec<(u32, Temp, bool)> =
+            live.iter().map(|&(t, sh)| (dist(t), t, sh)).collect();
         by_distance.sort_unstable_by(|a, b| b.cmp(a));
-        for (_, t) in by_distance {
+        for (_, t, sh) in by_distance {
             let f = func.class(t).file.index();
-            if demand.0[f] > self.budget.0[f] {
+            if demand.0[f] > self.budget.0[f] || (sh && shared_demand.0[f] > shared_limit.0[f]) {
                 self.memory_phi[t.index()] = true;
                 self.spilled[t.index()] = true;
                 demand -= Demand::of(func.class(t));
+                if sh {
+                    shared_demand -= Demand::of(func.class(t));
+                }
             }
         }
         demand
@@ -738,13 +823,16 @@ impl<'a> Spiller<'a> {
             inst
         };
         // A memory phi's operands are stored into its slot at the ends of its predecessors (a
-        // masked store for a `phi`: the lanes taking the edge): first those in registers, then
-        // those reloaded (or recomputed) into a temp that dies at its store, then, after the
-        // block's reloads, those reloaded there anyway — so that at most one value is added to
-        // those in registers.
+        // masked store for a `phi`: the lanes taking the edge): first the reloads of operands
+        // that are memory phis stored there too (read before any store: the copies are
+        // parallel), then the stores of operands in registers, then those reloaded (or
+        // recomputed) into a temp that dies at its store, then, after the block's reloads,
+        // those reloaded there anyway — so that few values are added to those in registers.
         let mut end_spills: Vec<Vec<Inst>> = vec![Vec::new(); func.blocks.len()];
         let mut end_pairs: Vec<Vec<(Temp, Inst)>> = vec![Vec::new(); func.blocks.len()];
         let mut early_spills: Vec<Vec<Inst>> = vec![Vec::new(); func.blocks.len()];
+        // The memory phis whose slots each block's end writes.
+        let mut stored_here: Vec<BTreeSet<Temp>> = vec![BTreeSet::new(); func.blocks.len()];
         for b in func.block_ids() {
             for phi in func.block(b).insts.iter().take_while(|i| i.op.is_phi()) {
                 let t = phi.defs[0].temp;
@@ -752,10 +840,9 @@ impl<'a> Spiller<'a> {
                     continue;
                 }
                 let preds = preds_of(self.cfg, phi.op == Opcode::LinearPhi, b);
+                // An `undef` operand is stored too (no register read): the slot is written on
+                // every edge.
                 for (op, p) in phi.operands.iter().zip(preds) {
-                    if matches!(op.value, kiln_ir::Value::Undef(_)) {
-                        continue;
-                    }
                     let mut inst = Inst::new(Opcode::Spill);
                     inst.imms.push(slot[t.index()]);
                     let mut op = *op;
@@ -763,6 +850,7 @@ impl<'a> Spiller<'a> {
                     inst.operands.push(op);
                     inst.flags.all_lanes = self.lv.linear[t.index()];
                     stats.spills += 1;
+                    stored_here[p.index()].insert(t);
                     match op.temp_id() {
                         Some(o) if !self.w_exit[p.index()].contains(&o) => {
                             end_pairs[p.index()].push((o, inst));
@@ -792,9 +880,21 @@ impl<'a> Spiller<'a> {
             }
             for (k, inst) in insts.iter().enumerate().skip(nphi) {
                 if inst.op.is_terminator() {
+                    // Operands that are memory phis stored here are read before any store.
+                    let (chained, pairs): (Vec<_>, Vec<_>) =
+                        std::mem::take(&mut end_pairs[b.index()])
+                            .into_iter()
+                            .partition(|(o, _)| stored_here[b.index()].contains(o));
+                    let mut stores = Vec::new();
+                    for (o, mut store) in chained {
+                        let reload = make(out, o, &mut stats)?;
+                        store.operands[0] = Operand::temp(reload.defs[0].temp);
+                        new.push(reload);
+                        stores.push(store);
+                    }
                     new.append(&mut early_spills[b.index()]);
-                    new.append(&mut early_spills[b.index()]);
-                for (o, mut store) in std::mem::take(&mut end_pairs[b.index()]) {
+                    new.append(&mut stores);
+                    for (o, mut store) in pairs {
                         let reload = make(out, o, &mut stats)?;
                         store.operands[0] = Operand::temp(reload.defs[0].temp);
                         new.push(reload);
@@ -815,8 +915,19 @@ impl<'a> Spiller<'a> {
                 }
             }
             if insts.last().is_none_or(|i| !i.op.is_terminator()) {
+                let (chained, pairs): (Vec<_>, Vec<_>) = std::mem::take(&mut end_pairs[b.index()])
+                    .into_iter()
+                    .partition(|(o, _)| stored_here[b.index()].contains(o));
+                let mut stores = Vec::new();
+                for (o, mut store) in chained {
+                    let reload = make(out, o, &mut stats)?;
+                    store.operands[0] = Operand::temp(reload.defs[0].temp);
+                    new.push(reload);
+                    stores.push(store);
+                }
                 new.append(&mut early_spills[b.index()]);
-                for (o, mut store) in std::mem::take(&mut end_pairs[b.index()]) {
+                new.append(&mut stores);
+                for (o, mut store) in pairs {
                     let reload = make(out, o, &mut stats)?;
                     store.operands[0] = Operand::temp(reload.defs[0].temp);
                     new.push(reload);

@@ -116,6 +116,30 @@ const REPROS: &[Repro] = &[
         v: 23,
         allocator: Allocator::Ssa,
     },
+    Repro {
+        cause: "spiller: a per-lane value kept in a register along a logical edge that the wave \
+                takes only after running blocks that write its file in all lanes (the other side \
+                of a divergent if) needs more registers than the demand counts; the assignment \
+                found none, and retries at lower budgets failed",
+        seed: 1_002_059,
+        size: 304,
+        pressure: 53,
+        depth: 3,
+        features: (false, false, true),
+        v: 6,
+        allocator: Allocator::Ssa,
+    },
+    Repro {
+        cause: "spiller: the same for the phis of a divergent loop's exit, copied at its breaks \
+                while later iterations write in all lanes: they stay in memory",
+        seed: 1_116_452,
+        size: 198,
+        pressure: 42,
+        depth: 5,
+        features: (false, false, true),
+        v: 6,
+        allocator: Allocator::Ssa,
+    },
 ];
 
 #[test]
