@@ -293,11 +293,17 @@ pub fn regalloc(
                 // The allocated text reads back, verifies, prints the same, and is what runs.
                 let text = kiln_ir::print_function(&func);
                 let func = kiln_ir::parse_function(&text).map_err(|e| {
-                    (false, format!("{name}: the allocated text does not read back: {e}"))
+                    (
+                        false,
+                        format!("{name}: the allocated text does not read back: {e}"),
+                    )
                 })?;
                 kiln_ir::verify(&func).map_err(|errs| {
                     let first = errs.first().map(|e| e.to_string()).unwrap_or_default();
-                    (false, format!("{name}: the allocated text does not verify: {first}"))
+                    (
+                        false,
+                        format!("{name}: the allocated text does not verify: {first}"),
+                    )
                 })?;
                 if kiln_ir::print_function(&func) != text {
                     return Err((

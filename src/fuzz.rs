@@ -76,7 +76,10 @@ impl Case {
             let b = 6 + (knobs >> 20) as u32 % 64;
             (1 + (knobs >> 27) % 32, vec![Some(b), Some(b / 2 + 4)])
         } else {
-            (1 + (knobs >> 27) % 16, vec![Some(12 + (knobs >> 20) as u32 % 58)])
+            (
+                1 + (knobs >> 27) % 16,
+                vec![Some(12 + (knobs >> 20) as u32 % 58)],
+            )
         };
         Case {
             seed,

@@ -1200,11 +1200,10 @@ impl<'f> Assigner<'f> {
                 // the active lanes only, and a copy naming it would write every lane (of
                 // every value it moves).
                 let linear_in_way = (s..s + total).any(|u| {
-                    self.occ[file.index()][u as usize]
-                        .is_some_and(|w| {
-                            !temps.contains(&w)
-                                && self.all_lanes.get(w.index()).copied().unwrap_or(false)
-                        })
+                    self.occ[file.index()][u as usize].is_some_and(|w| {
+                        !temps.contains(&w)
+                            && self.all_lanes.get(w.index()).copied().unwrap_or(false)
+                    })
                 });
                 if !clash && !linear_in_way {
                     // Moving a value out of the way and back costs two moves, moving a

@@ -706,7 +706,11 @@ fn same_computation(orig: &Inst, inst: &Inst) -> bool {
     orig.op == inst.op
         && orig.imms == inst.imms
         && orig.defs.len() == inst.defs.len()
-        && orig.defs.iter().zip(&inst.defs).all(|(a, b)| a.temp == b.temp)
+        && orig
+            .defs
+            .iter()
+            .zip(&inst.defs)
+            .all(|(a, b)| a.temp == b.temp)
         && orig.operands.len() == inst.operands.len()
         && orig
             .operands

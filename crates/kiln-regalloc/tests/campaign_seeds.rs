@@ -170,7 +170,10 @@ fn campaign_reproducers_allocate_and_agree() {
                 for lanes in [1, 4, 16, 32] {
                     let env = Env::for_function(&func, lanes, r.seed);
                     if let Err(m) = compare(&func, &allocated, &env) {
-                        failures.push(format!("seed {} on {lanes} lanes: {m} ({})", r.seed, r.cause));
+                        failures.push(format!(
+                            "seed {} on {lanes} lanes: {m} ({})",
+                            r.seed, r.cause
+                        ));
                     }
                 }
             }

@@ -117,7 +117,12 @@ pub fn print_inst(func: &Function, inst: &Inst) -> String {
 /// Per temp, whether some instruction of `func` defines it.
 fn defined_temps(func: &Function) -> Vec<bool> {
     let mut defined = vec![false; func.temps.len()];
-    for d in func.blocks.iter().flat_map(|b| &b.insts).flat_map(|i| &i.defs) {
+    for d in func
+        .blocks
+        .iter()
+        .flat_map(|b| &b.insts)
+        .flat_map(|i| &i.defs)
+    {
         if let Some(x) = defined.get_mut(d.temp.index()) {
             *x = true;
         }
