@@ -290,6 +290,27 @@ pub fn regalloc(
             let stats = pipeline::allocate(&mut func, &options)
                 .map_err(|e| (false, format!("{name}: {e}")))?;
             if run {
+                // The allocated text reads back, verifies, prints the same, and is what runs.
+                let text = kiln_ir::print_function(&func);
+                let func = kiln_ir::parse_function(&text).map_err(|e| {
+                    (
+                        false,
+                        format!("{name}: the allocated text does not read back: {e}"),
+                    )
+                })?;
+                kiln_ir::verify(&func).map_err(|errs| {
+                    let first = errs.first().map(|e| e.to_string()).unwrap_or_default();
+                    (
+                        false,
+                        format!("{name}: the allocated text does not verify: {first}"),
+                    )
+                })?;
+                if kiln_ir::print_function(&func) != text {
+                    return Err((
+                        false,
+                        format!("{name}: the allocated text does not print back the same"),
+                    ));
+                }
                 let mut env = kiln_interp::Env::with_ordinary_values(&ssa, 16);
                 env.step_limit = 2_000_000;
                 match kiln_interp::run_ssa(&ssa, &env) {

@@ -1,10 +1,11 @@
 //! kiln: the driver library — the one compile pipeline ([`pipeline`]), `.kir` reading and
-//! reports ([`kir`]), corpus runs ([`corpus`]), the comparison with Mesa ([`mesa`]), `kiln run`'s
+//! reports ([`kir`]), corpus runs ([`corpus`]), the allocators' campaign ([`fuzz`]), the comparison with Mesa ([`mesa`]), `kiln run`'s
 //! set-up ([`run`]), statistics in words ([`report`]) and the QPU tools' input and output ([`qpu`]) — behind the `kiln` command,
 //! whose `cli` module only parses arguments and prints.
 
 pub mod cli;
 pub mod corpus;
+pub mod fuzz;
 pub mod kir;
 pub mod mesa;
 pub mod pipeline;

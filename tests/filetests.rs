@@ -203,6 +203,12 @@ fn regalloc(func: kiln_ir::Function, cmd: &str) -> String {
         Err(e) => return format!("error: {e}\n"),
     };
     let mut out = print_function(&allocated);
+    // What runs is the allocated text read back (`kiln interp --simt` runs it as it is).
+    let allocated = match kiln_ir::parse_function(&out) {
+        Ok(f) if print_function(&f) == out && kiln_ir::verify(&f).is_ok() => f,
+        Ok(_) => return format!("error: the allocated text does not verify or print back\n{out}"),
+        Err(e) => return format!("error: the allocated text does not read back: {e}\n{out}"),
+    };
     let env = kiln_interp::Env::for_function(&func, 16, 1);
     let verdict = match kiln_interp::compare(&func, &allocated, &env) {
         Ok(()) => "agrees".to_string(),

@@ -2,7 +2,7 @@
 //! styles, and the kiln-style text reassembles to the same words, bit for bit.
 #![no_main]
 
-use kiln_vc4::isa::{Style, assemble, disasm_program};
+use kiln_qpu::isa::{Style, assemble, disasm_program};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

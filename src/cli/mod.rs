@@ -2,6 +2,7 @@
 
 pub mod compile;
 pub mod front;
+pub mod fuzz;
 pub mod interp;
 pub mod ir;
 pub mod opt;
@@ -51,6 +52,9 @@ pub enum Command {
     /// Work on a directory of shaders.
     #[command(subcommand)]
     Corpus(front::CorpusCommand),
+    /// Differential campaigns on generated programs.
+    #[command(subcommand)]
+    Fuzz(fuzz::FuzzCommand),
 }
 
 /// Writes `text` to standard output; a reader that stopped reading (`| head`) is not an error.
@@ -79,6 +83,7 @@ impl Cli {
             Command::Compile(a) => compile::compile(a),
             Command::Run(a) => run::run(a),
             Command::Corpus(c) => front::corpus(c),
+            Command::Fuzz(c) => fuzz::run(c),
         }
     }
 }

@@ -73,8 +73,8 @@ pub struct CorpusRegallocArgs {
     /// Allocate the raw lowering, without the middle end.
     #[arg(long)]
     pub no_opt: bool,
-    /// Also run every entry point in the interpreter before and after allocation (16 lanes)
-    /// and count disagreements as failures.
+    /// Also read every allocated function back from its text and run it in the interpreter
+    /// against the SSA program (16 lanes); count disagreements as failures.
     #[arg(long)]
     pub run: bool,
     /// Write one line per entry point (TSV) to this file.

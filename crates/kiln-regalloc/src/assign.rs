@@ -325,10 +325,11 @@ impl<'f> Assigner<'f> {
                 blocked.push(self.span(u, h));
             }
         }
-        // Phi homes written at the end of a predecessor while the wave still runs this block.
+        // Phi homes written at the end of a predecessor while the wave still runs this block,
+        // or runs blocks this value lives through (it may be defined before the copy).
         if self.all_lanes[t.index()] {
             for (gap, p) in &self.gaps {
-                if gap.contains(&b.index())
+                if (gap.contains(&b.index()) || self.lv.live_in[gap.start].contains(t))
                     && let Some(h) = self.home[p.index()]
                 {
                     blocked.push(self.span(*p, h));
@@ -442,6 +443,10 @@ impl<'f> Assigner<'f> {
         };
         let mut blocked = Vec::new();
         self.simt_blocked(b, t, &mut blocked);
+        // A phi is a value like any other where it lives: into the exit of a loop (the
+        // latch's linear-phi copies), into the copies of another block's phis.
+        self.latch_blocked(b, t, &mut blocked);
+        self.phi_kind_blocked(t, &mut blocked);
         for &p in preds {
             let several = edges.succs[p.index()].len() > 1
                 || cfg.linear.succs[p.index()].len() > 1
@@ -1012,7 +1017,12 @@ impl<'f> Assigner<'f> {
                 self.away.push((w, from));
             }
             avoid.push(self.span(w, to));
-            before.push((w, self.operand_at(w, from), to));
+            // Moved already by the same copy (for an earlier definition of the instruction):
+            // one move from where it was, the copy being parallel.
+            match before.iter_mut().find(|m| m.0 == w && m.2 == from) {
+                Some(m) => m.2 = to,
+                None => before.push((w, self.operand_at(w, from), to)),
+            }
         }
         Some(target)
     }
@@ -1151,7 +1161,11 @@ impl<'f> Assigner<'f> {
                         self.temps.push(self.func.target.class(file, 1));
                         self.home.push(None);
                         self.place.push(None);
-                        self.consts.push((t, *o));
+                        // Copied in by the parallel copy before the instruction, whose
+                        // operands carry no flags of the vector.
+                        let mut c = *o;
+                        c.flags = kiln_ir::OperandFlags::empty();
+                        self.consts.push((t, c));
                         t
                     }
                 })
@@ -1191,7 +1205,16 @@ impl<'f> Assigner<'f> {
                 let clash = wants
                     .iter()
                     .any(|&(_, t, r)| self.span(t, r).overlaps(span));
-                if !clash {
+                // A value written in all lanes stays: the copies around the instruction write
+                // the active lanes only, and a copy naming it would write every lane (of
+                // every value it moves).
+                let linear_in_way = (s..s + total).any(|u| {
+                    self.occ[file.index()][u as usize].is_some_and(|w| {
+                        !temps.contains(&w)
+                            && self.all_lanes.get(w.index()).copied().unwrap_or(false)
+                    })
+                });
+                if !clash && !linear_in_way {
                     // Moving a value out of the way and back costs two moves, moving a
                     // member in one.
                     let others = (s..s + total)

@@ -56,6 +56,16 @@ impl State {
         }
     }
 
+    /// Adds what `other` knows (both hold at the same point).
+    fn join(&mut self, other: &State) {
+        for (loc, vals) in &other.places {
+            for &v in vals {
+                push(self, *loc, v);
+            }
+        }
+        self.wild.extend(other.wild.iter().copied());
+    }
+
     /// What both states agree on.
     fn meet(&mut self, other: &State) {
         let wild = &self.wild;
@@ -155,9 +165,10 @@ pub fn check(ssa: &Function, allocated: &Function) -> Result<(), Vec<CheckError>
             checker.constraints(b, k, inst, &mut errors);
         }
     }
-    for view in [View::PerLane, View::Wave] {
-        checker.dataflow(view, &mut errors);
-    }
+    // The wave view first: what it proves at a block's entry holds in every lane, so the
+    // per-lane view starts each block from it as well.
+    let wave = checker.dataflow(View::Wave, &[], &mut errors);
+    checker.dataflow(View::PerLane, &wave, &mut errors);
     errors.sort_by_key(|e| (e.block, e.inst));
     errors.dedup();
     if errors.is_empty() {
@@ -180,6 +191,9 @@ struct Checker<'f> {
     per_lane_file: Vec<bool>,
     /// Per block: per-lane places written by all-lanes instructions.
     all_lanes_places: Vec<Vec<Loc>>,
+    /// Per SSA temp: its definition in the SSA function (phis excluded), with whether it can be
+    /// recomputed anywhere (it reads no temp: [`crate::spill::rematerializable`]).
+    defs: Vec<Option<(&'f Inst, bool)>>,
 }
 
 /// Whether an instruction only moves values (it defines none of the SSA program).
@@ -191,7 +205,18 @@ fn is_move(inst: &Inst) -> bool {
 }
 
 impl<'f> Checker<'f> {
-    fn new(ssa: &Function, func: &'f Function, cfg: &'f Cfg, phis: Vec<Phis>) -> Checker<'f> {
+    fn new(ssa: &'f Function, func: &'f Function, cfg: &'f Cfg, phis: Vec<Phis>) -> Checker<'f> {
+        let mut defs = vec![None; ssa.temps.len()];
+        for inst in ssa.blocks.iter().flat_map(|b| &b.insts) {
+            if inst.op.is_phi() {
+                continue;
+            }
+            for d in &inst.defs {
+                if let Some(slot) = defs.get_mut(d.temp.index()) {
+                    *slot = Some((inst, crate::spill::rematerializable(inst)));
+                }
+            }
+        }
         let per_lane_file: Vec<bool> = func
             .target
             .files()
@@ -213,6 +238,7 @@ impl<'f> Checker<'f> {
             writes_all,
             per_lane_file,
             all_lanes_places: Vec::new(),
+            defs,
         };
         c.all_lanes_places = func
             .blocks
@@ -336,6 +362,18 @@ impl<'f> Checker<'f> {
                 ));
             }
         }
+        if !is_move(inst) && !inst.op.is_phi() {
+            for d in &inst.defs {
+                if let Some(Some((orig, _))) = self.defs.get(d.temp.index())
+                    && !same_computation(orig, inst)
+                {
+                    err(format!(
+                        "{} is defined by `{}`, which is not its definition `{}`",
+                        d.temp, inst.op, orig.op
+                    ));
+                }
+            }
+        }
         let defs: Vec<(Loc, Temp)> = inst
             .defs
             .iter()
@@ -361,7 +399,10 @@ impl<'f> Checker<'f> {
         }
     }
 
-    fn dataflow(&self, view: View, errors: &mut Vec<CheckError>) {
+    /// Runs the view's dataflow to its fixpoint and checks every read; returns the state at
+    /// every block's entry. `known`: states at block entries that hold in every lane (the wave
+    /// view's), joined into each entry.
+    fn dataflow(&self, view: View, known: &[State], errors: &mut Vec<CheckError>) -> Vec<State> {
         let func = self.func;
         let n = func.blocks.len();
         let mut out: Vec<Option<State>> = vec![None; n];
@@ -374,7 +415,10 @@ impl<'f> Checker<'f> {
         while changed {
             changed = false;
             for b in func.block_ids() {
-                let entry = self.entry_state(view, &out, &idle_out, b);
+                let mut entry = self.entry_state(view, &out, &idle_out, b);
+                if let Some(k) = known.get(b.index()) {
+                    entry.join(k);
+                }
                 if view == View::Wave && self.idle_exit(b).is_some() {
                     let idle = self.run_block(view, b, entry.clone(), None, true);
                     if idle_out[b.index()].as_ref() != Some(&idle) {
@@ -389,21 +433,29 @@ impl<'f> Checker<'f> {
                 }
             }
         }
+        let mut entries = Vec::with_capacity(n);
         for b in func.block_ids() {
-            let state = self.entry_state(view, &out, &idle_out, b);
+            let mut state = self.entry_state(view, &out, &idle_out, b);
+            if let Some(k) = known.get(b.index()) {
+                state.join(k);
+            }
+            entries.push(state.clone());
             self.run_block(view, b, state, Some(errors), false);
         }
+        entries
     }
 
-    /// The exit of the loop whose latch `b` is, when the wave reaches that exit from `b` only
-    /// with no lane active: a loop with a divergent break (and no divergent continue) is left
-    /// along the linear edge from its latch once every lane has broken out, and that edge is
-    /// not a logical one.
+    /// The exit of the loop of which `b` is a back-edge block, when the wave reaches that exit
+    /// from `b` only with no lane active: a loop with a divergent break is left along the linear
+    /// edge from a block ending in a uniform `continue` (its latch, or another) when no lane
+    /// runs the next iteration — neither the lanes active in `b` nor those waiting at a
+    /// divergent `continue`, which rejoin only at that `continue` — so `b` ran with no lane
+    /// active; and that edge is not a logical one.
     fn idle_exit(&self, b: Block) -> Option<Block> {
         self.cfg
             .loops
             .iter()
-            .find(|l| l.latch == b && l.divergent && !l.divergent_continue)
+            .find(|l| l.divergent && l.back_edges.contains(&b))
             .map(|l| l.exit)
             .filter(|e| {
                 self.cfg.linear.succs[b.index()].contains(e)
@@ -548,7 +600,10 @@ impl<'f> Checker<'f> {
                 }
             } else {
                 for d in &inst.defs {
-                    if d.temp.index() < self.ssa_temps {
+                    // A recomputation of a value that reads no temp (a rematerialisation)
+                    // gives the same bits: the other copies stay valid.
+                    let recomputed = matches!(self.defs.get(d.temp.index()), Some(Some((_, true))));
+                    if d.temp.index() < self.ssa_temps && !recomputed {
                         state.forget(d.temp);
                     }
                     if let Some(r) = d.reg {
@@ -643,6 +698,25 @@ impl<'f> Checker<'f> {
             }
         }
     }
+}
+
+/// Whether `inst` computes what the SSA definition `orig` computes: the same operation on the
+/// same immediates and operand values (whose places the reads check), with the same definitions.
+fn same_computation(orig: &Inst, inst: &Inst) -> bool {
+    orig.op == inst.op
+        && orig.imms == inst.imms
+        && orig.defs.len() == inst.defs.len()
+        && orig
+            .defs
+            .iter()
+            .zip(&inst.defs)
+            .all(|(a, b)| a.temp == b.temp)
+        && orig.operands.len() == inst.operands.len()
+        && orig
+            .operands
+            .iter()
+            .zip(&inst.operands)
+            .all(|(a, b)| a.value == b.value)
 }
 
 fn push(s: &mut State, loc: Loc, v: Val) {

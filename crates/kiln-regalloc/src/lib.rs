@@ -266,7 +266,15 @@ pub fn allocate_with_input(
                 spill::spill_with_versions(&mut work, &budget).map_err(|e| RaError::Budget {
                     block: e.block,
                     inst: e.inst,
-                    message: e.message.clone(),
+                    message: if budget == limits {
+                        e.message.clone()
+                    } else {
+                        format!(
+                            "{} (after the assignment found no register at the budget {limits:?}, \
+                             lowered to {budget:?})",
+                            e.message
+                        )
+                    },
                 })?;
             stats.spills = s.spills;
             stats.reloads = s.reloads;
@@ -291,7 +299,14 @@ pub fn allocate_with_input(
             checked_input = Some(checked);
             // The spiller's phis in blocks of one predecessor become moves of the values
             // they copy (the checker sees the program before spilling).
-            to_assignment_form(&mut work, Opcode::ParallelCopy)?;
+            let copied = to_assignment_form(&mut work, Opcode::ParallelCopy)?;
+            let v = versions.as_mut().expect("set above");
+            for (dup, t) in copied {
+                while v.len() <= dup.index() {
+                    v.push(kiln_ir::Temp::new(v.len()));
+                }
+                v[dup.index()] = v[t.index()];
+            }
             if print {
                 eprintln!("; after spilling to {budget:?}\n{}", print_function(&work));
             }
@@ -415,15 +430,21 @@ fn structure(e: kiln_ir::cfg::StructureError) -> RaError {
     RaError::Structure(format!("{}: {}", e.block, e.message))
 }
 
-/// Puts the SSA function in the form the assignment expects (see each step); phis of blocks
-/// with one predecessor become `copy` (`mov`, or `parallel_copy` after spilling, when the
-/// checker is given the program before spilling and their copies must be moves).
-fn to_assignment_form(func: &mut Function, copy: Opcode) -> Result<(), RaError> {
+/// Puts the SSA function in the form the assignment expects (see each step). Its copies are
+/// `copy`: `mov`, or `parallel_copy` after spilling, when the checker is given the program
+/// before spilling and the copies must be moves of the values they copy. Returns the new temps
+/// that copy another within its file, with the temp each copies (after spilling, versions of
+/// the same input value).
+fn to_assignment_form(
+    func: &mut Function,
+    copy: Opcode,
+) -> Result<Vec<(kiln_ir::Temp, kiln_ir::Temp)>, RaError> {
     let cfg = Cfg::compute(func).map_err(structure)?;
-    isolate_exit_operands(func, &cfg);
+    let mut copied = Vec::new();
+    isolate_exit_operands(func, &cfg, copy, &mut copied);
     single_predecessor_phis(func, &cfg, copy);
-    copy_constrained_operands(func);
-    Ok(())
+    copy_constrained_operands(func, copy, &mut copied);
+    Ok(copied)
 }
 
 /// Names every temp of an allocated function after the value it copies.
@@ -589,7 +610,12 @@ pub(crate) fn skipped(cfg: &Cfg, p: Block, s: Block) -> std::ops::Range<usize> {
 /// et al. 1999): a loop with a divergent break is left from its back-edge blocks, after the
 /// copies for the header's linear phis have overwritten them. An exit phi that reads such a
 /// header phi from a back-edge block reads a copy made before, at the end of that block.
-fn isolate_exit_operands(func: &mut Function, cfg: &Cfg) {
+fn isolate_exit_operands(
+    func: &mut Function,
+    cfg: &Cfg,
+    copy: Opcode,
+    copied: &mut Vec<(kiln_ir::Temp, kiln_ir::Temp)>,
+) {
     for lp in cfg.loops.iter().filter(|l| l.divergent) {
         let header_phis: Vec<kiln_ir::Temp> = func
             .block(lp.header)
@@ -617,7 +643,8 @@ fn isolate_exit_operands(func: &mut Function, cfg: &Cfg) {
                     continue;
                 };
                 let dup = func.new_temp(func.class(t));
-                let mut mov = Inst::new(Opcode::Mov);
+                copied.push((dup, t));
+                let mut mov = Inst::new(copy);
                 mov.flags.all_lanes = true;
                 mov.defs.push(Def::new(dup));
                 mov.operands.push(kiln_ir::Operand::temp(t));
@@ -635,7 +662,11 @@ fn isolate_exit_operands(func: &mut Function, cfg: &Cfg) {
 /// write only the active lanes, which a value of the whole wave cannot be left in. A vector
 /// operand from another file than the vector's (a uniform coordinate of a per-lane vector)
 /// reads a copy in the vector's file. The copies are new values (`mov`).
-fn copy_constrained_operands(func: &mut Function) {
+fn copy_constrained_operands(
+    func: &mut Function,
+    copy: Opcode,
+    copied: &mut Vec<(kiln_ir::Temp, kiln_ir::Temp)>,
+) {
     let linear = func.linear_temps();
     let files = func.target.files().to_vec();
     let per_lane = |class: kiln_ir::RegClass| {
@@ -695,7 +726,13 @@ fn copy_constrained_operands(func: &mut Function) {
                     .temp_id()
                     .expect("a temp");
                 let dup = func.new_temp(class);
-                let mut mov = Inst::new(Opcode::Mov);
+                // A copy into another file names a new value; one in the same file is a move
+                // of `t` (a version of it, after spilling).
+                let same = class == func.class(t);
+                let mut mov = Inst::new(if same { copy } else { Opcode::Mov });
+                if same {
+                    copied.push((dup, t));
+                }
                 mov.defs.push(Def::new(dup));
                 mov.operands.push(kiln_ir::Operand::temp(t));
                 movs.push(mov);

@@ -108,6 +108,12 @@ pub fn spill_with_versions(
             return Ok((stats, versions));
         }
         if attempt == ATTEMPTS {
+            if kiln_analysis::DebugFlags::from_env().ra {
+                eprintln!(
+                    "; spilled program still over the budget\n{}",
+                    kiln_ir::print_function(&out)
+                );
+            }
             let (b, k) = first_over(&lv2, limit).unwrap_or((Block(0), 0));
             return Err(err(
                 b,
@@ -263,9 +269,16 @@ struct Spiller<'a> {
     remat: Vec<bool>,
     /// Left the registers somewhere while live: stored after its definition if reloaded.
     spilled: Vec<bool>,
+    /// Phis kept in memory (Braun & Hack 2009, §4.1): their operands are stored into their slot
+    /// at the ends of the predecessors, and every use reloads them. Dead phis are dropped the
+    /// same way (never reloaded, so never stored).
+    memory_phi: Vec<bool>,
     w_entry: Vec<BTreeSet<Temp>>,
     w_exit: Vec<BTreeSet<Temp>>,
     processed: Vec<bool>,
+    /// Per file, the number of blocks before each block index that write a value of that
+    /// per-lane file in all lanes (prefix counts, for [`Spiller::clobbered_across`]).
+    all_lanes_blocks: Vec<Vec<u32>>,
     /// Reloads before instruction `k` of block `b`: `before[b][k]`.
     before: Vec<Vec<Vec<Temp>>>,
     /// Reloads after the phis of a block, and before the terminator of a block.
@@ -312,15 +325,31 @@ impl<'a> Spiller<'a> {
                 remat[inst.defs[0].temp.index()] = true;
             }
         }
+        let files = func.target.files();
+        let mut all_lanes_blocks = vec![vec![0u32; n + 1]; files.len()];
+        for (b, block) in func.blocks.iter().enumerate() {
+            for (f, counts) in all_lanes_blocks.iter_mut().enumerate() {
+                let writes = files[f].lanes == kiln_ir::Lanes::PerLane
+                    && block.insts.iter().any(|i| {
+                        i.defs.iter().any(|d| {
+                            func.class(d.temp).file.index() == f
+                                && (i.writes_all_lanes() || lv.linear[d.temp.index()])
+                        })
+                    });
+                counts[b + 1] = counts[b] + writes as u32;
+            }
+        }
         Spiller {
             func,
             cfg,
+            all_lanes_blocks,
             lv,
             next,
             budget,
             entry_limit: budget - reserve,
             remat,
             spilled: vec![false; func.temps.len()],
+            memory_phi: vec![false; func.temps.len()],
             w_entry: vec![BTreeSet::new(); n],
             w_exit: vec![BTreeSet::new(); n],
             processed: vec![false; n],
@@ -340,6 +369,20 @@ impl<'a> Spiller<'a> {
 
     fn fits(&self, dem: Demand, limit: Demand) -> bool {
         !dem.exceeds(limit)
+    }
+
+    /// Whether a per-lane value held in a register along the logical edge `p → b` may be
+    /// overwritten in the lanes that take it: the wave runs other blocks first (`skipped`) and
+    /// one of them writes a value of its file in all lanes. Such a value is not kept in
+    /// registers across the edge (the assignment could need more registers than the demand to
+    /// keep it apart from those writes): it is reloaded after it.
+    fn clobbered_across(&self, p: Block, b: Block, t: Temp) -> bool {
+        if self.linear(t) {
+            return false;
+        }
+        let gap = crate::skipped(self.cfg, p, b);
+        let counts = &self.all_lanes_blocks[self.func.class(t).file.index()];
+        !gap.is_empty() && counts[gap.end] > counts[gap.start]
     }
 
     /// Chooses the values in registers at the entry of `b` (Braun & Hack's `initUsual` and
@@ -382,16 +425,18 @@ impl<'a> Spiller<'a> {
                 let preds = preds_of(cfg, lin, b);
                 let has: Vec<bool> = preds
                     .iter()
-                    .map(|p| self.w_exit[p.index()].contains(&t))
+                    .map(|&p| {
+                        self.w_exit[p.index()].contains(&t) && !self.clobbered_across(p, b, t)
+                    })
                     .collect();
                 if !preds.is_empty() && has.iter().all(|&h| h) {
                     all.push((dist(t), t));
                 } else if has.iter().any(|&h| h) {
                     let placeable = preds.len() == 1
-                        || preds
-                            .iter()
-                            .zip(&has)
-                            .all(|(p, &h)| h || succs_of(cfg, lin, *p).len() == 1);
+                        || preds.iter().zip(&has).all(|(&p, &h)| {
+                            h || (succs_of(cfg, lin, p).len() == 1
+                                && !self.clobbered_across(p, b, t))
+                        });
                     if placeable {
                         some.push((dist(t), t));
                     }
@@ -412,6 +457,109 @@ impl<'a> Spiller<'a> {
             }
         }
         chosen.set
+    }
+
+    /// The phis of `b` that stay in registers must fit the budget (those copied at the end of a
+    /// predecessor with several successors, beside what lives into the others): while they do
+    /// not, the one whose next use is farthest becomes a memory phi (Braun & Hack 2009, §4.1: a phi whose
+    /// value is not in a register at the block's entry is spilled — its operands go to its slot
+    /// in the predecessors — and reloaded where it is used). Returns the demand of the phis
+    /// left in registers.
+    fn memory_phis(&mut self, b: Block) -> Demand {
+        let func = self.func;
+        let cfg = self.cfg;
+        let insts = &func.block(b).insts;
+        let nphi = func.block(b).phi_count();
+        // A dead phi goes: its operands need not be anywhere (out of SSA copies none). A phi
+        // whose copy is made where the wave then runs blocks that write its file in all lanes
+        // stays in memory, like a value kept across such an edge (`clobbered_across`).
+        for phi in &insts[..nphi] {
+            let d = &phi.defs[0];
+            let preds = preds_of(cfg, phi.op == Opcode::LinearPhi, b);
+            if d.dead || preds.iter().any(|&p| self.clobbered_across(p, b, d.temp)) {
+                self.memory_phi[d.temp.index()] = true;
+                self.spilled[d.temp.index()] = !d.dead;
+            }
+        }
+        // Phis copied at the end of a predecessor with several successors (a divergent loop's
+        // back-edge block, which also flows to the exit) must miss what lives into the other
+        // successors and their phis (`assign`): those take part of the budget there.
+        let mut reserved = Demand::ZERO;
+        let mut shared = vec![false; nphi];
+        for (k, phi) in insts[..nphi].iter().enumerate() {
+            for &p in preds_of(cfg, phi.op == Opcode::LinearPhi, b) {
+                let succs: BTreeSet<Block> = cfg.linear.succs[p.index()]
+                    .iter()
+                    .chain(&cfg.logical.succs[p.index()])
+                    .copied()
+                    .filter(|&s| s != b)
+                    .collect();
+                if succs.is_empty() {
+                    continue;
+                }
+                shared[k] = true;
+                let mut there = Demand::ZERO;
+                for s in succs.into_iter().filter(|s| self.processed[s.index()]) {
+                    for &t in &self.w_entry[s.index()] {
+                        there += Demand::of(func.class(t));
+                    }
+                    let phis = func.block(s).insts.iter().take_while(|i| i.op.is_phi());
+                    for d in phis.flat_map(|i| &i.defs) {
+                        if !self.memory_phi[d.temp.index()] {
+                            there += Demand::of(func.class(d.temp));
+                        }
+                    }
+                }
+                for f in 0..func.target.files().len() {
+                    reserved.0[f] = reserved.0[f].max(there.0[f]);
+                }
+            }
+        }
+        let live: Vec<(Temp, bool)> = insts[..nphi]
+            .iter()
+            .zip(&shared)
+            .map(|(i, &sh)| (i.defs[0].temp, sh))
+            .filter(|(t, _)| !self.memory_phi[t.index()])
+            .collect();
+        let (mut demand, mut shared_demand) = (Demand::ZERO, Demand::ZERO);
+        for &(t, sh) in &live {
+            demand += Demand::of(func.class(t));
+            if sh {
+                shared_demand += Demand::of(func.class(t));
+            }
+        }
+        let shared_limit = self.budget - reserved;
+        if !demand.exceeds(self.budget) && !shared_demand.exceeds(shared_limit) {
+            return demand;
+        }
+        // Distance to the first use after the phis.
+        let len = insts.len() as u32;
+        let dist = |t: Temp| {
+            insts[nphi..]
+                .iter()
+                .position(|i| i.used_temps().any(|u| u == t))
+                .map(|k| k as u32)
+                .unwrap_or_else(|| {
+                    self.next.end[b.index()]
+                        .get(&t)
+                        .map_or(INF, |&d| d.saturating_add(len))
+                })
+        };
+        let mut by_distance: Vec<(u32, Temp, bool)> =
+            live.iter().map(|&(t, sh)| (dist(t), t, sh)).collect();
+        by_distance.sort_unstable_by(|a, b| b.cmp(a));
+        for (_, t, sh) in by_distance {
+            let f = func.class(t).file.index();
+            if demand.0[f] > self.budget.0[f] || (sh && shared_demand.0[f] > shared_limit.0[f]) {
+                self.memory_phi[t.index()] = true;
+                self.spilled[t.index()] = true;
+                demand -= Demand::of(func.class(t));
+                if sh {
+                    shared_demand -= Demand::of(func.class(t));
+                }
+            }
+        }
+        demand
     }
 
     /// Reloads on the edge `p → b` for the values `b` keeps in registers and the operands of its
@@ -436,6 +584,10 @@ impl<'a> Spiller<'a> {
             }
         }
         for inst in self.func.block(b).insts.iter().filter(|i| i.op.is_phi()) {
+            if self.memory_phi[inst.defs[0].temp.index()] {
+                // Stored from where it is (`materialize`).
+                continue;
+            }
             let preds = preds_of(cfg, inst.op == Opcode::LinearPhi, b);
             for (op, &q) in inst.operands.iter().zip(preds) {
                 if q != p {
@@ -491,23 +643,7 @@ impl<'a> Spiller<'a> {
         let func = self.func;
         let insts = &func.block(b).insts;
         let nphi = func.block(b).phi_count();
-        let mut phi_demand = Demand::ZERO;
-        for inst in &insts[..nphi] {
-            for d in &inst.defs {
-                phi_demand += Demand::of(func.class(d.temp));
-            }
-        }
-        if phi_demand.exceeds(self.budget) {
-            return Err(err(
-                b,
-                0,
-                format!(
-                    "the phis of {b} define {:?} units at once, more than the budget {:?}",
-                    &phi_demand.0[..func.target.files().len()],
-                    &self.budget.0[..func.target.files().len()]
-                ),
-            ));
-        }
+        let phi_demand = self.memory_phis(b);
         let entry = self.choose_entry(b, phi_demand);
         self.w_entry[b.index()] = entry.clone();
         let preds: BTreeSet<Block> = self.cfg.logical.preds[b.index()]
@@ -525,7 +661,9 @@ impl<'a> Spiller<'a> {
         }
         for inst in &insts[..nphi] {
             for d in inst.defs.iter().filter(|d| !d.dead) {
-                w.insert(func, d.temp);
+                if !self.memory_phi[d.temp.index()] {
+                    w.insert(func, d.temp);
+                }
             }
         }
         let mut uses: BTreeMap<Temp, Vec<u32>> = BTreeMap::new();
@@ -624,6 +762,23 @@ impl<'a> Spiller<'a> {
                 reloaded[t.index()] = true;
             }
         }
+        // Operands of memory phis stored from a reload (below).
+        for b in func.block_ids() {
+            for phi in func.block(b).insts.iter().take_while(|i| i.op.is_phi()) {
+                if !self.memory_phi[phi.defs[0].temp.index()] {
+                    continue;
+                }
+                let preds = preds_of(self.cfg, phi.op == Opcode::LinearPhi, b);
+                for (o, p) in phi.operands.iter().zip(preds) {
+                    if let Some(o) = o.temp_id()
+                        && !self.w_exit[p.index()].contains(&o)
+                        && !self.remat[o.index()]
+                    {
+                        reloaded[o.index()] = true;
+                    }
+                }
+            }
+        }
         let slot = self.assign_slots(&reloaded, &mut stats);
         let mut def_inst: Vec<Option<(Block, usize)>> = vec![None; func.temps.len()];
         for b in func.block_ids() {
@@ -667,12 +822,54 @@ impl<'a> Spiller<'a> {
             inst.flags.all_lanes = self.lv.linear[t.index()];
             inst
         };
+        // A memory phi's operands are stored into its slot at the ends of its predecessors (a
+        // masked store for a `phi`: the lanes taking the edge): first the reloads of operands
+        // that are memory phis stored there too (read before any store: the copies are
+        // parallel), then the stores of operands in registers, then those reloaded (or
+        // recomputed) into a temp that dies at its store, then, after the block's reloads,
+        // those reloaded there anyway — so that few values are added to those in registers.
+        let mut end_spills: Vec<Vec<Inst>> = vec![Vec::new(); func.blocks.len()];
+        let mut end_pairs: Vec<Vec<(Temp, Inst)>> = vec![Vec::new(); func.blocks.len()];
+        let mut early_spills: Vec<Vec<Inst>> = vec![Vec::new(); func.blocks.len()];
+        // The memory phis whose slots each block's end writes.
+        let mut stored_here: Vec<BTreeSet<Temp>> = vec![BTreeSet::new(); func.blocks.len()];
+        for b in func.block_ids() {
+            for phi in func.block(b).insts.iter().take_while(|i| i.op.is_phi()) {
+                let t = phi.defs[0].temp;
+                if !self.memory_phi[t.index()] || !reloaded[t.index()] {
+                    continue;
+                }
+                let preds = preds_of(self.cfg, phi.op == Opcode::LinearPhi, b);
+                // An `undef` operand is stored too (no register read): the slot is written on
+                // every edge.
+                for (op, p) in phi.operands.iter().zip(preds) {
+                    let mut inst = Inst::new(Opcode::Spill);
+                    inst.imms.push(slot[t.index()]);
+                    let mut op = *op;
+                    op.flags = kiln_ir::OperandFlags::empty();
+                    inst.operands.push(op);
+                    inst.flags.all_lanes = self.lv.linear[t.index()];
+                    stats.spills += 1;
+                    stored_here[p.index()].insert(t);
+                    match op.temp_id() {
+                        Some(o) if !self.w_exit[p.index()].contains(&o) => {
+                            end_pairs[p.index()].push((o, inst));
+                        }
+                        Some(o) if self.end_reloads[p.index()].contains(&o) => {
+                            end_spills[p.index()].push(inst)
+                        }
+                        _ => early_spills[p.index()].push(inst),
+                    }
+                }
+            }
+        }
         for b in func.block_ids() {
             let insts = &func.block(b).insts;
             let nphi = func.block(b).phi_count();
             let mut new: Vec<Inst> = Vec::with_capacity(insts.len() + 4);
-            new.extend(insts[..nphi].iter().cloned());
-            for inst in &insts[..nphi] {
+            let in_registers = |i: &&Inst| !self.memory_phi[i.defs[0].temp.index()];
+            new.extend(insts[..nphi].iter().filter(in_registers).cloned());
+            for inst in insts[..nphi].iter().filter(in_registers) {
                 for d in inst.defs.iter().filter(|d| reloaded[d.temp.index()]) {
                     new.push(spill_of(d.temp));
                     stats.spills += 1;
@@ -683,9 +880,30 @@ impl<'a> Spiller<'a> {
             }
             for (k, inst) in insts.iter().enumerate().skip(nphi) {
                 if inst.op.is_terminator() {
+                    // Operands that are memory phis stored here are read before any store.
+                    let (chained, pairs): (Vec<_>, Vec<_>) =
+                        std::mem::take(&mut end_pairs[b.index()])
+                            .into_iter()
+                            .partition(|(o, _)| stored_here[b.index()].contains(o));
+                    let mut stores = Vec::new();
+                    for (o, mut store) in chained {
+                        let reload = make(out, o, &mut stats)?;
+                        store.operands[0] = Operand::temp(reload.defs[0].temp);
+                        new.push(reload);
+                        stores.push(store);
+                    }
+                    new.append(&mut early_spills[b.index()]);
+                    new.append(&mut stores);
+                    for (o, mut store) in pairs {
+                        let reload = make(out, o, &mut stats)?;
+                        store.operands[0] = Operand::temp(reload.defs[0].temp);
+                        new.push(reload);
+                        new.push(store);
+                    }
                     for &t in &self.end_reloads[b.index()] {
                         new.push(make(out, t, &mut stats)?);
                     }
+                    new.append(&mut end_spills[b.index()]);
                 }
                 for &t in &self.before[b.index()][k] {
                     new.push(make(out, t, &mut stats)?);
@@ -697,9 +915,28 @@ impl<'a> Spiller<'a> {
                 }
             }
             if insts.last().is_none_or(|i| !i.op.is_terminator()) {
+                let (chained, pairs): (Vec<_>, Vec<_>) = std::mem::take(&mut end_pairs[b.index()])
+                    .into_iter()
+                    .partition(|(o, _)| stored_here[b.index()].contains(o));
+                let mut stores = Vec::new();
+                for (o, mut store) in chained {
+                    let reload = make(out, o, &mut stats)?;
+                    store.operands[0] = Operand::temp(reload.defs[0].temp);
+                    new.push(reload);
+                    stores.push(store);
+                }
+                new.append(&mut early_spills[b.index()]);
+                new.append(&mut stores);
+                for (o, mut store) in pairs {
+                    let reload = make(out, o, &mut stats)?;
+                    store.operands[0] = Operand::temp(reload.defs[0].temp);
+                    new.push(reload);
+                    new.push(store);
+                }
                 for &t in &self.end_reloads[b.index()] {
                     new.push(make(out, t, &mut stats)?);
                 }
+                new.append(&mut end_spills[b.index()]);
             }
             out.block_mut(b).insts = new;
         }
@@ -729,22 +966,27 @@ impl<'a> Spiller<'a> {
         let func = self.func;
         let interference = Interference::new(func, self.cfg, self.lv);
         let mut slot = vec![u32::MAX; func.temps.len()];
-        let mut slots: Vec<(FileId, Vec<Temp>)> = Vec::new();
+        // (file, members, shared): a memory phi's slot is its own (it is written at the ends
+        // of predecessors, where the phi's live range does not say so).
+        let mut slots: Vec<(FileId, Vec<Temp>, bool)> = Vec::new();
         for t in (0..func.temps.len())
             .filter(|&t| reloaded[t])
             .map(Temp::new)
         {
             let file = func.class(t).file;
+            let shared = !self.memory_phi[t.index()];
             let k = slots
                 .iter()
-                .position(|(f, members)| {
-                    *f == file
+                .position(|(f, members, open)| {
+                    shared
+                        && *open
+                        && *f == file
                         && members
                             .iter()
                             .all(|&m| !interference.interferes(func, t, m))
                 })
                 .unwrap_or_else(|| {
-                    slots.push((file, Vec::new()));
+                    slots.push((file, Vec::new(), shared));
                     slots.len() - 1
                 });
             slots[k].1.push(t);

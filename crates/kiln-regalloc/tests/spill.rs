@@ -135,7 +135,9 @@ fn check_spill(seed: u64, func: &Function, budget: &[u32], env: &Env) -> SpillSt
         .collect();
     assert!(
         slots.is_subset(&spilled),
-        "seed {seed}: a slot is never written"
+        "seed {seed}: slots {:?} are never written\n{}",
+        slots.difference(&spilled).collect::<Vec<_>>(),
+        print_function(&out)
     );
     stats
 }

@@ -351,10 +351,9 @@ impl Parser {
         }
     }
 
-    fn def(&mut self) -> PResult<Def> {
-        let (line, col) = self.here();
-        let temp = self.temp()?;
-        self.expect(':', "between a defined temp and its class")?;
+    /// Reads the class after `%N:` and records it for `temp` (at `line:col`); `clash` says
+    /// what another class for it means.
+    fn declare(&mut self, temp: Temp, line: usize, col: usize, clash: &str) -> PResult<()> {
         let class = self.class()?;
         let i = temp.index();
         if self.classes.len() <= i {
@@ -364,10 +363,18 @@ impl Parser {
             return Err(ParseError {
                 line,
                 col,
-                message: format!("{temp} is defined again with a different class"),
+                message: format!("{temp} {clash}"),
             });
         }
         self.classes[i] = class;
+        Ok(())
+    }
+
+    fn def(&mut self) -> PResult<Def> {
+        let (line, col) = self.here();
+        let temp = self.temp()?;
+        self.expect(':', "between a defined temp and its class")?;
+        self.declare(temp, line, col, "is defined again with a different class")?;
         let mut def = Def::new(temp);
         if self.eat('@') {
             def.reg = Some(self.reg()?);
@@ -490,7 +497,13 @@ impl Parser {
                         return self.err("operands must come before block targets");
                     }
                     Tok::Punct('%') => {
+                        let (line, col) = self.here();
                         let t = self.temp()?;
+                        // `%N:class`: the class of a temp no instruction defines (allocated
+                        // functions: a phi left out of SSA without a copy).
+                        if self.eat(':') {
+                            self.declare(t, line, col, "is read with another class than its own")?;
+                        }
                         let op = self.operand_suffix(Operand::temp(t))?;
                         inst.operands.push(op);
                     }

@@ -52,10 +52,15 @@ pub fn fmt_const(bits: u32) -> String {
     format!("{bits:#010x}")
 }
 
-fn fmt_operand(out: &mut String, target: &dyn Target, op: &Operand) {
+/// `class`: printed after the temp (`%15:s1@s[1]`) when no instruction of the allocated
+/// function defines it — a phi whose copies were all identities, left out of SSA with none.
+fn fmt_operand(out: &mut String, target: &dyn Target, op: &Operand, class: Option<RegClass>) {
     match op.value {
         Value::Temp(t) => {
             let _ = write!(out, "{t}");
+            if let Some(c) = class {
+                let _ = write!(out, ":{}", fmt_class(target, c));
+            }
         }
         Value::Const(c) => out.push_str(&fmt_const(c)),
         Value::Undef(class) => {
@@ -106,6 +111,28 @@ fn fmt_def(out: &mut String, func: &Function, d: &Def) {
 
 /// One instruction, without indentation or newline.
 pub fn print_inst(func: &Function, inst: &Inst) -> String {
+    print_inst_with(func, inst, &[])
+}
+
+/// Per temp, whether some instruction of `func` defines it.
+fn defined_temps(func: &Function) -> Vec<bool> {
+    let mut defined = vec![false; func.temps.len()];
+    for d in func
+        .blocks
+        .iter()
+        .flat_map(|b| &b.insts)
+        .flat_map(|i| &i.defs)
+    {
+        if let Some(x) = defined.get_mut(d.temp.index()) {
+            *x = true;
+        }
+    }
+    defined
+}
+
+/// [`print_inst`]; `defined` (empty: all) says which temps have a definition — operands of the
+/// others carry their class.
+fn print_inst_with(func: &Function, inst: &Inst, defined: &[bool]) -> String {
     let mut out = String::new();
     for (i, d) in inst.defs.iter().enumerate() {
         if i > 0 {
@@ -140,7 +167,11 @@ pub fn print_inst(func: &Function, inst: &Inst) -> String {
     }
     for op in &inst.operands {
         sep(&mut out);
-        fmt_operand(&mut out, &*func.target, op);
+        let class = op
+            .temp_id()
+            .filter(|t| defined.get(t.index()) == Some(&false))
+            .map(|t| func.class(t));
+        fmt_operand(&mut out, &*func.target, op, class);
     }
     for t in &inst.targets {
         sep(&mut out);
@@ -174,6 +205,12 @@ pub fn print_function_annotated(
         func.name,
         if func.allocated { " allocated" } else { "" }
     );
+    // Only an allocated function has temps that are read and never defined.
+    let defined = if func.allocated {
+        defined_temps(func)
+    } else {
+        Vec::new()
+    };
     for b in func.block_ids() {
         let _ = write!(out, "{b}:");
         if let Some(note) = block_note(b) {
@@ -181,7 +218,7 @@ pub fn print_function_annotated(
         }
         out.push('\n');
         for (i, inst) in func.block(b).insts.iter().enumerate() {
-            let text = print_inst(func, inst);
+            let text = print_inst_with(func, inst, &defined);
             match annotate(b, i) {
                 Some(note) => {
                     let _ = writeln!(out, "    {text:<40} ; {note}");
