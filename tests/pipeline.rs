@@ -42,9 +42,9 @@ fn every_stage_is_kept_and_reads_back() {
             let text = kiln_ir::print_function(func);
             let back = kiln_ir::text::parse_function_with(&text, &kiln::targets())
                 .unwrap_or_else(|e| panic!("{path} after {}: {e}\n{text}", stage.name()));
-            // The text carries the classes of defined temps only.
+            // The text carries the classes of the temps it names only.
             let mut want = func.clone();
-            want.temps = func.defined_temps();
+            want.temps = func.text_temps();
             let mut got = back;
             got.temps.resize(want.temps.len(), kiln_ir::RegClass::NONE);
             assert!(

@@ -89,24 +89,38 @@ impl Function {
         (0..self.blocks.len()).map(Block::new)
     }
 
-    /// Total number of instructions.
-    /// The temps table with the classes of temps no instruction defines cleared: what the
-    /// function's text carries (passes that delete definitions leave their classes behind).
-    pub fn defined_temps(&self) -> Vec<RegClass> {
-        let mut temps = vec![RegClass::NONE; self.temps.len()];
+    /// Per temp, whether some instruction defines it.
+    pub fn defined(&self) -> Vec<bool> {
+        let mut defined = vec![false; self.temps.len()];
         for d in self
             .blocks
             .iter()
             .flat_map(|b| &b.insts)
             .flat_map(|i| &i.defs)
         {
-            if let Some(slot) = temps.get_mut(d.temp.index()) {
-                *slot = self.class(d.temp);
+            if let Some(x) = defined.get_mut(d.temp.index()) {
+                *x = true;
+            }
+        }
+        defined
+    }
+
+    /// The temps table as the function's text carries it: the classes of temps no instruction
+    /// defines or reads cleared (passes that delete instructions leave their classes behind;
+    /// a read of a temp nothing defines carries its class).
+    pub fn text_temps(&self) -> Vec<RegClass> {
+        let mut temps = vec![RegClass::NONE; self.temps.len()];
+        let insts = self.blocks.iter().flat_map(|b| &b.insts);
+        let named = insts.flat_map(|i| i.defs.iter().map(|d| d.temp).chain(i.used_temps()));
+        for t in named {
+            if let Some(slot) = temps.get_mut(t.index()) {
+                *slot = self.class(t);
             }
         }
         temps
     }
 
+    /// Total number of instructions.
     pub fn inst_count(&self) -> usize {
         self.blocks.iter().map(|b| b.insts.len()).sum()
     }

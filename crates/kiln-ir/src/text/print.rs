@@ -114,22 +114,6 @@ pub fn print_inst(func: &Function, inst: &Inst) -> String {
     print_inst_with(func, inst, &[])
 }
 
-/// Per temp, whether some instruction of `func` defines it.
-fn defined_temps(func: &Function) -> Vec<bool> {
-    let mut defined = vec![false; func.temps.len()];
-    for d in func
-        .blocks
-        .iter()
-        .flat_map(|b| &b.insts)
-        .flat_map(|i| &i.defs)
-    {
-        if let Some(x) = defined.get_mut(d.temp.index()) {
-            *x = true;
-        }
-    }
-    defined
-}
-
 /// [`print_inst`]; `defined` (empty: all) says which temps have a definition — operands of the
 /// others carry their class.
 fn print_inst_with(func: &Function, inst: &Inst, defined: &[bool]) -> String {
@@ -207,7 +191,7 @@ pub fn print_function_annotated(
     );
     // Only an allocated function has temps that are read and never defined.
     let defined = if func.allocated {
-        defined_temps(func)
+        func.defined()
     } else {
         Vec::new()
     };
