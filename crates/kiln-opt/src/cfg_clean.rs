@@ -324,21 +324,36 @@ pub fn cfg_clean_with(
     oracle: impl Fn(&mut Context) -> Result<Box<dyn Uniformity>, PassError>,
 ) -> Result<Changed, PassError> {
     let mut changed = Changed::Nothing;
+    // Whether dead code is to be removed when no step applies: at first (a dead reader keeps a
+    // region alive), and after a dead region went (what only it read is dead now, and may have
+    // been all that kept another region alive).
+    let mut dce_due = true;
     loop {
         let uni = oracle(cx)?;
         let cfg = cx.cfg()?;
         let func = cx.func_mut();
-        let step = mark_uniform(func, &cfg, &*uni)
+        let dead_region = remove_dead_loop(func, &cfg) || remove_dead_if(func, &cfg);
+        let step = dead_region
+            || mark_uniform(func, &cfg, &*uni)
             || fold_constant_if(func, &cfg)
             || remove_one_trip_loop(func, &cfg)
-            || remove_dead_loop(func, &cfg)
-            || remove_dead_if(func, &cfg)
             || merge_straight(func, &cfg);
-        if !step {
+        if step {
+            dce_due |= dead_region;
+            cx.invalidate(Changed::Cfg);
+            changed = Changed::Cfg;
+        } else if dce_due {
+            dce_due = false;
+            if crate::dce::dce(cx)? == Changed::Nothing {
+                break;
+            }
+            cx.invalidate(Changed::Instructions);
+            if changed == Changed::Nothing {
+                changed = Changed::Instructions;
+            }
+        } else {
             break;
         }
-        cx.invalidate(Changed::Cfg);
-        changed = Changed::Cfg;
     }
     Ok(changed)
 }
@@ -482,6 +497,17 @@ bb5:
         assert_eq!(after.blocks.len(), 1, "{text}");
         assert!(!text.contains("loop") && !text.contains("fadd"), "{text}");
         compare(&before, &after, &Env::for_function(&before, 16, 5)).unwrap();
+        // A value of the loop that only dead code after it reads: the loop goes with it.
+        let dead_reader = src.replace(
+            "%4:v1 = fmul %0, 2.0\n    output 0, %4",
+            "%4:v1 = fmul %1, 2.0\n    output 0, %0",
+        );
+        let before = parse_function(&dead_reader).unwrap();
+        let mut cx = Context::new(before.clone());
+        cx.run("cfg_clean", cfg_clean).unwrap();
+        let after = cx.into_func();
+        assert_eq!(after.blocks.len(), 1, "{}", print_function(&after));
+        compare(&before, &after, &Env::for_function(&before, 16, 5)).unwrap();
         // A value of the loop read after it, or a discard in it, keeps it.
         for kept in [
             src.replace("fmul %0, 2.0", "fmul %1, 2.0"),
@@ -526,7 +552,10 @@ bb3:
         compare(&before, &after, &Env::for_function(&before, 16, 5)).unwrap();
         // A side's value read after it (through a phi), or a discard, keeps it.
         for kept in [
-            src.replace("bb3:\n    %4", "bb3:\n    %5:v1 = phi %2, %3\n    %4"),
+            src.replace(
+                "bb3:\n    %4:v1 = fmul %0",
+                "bb3:\n    %5:v1 = phi %2, %3\n    %4:v1 = fmul %5",
+            ),
             src.replace(
                 "bb3:\n    %4:v1 = fmul %0",
                 "bb3:\n    %5:v1 = phi %0, %3\n    %4:v1 = fmul %5",

@@ -62,7 +62,6 @@ pub const DEFAULT_PIPELINE: &[&str] = &[
     "fold",
     "dce",
     "cfg_clean",
-    "dce",
 ];
 
 /// Whether `demand` stays within `limit` in every register file. (Moving a value from a
