@@ -286,8 +286,9 @@ struct Emitter<'a> {
     uniforms: Vec<Uniform>,
     varyings: Vec<u32>,
     outputs: Vec<(u32, Operand)>,
-    /// W copied to rb14 for the varying reads of the prologue.
-    w_in_rb14: bool,
+    /// Where W is for the varying reads of the prologue: ra15, where the payload leaves it, or
+    /// rb14 when an input is written to ra15 before the last read of W.
+    w: Option<Reg>,
     /// Where outputs go.
     mode: OutputMode,
     /// ra14 holds the colour being packed (no fix-up may use it).
@@ -396,7 +397,7 @@ pub fn emit(func: &Function, info: &ShaderInfo, mode: OutputMode) -> Result<Emit
         uniforms: Vec::new(),
         varyings: Vec::new(),
         outputs: Vec::new(),
-        w_in_rb14: false,
+        w: None,
         mode,
         tex_in_r4: None,
         threaded: func
@@ -614,7 +615,7 @@ impl Emitter<'_> {
             let to = if a.is_none() && !self.packing {
                 a = Some(SCRATCH_A);
                 Reg::A(SCRATCH_A)
-            } else if b.is_none() && !self.w_in_rb14 {
+            } else if b.is_none() && self.w != Some(Reg::B(SCRATCH_B)) {
                 b = Some(Src::B(SCRATCH_B));
                 Reg::B(SCRATCH_B)
             } else {
@@ -721,16 +722,26 @@ impl Emitter<'_> {
 
     fn run(&mut self, mode: OutputMode) -> Result<(), EmitError> {
         let func = self.func;
-        let needs_w = func.blocks[0].insts.iter().any(|i| {
+        // Mesa reads W from ra15 with the varying on file B; kiln does so unless an input is
+        // written to ra15 while W is still to be read, and then copies W to rb14 first.
+        let prologue = &func.blocks[0].insts;
+        let last_w = prologue.iter().rposition(|i| {
             i.op == Opcode::Input
                 && matches!(
                     self.info.inputs.get(&i.imms[0]),
                     Some(InputKind::Varying | InputKind::FragCoord(3))
                 )
         });
-        if needs_w {
-            self.push_alu(builder::mov(Reg::B(SCRATCH_B), Reg::A(15))?);
-            self.w_in_rb14 = true;
+        if let Some(last) = last_w {
+            let clobbered = prologue[..last]
+                .iter()
+                .any(|i| i.op == Opcode::Input && self.def_reg(i, 0).ok() == Some(Reg::A(15)));
+            if clobbered {
+                self.push_alu(builder::mov(Reg::B(SCRATCH_B), Reg::A(15))?);
+                self.w = Some(Reg::B(SCRATCH_B));
+            } else {
+                self.w = Some(Reg::A(15));
+            }
         }
         if self.exec {
             self.push(builder::load_imm(EXEC, 0)?);
@@ -776,7 +787,7 @@ impl Emitter<'_> {
             for (k, inst) in insts.iter().enumerate() {
                 self.origin = Origin::Inst(b, (nphi + k) as u32);
                 if inst.op != Opcode::Input {
-                    self.w_in_rb14 = false;
+                    self.w = None;
                 }
                 if inst.op == Opcode::Uniform && self.folds_into(inst, insts.get(k + 1)) {
                     // Read by the next operation itself.
@@ -956,17 +967,18 @@ impl Emitter<'_> {
         let slot = inst.imms[0];
         match self.info.inputs.get(&slot) {
             Some(InputKind::Varying) => {
-                if !self.w_in_rb14 {
-                    return Err(internal("a varying read after the prologue"));
-                }
+                let w = self
+                    .w
+                    .ok_or_else(|| internal("a varying read after the prologue"))?;
                 self.varyings.push(slot);
-                // d = vary × W (W in rb14), then d += r5 (the C coefficient).
-                self.push_alu(builder::qpu_m(
-                    MulOp::Fmul,
-                    d,
-                    Reg::ReadA(raddr::VARYING),
-                    Reg::B(SCRATCH_B),
-                )?);
+                // d = vary × W, the varying read on the file W is not in; then d += r5 (the C
+                // coefficient).
+                let vary = if w == Reg::A(15) {
+                    Reg::ReadB(raddr::VARYING)
+                } else {
+                    Reg::ReadA(raddr::VARYING)
+                };
+                self.push_alu(builder::qpu_m(MulOp::Fmul, d, vary, w)?);
                 self.push_alu(builder::qpu_a(AddOp::Fadd, d, d, Reg::Acc(5))?);
                 Ok(())
             }
@@ -997,7 +1009,7 @@ impl Emitter<'_> {
             }
             Some(InputKind::FragCoord(2)) => {
                 // rb15 is read before any input is written (the interface pass orders them).
-                // The scale goes through r5 (rb14 holds W; no varying has been read yet, and the
+                // The scale goes through r5 (rb14 may hold W; no varying has been read yet, and the
                 // value is the same in every lane, so r5's per-quad write is exact).
                 self.push_alu(builder::qpu_a(AddOp::Itof, d, Reg::B(15), Reg::B(15))?);
                 self.push(builder::load_imm(Reg::Acc(5), FRAG_Z_SCALE)?);
@@ -1005,10 +1017,10 @@ impl Emitter<'_> {
                 Ok(())
             }
             Some(InputKind::FragCoord(3)) => {
-                if !self.w_in_rb14 {
-                    return Err(internal("gl_FragCoord.w after the prologue"));
-                }
-                self.push_alu(builder::mov(Reg::Io(waddr::SFU_RECIP), Reg::B(SCRATCH_B))?);
+                let w = self
+                    .w
+                    .ok_or_else(|| internal("gl_FragCoord.w after the prologue"))?;
+                self.push_alu(builder::mov(Reg::Io(waddr::SFU_RECIP), w)?);
                 self.nop();
                 self.nop();
                 self.push_alu(builder::mov(d, Reg::Acc(4))?);
@@ -1113,7 +1125,7 @@ impl Emitter<'_> {
     /// for the lanes without it) and ra14 (the other way round), then `right − v` in the lanes
     /// without the bit and `v − left` in the others; under a mask through rb14.
     fn derivative(&mut self, b: Block, inst: &Inst, axis: Axis, v: Src) -> Result<(), EmitError> {
-        if self.packing || self.w_in_rb14 {
+        if self.packing || self.w == Some(Reg::B(SCRATCH_B)) {
             return Err(internal("a derivative while ra14/rb14 are in use"));
         }
         let d = self.def_reg(inst, 1)?;
