@@ -457,6 +457,51 @@ bb0:
     assert!(harness::check(&c.ssa, &wrong, OutputMode::Vpm, &info).is_err());
 }
 
+/// A texel channel whose one reader comes before anything else writes r4 is read in place with
+/// the r4 unpack (Mesa's `fmul d, r4.8a, …`); after an SFU operation it is unpacked into its
+/// register first. Reading the SFU's result instead would disagree.
+#[test]
+fn texel_channels_read_in_place() {
+    use kiln_qpu::isa::{AddOp, Instr, MulOp, Unpack};
+    let text = "target generic(v=32, s=16)
+function @main {
+bb0:
+    %0:v1 = input 0
+    %1:v1 = input 1
+    %2:v4 = texture_sample 0, 0, %0, %1
+    %3:v1, %4:v1, %5:v1, %6:v1 = split_vector %2
+    %7:v1 = fmul %3, 3.0
+    %8:v1 = frcp %1
+    %9:v1 = fadd %4, %8
+    %10:v1 = fmul %5, %0
+    %11:v1 = fadd %6, %7
+    output 0, %9
+    output 1, %10
+    output 2, %11
+    output 3, %7
+    return
+}
+";
+    let c = agrees(text);
+    let alus: Vec<_> = c
+        .emitted
+        .instrs
+        .iter()
+        .filter_map(|i| match i {
+            Instr::Alu(a) if a.unpack != Unpack::None => Some(*a),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        alus.iter()
+            .any(|a| a.op_mul == MulOp::Fmul && a.unpack == Unpack::U8a && a.w.pm),
+        "{}",
+        c.disasm()
+    );
+    let unpacked = alus.iter().filter(|a| a.op_add == AddOp::Fmax).count();
+    assert_eq!(unpacked, 3, "{}", c.disasm());
+}
+
 /// Lookups and uniform reads inside divergent control flow and a loop, where the uniform
 /// stream is reset: the program agrees, and an off-by-one reset offset is caught.
 #[test]

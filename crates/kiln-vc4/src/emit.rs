@@ -268,6 +268,15 @@ struct Emitter<'a> {
     /// An ALU operation whose only use is a value of the `sel` after it (with only that
     /// select's comparison between): the `sel` makes it write its destination conditionally.
     deferred: Option<&'a Inst>,
+    /// The lookup being emitted leaves its channel in r4 for the operation that reads it.
+    channel_in_place: bool,
+    /// Texel channels left in r4, each read by one later operation of the block with the r4
+    /// unpack (Mesa's `r4.8a` operands, `vc4_qpu_emit.c`): the channel's temp and its byte.
+    in_r4: Vec<(kiln_ir::Temp, Unpack)>,
+    /// The unpack of the r4 channel the operation being emitted reads.
+    unpack_now: Option<Unpack>,
+    /// Per temp, whether a lookup defines it.
+    lookup_defined: Vec<bool>,
     /// Uses of each temp.
     uses: Vec<u32>,
     /// The uniform slot each temp a `uniform` instruction defines reads.
@@ -378,6 +387,20 @@ pub fn emit(func: &Function, info: &ShaderInfo, mode: OutputMode) -> Result<Emit
             uses
         },
         read_at_use: vec![false; func.temps.len()],
+        channel_in_place: false,
+        lookup_defined: {
+            let mut l = vec![false; func.temps.len()];
+            for i in func.blocks.iter().flat_map(|b| &b.insts) {
+                if crate::texture::is_lookup(i) {
+                    for d in &i.defs {
+                        l[d.temp.index()] = true;
+                    }
+                }
+            }
+            l
+        },
+        in_r4: Vec::new(),
+        unpack_now: None,
         uniform_slot: {
             let mut slots = vec![None; func.temps.len()];
             for i in func.blocks.iter().flat_map(|b| &b.insts) {
@@ -495,6 +518,7 @@ impl Emitter<'_> {
             Value::Temp(t) if self.folded.is_some_and(|(f, _)| f == t) => Ok(Src::Stream(
                 Uniform::of_slot(self.folded.expect("folded").1),
             )),
+            Value::Temp(t) if self.in_r4.iter().any(|&(c, _)| c == t) => Ok(Src::Acc(4)),
             Value::Temp(t) if self.read_at_use[t.index()] => Ok(Src::Stream(Uniform::of_slot(
                 self.uniform_slot[t.index()]
                     .ok_or_else(|| internal("a uniform read at its use that is none"))?,
@@ -819,6 +843,8 @@ impl Emitter<'_> {
                     self.deferred = Some(inst);
                     continue;
                 }
+                self.channel_in_place = crate::texture::is_lookup(inst)
+                    && self.reads_channel_in_place(b, inst, &insts[k + 1..]);
                 if inst.op.is_terminator() {
                     self.terminator(b, inst, mode)?;
                 } else {
@@ -836,6 +862,9 @@ impl Emitter<'_> {
                         inst.op
                     )));
                 }
+            }
+            if !self.in_r4.is_empty() {
+                return Err(internal("a texel channel left in r4 that nothing read"));
             }
         }
         // A reset reads the entry after the last reads that ran: one more for the last reads.
@@ -1056,6 +1085,13 @@ impl Emitter<'_> {
         match facts.hw {
             Hw::Add(_) | Hw::Either(..) | Hw::Mul(_) => {
                 let cond = self.write_cond(b, inst)?;
+                if let Some(k) = self
+                    .in_r4
+                    .iter()
+                    .position(|&(c, _)| inst.used_temps().any(|u| u == c))
+                {
+                    self.unpack_now = Some(self.in_r4.swap_remove(k).1);
+                }
                 self.alu(facts.hw, d, x, y, cond)?;
             }
             Hw::Sfu(address) => {
@@ -1077,14 +1113,50 @@ impl Emitter<'_> {
     /// both units have goes on the add unit).
     fn alu(&mut self, hw: Hw, d: Reg, x: Src, y: Src, cond: Cond) -> Result<(), EmitError> {
         let r = self.place_operation(&[x, y])?;
-        match hw {
-            Hw::Add(add) | Hw::Either(add, _) => {
-                self.push_alu(builder::qpu_a(add, d, r[0], r[1])?.cond_add(cond));
-            }
-            Hw::Mul(mul) => self.push_alu(builder::qpu_m(mul, d, r[0], r[1])?.cond_mul(cond)),
+        let mut a = match hw {
+            Hw::Add(add) | Hw::Either(add, _) => builder::qpu_a(add, d, r[0], r[1])?.cond_add(cond),
+            Hw::Mul(mul) => builder::qpu_m(mul, d, r[0], r[1])?.cond_mul(cond),
             _ => return Err(internal("an ALU operation that is none")),
+        };
+        if let Some(unpack) = self.unpack_now.take() {
+            // Every read of r4 in this instruction is the channel's (no value lives in r4).
+            a = a.pack(true, 0).unpack(unpack);
         }
+        self.push_alu(a);
         Ok(())
+    }
+
+    /// Whether lookup `inst` leaves its channel in r4 for the operation of `rest` that reads
+    /// it, instead of unpacking it into its register first: that operation is the channel's
+    /// only use, an add- or mul-unit operation of no other resource, emitted on its own (not
+    /// deferred into a select), reading no other lookup's channel; nothing before it writes r4
+    /// but lookups of the same texel (which load the same bytes again). The channel's register
+    /// is then never written (its one reader kills it).
+    fn reads_channel_in_place(&self, b: Block, inst: &Inst, rest: &[Inst]) -> bool {
+        if inst.defs.len() != 1 {
+            return false;
+        }
+        let t = inst.defs[0].temp;
+        let Some(at) = rest.iter().position(|i| i.used_temps().any(|u| u == t)) else {
+            return false;
+        };
+        let user = &rest[at];
+        let alu = Op::of_opcode(user.op).is_some_and(|op| {
+            matches!(op.facts().hw, Hw::Add(_) | Hw::Mul(_) | Hw::Either(..))
+                && op.facts().resources.is_empty()
+        });
+        let r4_kept = rest[..at]
+            .iter()
+            .all(|i| !crate::narrow::writes_r4(i) || crate::texture::same_texel(inst, i));
+        let other_channel = user.operands.iter().any(|o| {
+            o.temp_id()
+                .is_some_and(|u| u != t && self.lookup_defined[u.index()])
+        });
+        alu && r4_kept
+            && !other_channel
+            && user.defs.len() == 1
+            && self.only_use(t, user)
+            && !self.defers(b, user, &rest[at + 1..])
     }
 
     /// Whether ALU operation `inst` is left for the `sel` at the start of `rest` (or after that
@@ -1240,13 +1312,17 @@ impl Emitter<'_> {
             self.push_alu(ld);
         }
         let unpack = [Unpack::U8a, Unpack::U8b, Unpack::U8c, Unpack::U8d][k as usize & 3];
-        let cond = self.write_cond(b, inst)?;
-        self.push_alu(
-            builder::qpu_a(AddOp::Fmax, d, Reg::Acc(4), Reg::Acc(4))?
-                .pack(true, 0)
-                .unpack(unpack)
-                .cond_add(cond),
-        );
+        if std::mem::take(&mut self.channel_in_place) {
+            self.in_r4.push((inst.defs[0].temp, unpack));
+        } else {
+            let cond = self.write_cond(b, inst)?;
+            self.push_alu(
+                builder::qpu_a(AddOp::Fmax, d, Reg::Acc(4), Reg::Acc(4))?
+                    .pack(true, 0)
+                    .unpack(unpack)
+                    .cond_add(cond),
+            );
+        }
         self.tex_in_r4 = Some(inst.clone());
         Ok(())
     }

@@ -297,19 +297,19 @@ impl Emitter<'_> {
                 self.q(Op::Exp2, &[p])
             }
             Ftrunc => self.trunc(a(0)),
-            // Mesa's ntq_ffloor: trunc, minus 1 where that rounded a negative value up.
+            // Mesa's ntq_ffloor: trunc, minus 1 where that rounded a negative value up. Mesa
+            // tests the sign of x − trunc(x); x < trunc(x) is the same test without the
+            // subtraction (the difference is exact, and −0 is not below 0 either way).
             Ffloor => {
                 let t = self.trunc(a(0));
-                let d = self.q(Op::Fsub, &[a(0), t]);
-                let c = self.g(Flt, &[d, fc(0.0)]);
+                let c = self.g(Flt, &[a(0), t]);
                 let m = self.q(Op::Fsub, &[t, fc(1.0)]);
                 self.g(Sel, &[c, m, t])
             }
             // Mesa's ntq_fceil: trunc, plus 1 where that rounded a positive value down.
             Fceil => {
                 let t = self.trunc(a(0));
-                let d = self.q(Op::Fsub, &[t, a(0)]);
-                let c = self.g(Flt, &[d, fc(0.0)]);
+                let c = self.g(Flt, &[t, a(0)]);
                 let p = self.q(Op::Fadd, &[t, fc(1.0)]);
                 self.g(Sel, &[c, p, t])
             }
