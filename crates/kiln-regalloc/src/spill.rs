@@ -406,8 +406,15 @@ impl<'a> Spiller<'a> {
                 .map(|&t| (dist(t), !pre.contains(&t), t))
                 .collect();
             cands.sort_unstable();
+            // A value a `continue` edge would carry in a register past blocks that write its
+            // file in all lanes starts the loop in memory (as on any other edge: `has` below).
+            let clobbered = |t: Temp| {
+                preds_of(cfg, self.linear(t), b)
+                    .iter()
+                    .any(|&p| self.clobbered_across(p, b, t))
+            };
             for (d, _, t) in cands {
-                if d >= LOOP_EXIT && !fits_whole {
+                if (d >= LOOP_EXIT && !fits_whole) || clobbered(t) {
                     continue;
                 }
                 let size = Demand::of(func.class(t));

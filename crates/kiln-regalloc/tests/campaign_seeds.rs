@@ -140,6 +140,30 @@ const REPROS: &[Repro] = &[
         v: 6,
         allocator: Allocator::Ssa,
     },
+    Repro {
+        cause: "spiller: a value kept in a register at a loop header's entry was reloaded at \
+                the end of a divergent `continue` block, so its register had to survive the \
+                rest of the body in the waiting lanes, past writes of every lane; the \
+                assignment found no register at any budget (an error, 20 in 1,000,000 \
+                programs, all with all-lanes values)",
+        seed: 1_360_572,
+        size: 137,
+        pressure: 19,
+        depth: 3,
+        features: (false, false, true),
+        v: 6,
+        allocator: Allocator::Ssa,
+    },
+    Repro {
+        cause: "spiller: the same, in a larger program",
+        seed: 1_348_880,
+        size: 128,
+        pressure: 48,
+        depth: 4,
+        features: (false, false, true),
+        v: 6,
+        allocator: Allocator::Ssa,
+    },
 ];
 
 #[test]
