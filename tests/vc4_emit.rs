@@ -168,7 +168,7 @@ bb3:
 
 #[test]
 fn divergent_if_masks_writes() {
-    agrees(
+    let c = agrees(
         "target generic(v=32, s=16)
 function @main {
 bb0:
@@ -191,6 +191,13 @@ bb3:
     return
 }
 ",
+    );
+    // The lanes waiting for the else side and the endif hold small immediates in ra13: each
+    // wake compares with one, not with a constant loaded into r5 first.
+    let d = c.disasm();
+    assert!(
+        d.contains("sub.sf nop, ra13, ") && !d.contains("sub.sf nop, ra13, r5"),
+        "{d}"
     );
 }
 

@@ -150,6 +150,29 @@ fn small_imm_code(v: u32) -> Option<u8> {
     (0..48u8).find(|&c| small_imm_value(c) == Some(v))
 }
 
+/// Per block, the value ra13 holds in the lanes waiting for it: a small immediate (1–15, then
+/// −16…−2; −1 is a discarded lane's) for the first 29 blocks lanes wait for — the else sides
+/// and endifs of divergent ifs, the exits and headers of divergent loops, in layout order — so
+/// that waking them compares with an immediate instead of a `load_imm`; 16 + the block's index
+/// for the others. Lanes are woken by equality and tested for zero only, so any distinct
+/// non-zero values do.
+fn wait_ids(cfg: &Cfg, wakes: &[bool]) -> Vec<u32> {
+    let mut waited = wakes.to_vec();
+    for l in cfg
+        .loops
+        .iter()
+        .filter(|l| l.divergent || l.divergent_continue)
+    {
+        waited[l.header.index()] = true;
+    }
+    let mut small = (1..=15u32).chain((-16i32..=-2).map(|v| v as u32));
+    waited
+        .iter()
+        .enumerate()
+        .map(|(b, &w)| w.then(|| small.next()).flatten().unwrap_or(16 + b as u32))
+        .collect()
+}
+
 fn src_of_const(c: u32) -> Src {
     small_imm_code(c).map_or(Src::Big(c), Src::Imm)
 }
@@ -254,6 +277,8 @@ struct Emitter<'a> {
     masked: Vec<bool>,
     /// Blocks whose start wakes the lanes waiting for them.
     wakes: Vec<bool>,
+    /// Per block, the value ra13 holds in the lanes waiting for it (see `wait_ids`).
+    wait_ids: Vec<u32>,
     /// Blocks entered only by falling through from the previous block, which goes nowhere
     /// else: the uniform stream needs no reset there.
     falls_through: Vec<bool>,
@@ -336,6 +361,7 @@ pub fn emit(func: &Function, info: &ShaderInfo, mode: OutputMode) -> Result<Emit
     for l in cfg.loops.iter().filter(|l| l.divergent) {
         wakes[l.exit.index()] = true;
     }
+    let wait_ids = wait_ids(&cfg, &wakes);
     let mut falls_through: Vec<bool> = (0..n)
         .map(|b| {
             b > 0
@@ -368,6 +394,7 @@ pub fn emit(func: &Function, info: &ShaderInfo, mode: OutputMode) -> Result<Emit
         cfg,
         masked,
         wakes,
+        wait_ids,
         falls_through,
         stream_known: true,
         uniform_fence: 0,
@@ -715,7 +742,7 @@ impl Emitter<'_> {
 
     /// Lanes waiting for `b` run again.
     fn wake(&mut self, b: Block) -> Result<(), EmitError> {
-        let idx = self.place(&[Src::A(EXEC_REG), src_of_const(b.0)])?;
+        let idx = self.place(&[Src::A(EXEC_REG), src_of_const(self.wait_ids[b.index()])])?;
         self.push_alu(builder::qpu_a(AddOp::Sub, Reg::Nop, idx[0], idx[1])?.sf());
         self.push_alu(builder::mov(EXEC, Reg::SmallImm(IMM_0))?.cond_add(Cond::Zs));
         self.flags = Flags::Unknown;
@@ -1635,7 +1662,7 @@ impl Emitter<'_> {
                     })
                 {
                     let endif = i.endif;
-                    self.set_exec_waiting(endif.0)?;
+                    self.set_exec_waiting(self.wait_ids[endif.index()])?;
                 }
                 let succ = self.cfg.linear.succs[b.index()][0];
                 if succ != next {
@@ -1672,7 +1699,7 @@ impl Emitter<'_> {
                     }
                 };
                 if inst.flags.divergent {
-                    let mut i = builder::load_imm(EXEC, e.0)?;
+                    let mut i = builder::load_imm(EXEC, self.wait_ids[e.index()])?;
                     if let Instr::LoadImm(l) = &mut i {
                         l.w.cond_add = false_cond;
                     }
@@ -1718,7 +1745,7 @@ impl Emitter<'_> {
                     } else {
                         header
                     };
-                    self.set_exec_waiting(to.0)?;
+                    self.set_exec_waiting(self.wait_ids[to.index()])?;
                     let succ = self.cfg.linear.succs[b.index()][0];
                     if succ != next {
                         self.branch(BranchCond::Always, succ);
