@@ -509,6 +509,65 @@ bb0:
     assert_eq!(unpacked, 3, "{}", c.disasm());
 }
 
+/// A product whose one reader is a colour output is packed into its byte of the colour by the
+/// multiplication itself (Mesa's `fmul ra.8a, …`); a value two outputs read is copied into
+/// each byte, and so is a product whose operands' registers are written before the output.
+/// Packing a product into the wrong byte disagrees.
+#[test]
+fn products_pack_into_the_colour() {
+    use kiln_qpu::isa::{Instr, MulOp};
+    agrees(
+        "target generic(v=32, s=16)
+function @main {
+bb0:
+    %0:v1 = input 0
+    %1:v1 = input 1
+    %2:v1 = fmul %0, %1
+    %3:v1 = fmul %1, 0.5
+    %4:v1 = fmul %0, %0
+    output 0, %2
+    output 1, %3
+    output 2, %4
+    output 3, %4
+    return
+}
+",
+    );
+    let text = "target generic(v=32, s=16)
+function @main {
+bb0:
+    %0:v1 = input 0
+    %1:v1 = input 1
+    %2:v1 = fadd %0, %1
+    %3:v1 = fmul %0, 0.5
+    %4:v1 = fmul %1, %0
+    output 0, %3
+    output 1, %4
+    output 2, %2
+    output 3, %2
+    return
+}
+";
+    agrees(text);
+    let (c, info) = compile_text(text, Allocator::Graph, OutputMode::Tlb);
+    let packed: Vec<usize> = c
+        .emitted
+        .instrs
+        .iter()
+        .enumerate()
+        .filter(|(_, i)| {
+            matches!(i, Instr::Alu(a) if a.op_mul == MulOp::Fmul && a.w.pm && (4..8).contains(&a.w.pack))
+        })
+        .map(|(k, _)| k)
+        .collect();
+    assert_eq!(packed.len(), 2, "{}", c.disasm());
+    let mut wrong = c.emitted.clone();
+    if let Instr::Alu(a) = &mut wrong.instrs[packed[0]] {
+        a.w.pack = 4 + (a.w.pack - 4 + 1) % 4;
+    }
+    assert!(harness::check(&c.ssa, &wrong, OutputMode::Tlb, &info).is_err());
+}
+
 /// Lookups and uniform reads inside divergent control flow and a loop, where the uniform
 /// stream is reset: the program agrees, and an off-by-one reset offset is caught.
 #[test]

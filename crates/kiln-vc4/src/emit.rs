@@ -300,6 +300,9 @@ struct Emitter<'a> {
     in_r4: Vec<(kiln_ir::Temp, Unpack)>,
     /// The unpack of the r4 channel the operation being emitted reads.
     unpack_now: Option<Unpack>,
+    /// Multiplications left to the colour output that reads them, which packs their result
+    /// into its byte of the colour itself (Mesa's `fmul r3.8a, …`).
+    packed_by_output: Vec<&'a Inst>,
     /// Per temp, whether a lookup defines it.
     lookup_defined: Vec<bool>,
     /// Uses of each temp.
@@ -428,6 +431,7 @@ pub fn emit(func: &Function, info: &ShaderInfo, mode: OutputMode) -> Result<Emit
         },
         in_r4: Vec::new(),
         unpack_now: None,
+        packed_by_output: Vec::new(),
         uniform_slot: {
             let mut slots = vec![None; func.temps.len()];
             for i in func.blocks.iter().flat_map(|b| &b.insts) {
@@ -870,6 +874,10 @@ impl Emitter<'_> {
                     self.deferred = Some(inst);
                     continue;
                 }
+                if mode == OutputMode::Tlb && self.packs_at_output(b, inst, &insts[k + 1..]) {
+                    self.packed_by_output.push(inst);
+                    continue;
+                }
                 self.channel_in_place = crate::texture::is_lookup(inst)
                     && self.reads_channel_in_place(b, inst, &insts[k + 1..]);
                 if inst.op.is_terminator() {
@@ -892,6 +900,11 @@ impl Emitter<'_> {
             }
             if !self.in_r4.is_empty() {
                 return Err(internal("a texel channel left in r4 that nothing read"));
+            }
+            if !self.packed_by_output.is_empty() {
+                return Err(internal(
+                    "a multiplication left to an output that did not pack it",
+                ));
             }
         }
         // A reset reads the entry after the last reads that ran: one more for the last reads.
@@ -1184,6 +1197,65 @@ impl Emitter<'_> {
             && user.defs.len() == 1
             && self.only_use(t, user)
             && !self.defers(b, user, &rest[at + 1..])
+    }
+
+    /// Whether `fmul` `inst` is left to the colour output of `rest` that is its only use, which
+    /// then packs the product into its byte itself instead of packing a copy: in a block every
+    /// lane runs, reading registers or small immediates only (no uniform, whose stream order is
+    /// fixed, and no texel channel), none of which an instruction before the output writes.
+    fn packs_at_output(&self, b: Block, inst: &Inst, rest: &[Inst]) -> bool {
+        let is_fmul = Op::of_opcode(inst.op).is_some_and(|op| {
+            op.facts().hw == Hw::Mul(MulOp::Fmul) && op.facts().resources.is_empty()
+        });
+        if !is_fmul || self.masked[b.index()] || self.folded.is_some() || inst.defs.len() != 1 {
+            return false;
+        }
+        let t = inst.defs[0].temp;
+        let Some(at) = rest.iter().position(|i| i.used_temps().any(|u| u == t)) else {
+            return false;
+        };
+        let user = &rest[at];
+        let colour = user.op == Opcode::Output
+            && matches!(
+                self.info.outputs.get(&user.imms[0]),
+                Some(OutputKind::Color(0..4))
+            );
+        let regs: Vec<u32> = inst
+            .operands
+            .iter()
+            .filter_map(|o| o.reg.map(|r| r.unit()))
+            .collect();
+        let plain = inst.operands.iter().all(|o| match o.value {
+            Value::Const(c) => small_imm_code(c).is_some(),
+            Value::Temp(u) => {
+                o.reg.is_some()
+                    && self.uniform_slot[u.index()].is_none()
+                    && !self.read_at_use[u.index()]
+                    && !self.lookup_defined[u.index()]
+            }
+            Value::Undef(_) => false,
+        });
+        let kept = rest[..at].iter().flat_map(|i| &i.defs).all(|d| {
+            d.reg.is_none_or(|r| {
+                let size = self.func.class(d.temp).size as u32;
+                (r.unit()..r.unit() + size.max(1)).all(|u| !regs.contains(&u))
+            })
+        });
+        // Readable by the one instruction as they are: ra14, the scratch of a fix-up, holds
+        // the colour.
+        let srcs: Vec<Src> = inst
+            .operands
+            .iter()
+            .filter_map(|o| self.src(o).ok())
+            .collect();
+        let distinct = |file: fn(&Src) -> bool| {
+            let mut seen: Vec<Src> = srcs.iter().copied().filter(file).collect();
+            seen.dedup();
+            seen.len() <= 1
+        };
+        let ports = distinct(|s| matches!(s, Src::A(_)))
+            && distinct(|s| matches!(s, Src::B(_) | Src::Imm(_)));
+        colour && plain && kept && ports && self.only_use(t, user)
     }
 
     /// Whether ALU operation `inst` is left for the `sel` at the start of `rest` (or after that
@@ -1805,6 +1877,23 @@ impl Emitter<'_> {
                         self.push(builder::load_imm(Reg::A(SCRATCH_A), 0)?);
                     }
                     self.packing = true;
+                }
+                let packed = self
+                    .packed_by_output
+                    .iter()
+                    .position(|i| op.temp_id() == Some(i.defs[0].temp));
+                if let Some(k) = packed {
+                    // The product itself packed into byte c.
+                    let mul = self.packed_by_output.swap_remove(k);
+                    let x = self.src(&mul.operands[0])?;
+                    let y = self.src(&mul.operands[1])?;
+                    let r = self.place_operation(&[x, y])?;
+                    self.push_alu(
+                        builder::qpu_m(MulOp::Fmul, Reg::A(SCRATCH_A), r[0], r[1])?
+                            .pack(true, 4 + c as u8),
+                    );
+                    self.outputs.push((slot, op));
+                    return Ok(());
                 }
                 let s = match self.src(&op)? {
                     Src::Big(v) => {
