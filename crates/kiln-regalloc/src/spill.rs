@@ -277,7 +277,8 @@ struct Spiller<'a> {
     w_exit: Vec<BTreeSet<Temp>>,
     processed: Vec<bool>,
     /// Per file, the number of blocks before each block index that write a value of that
-    /// per-lane file in all lanes (prefix counts, for [`Spiller::clobbered_across`]).
+    /// per-lane file in all lanes, or where spilling may (prefix counts, for
+    /// [`Spiller::clobbered_across`]).
     all_lanes_blocks: Vec<Vec<u32>>,
     /// Reloads before instruction `k` of block `b`: `before[b][k]`.
     before: Vec<Vec<Vec<Temp>>>,
@@ -327,15 +328,20 @@ impl<'a> Spiller<'a> {
         }
         let files = func.target.files();
         let mut all_lanes_blocks = vec![vec![0u32; n + 1]; files.len()];
+        // A linear value's reload or recomputation writes every lane too, and the spiller
+        // places it before a use or at the end of a block the value lives out of — known only
+        // after the blocks a decision depends on, so every such place counts (ACO's linear
+        // VGPRs take their registers from all lanes alike, `aco_spill.cpp`).
+        let linear_of = |t: Temp, f: usize| lv.linear[t.index()] && func.class(t).file.index() == f;
         for (b, block) in func.blocks.iter().enumerate() {
             for (f, counts) in all_lanes_blocks.iter_mut().enumerate() {
                 let writes = files[f].lanes == kiln_ir::Lanes::PerLane
-                    && block.insts.iter().any(|i| {
+                    && (block.insts.iter().any(|i| {
                         i.defs.iter().any(|d| {
                             func.class(d.temp).file.index() == f
                                 && (i.writes_all_lanes() || lv.linear[d.temp.index()])
-                        })
-                    });
+                        }) || i.used_temps().any(|t| linear_of(t, f))
+                    }) || lv.live_out[b].iter().any(|t| linear_of(t, f)));
                 counts[b + 1] = counts[b] + writes as u32;
             }
         }

@@ -164,6 +164,29 @@ const REPROS: &[Repro] = &[
         v: 6,
         allocator: Allocator::Ssa,
     },
+    Repro {
+        cause: "spiller: a linear value it reloaded itself in the then side of a divergent if \
+                wrote every lane while a per-lane value living into the else side sat in a \
+                register (only the input's all-lanes writes were counted); the assignment \
+                found no register at any budget (4 errors in 1,000,000 programs)",
+        seed: 1_437_369,
+        size: 118,
+        pressure: 33,
+        depth: 5,
+        features: (false, false, true),
+        v: 6,
+        allocator: Allocator::Ssa,
+    },
+    Repro {
+        cause: "spiller: the same, at a budget of 7 in a larger program",
+        seed: 1_825_998,
+        size: 164,
+        pressure: 61,
+        depth: 5,
+        features: (false, false, true),
+        v: 7,
+        allocator: Allocator::Ssa,
+    },
 ];
 
 #[test]
