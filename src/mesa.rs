@@ -226,6 +226,22 @@ pub fn compare_code(
         "  operations: kiln fewer on {helped}, more on {hurt}, as many on {}",
         both.len() - helped - hurt
     );
+    // Where the operations differ, by kind, largest difference first.
+    let mut kinds: Vec<(i64, usize)> = (0..kiln_qpu::isa::census::KINDS)
+        .map(|k| (totals.0.by_kind[k] as i64 - totals.1.by_kind[k] as i64, k))
+        .filter(|&(d, _)| d != 0)
+        .collect();
+    kinds.sort_by_key(|&(d, k)| (std::cmp::Reverse(d.abs()), k));
+    let _ = writeln!(out, "  operations by kind (kiln − Mesa, kiln / Mesa):");
+    for &(d, k) in kinds.iter().take(12) {
+        let _ = writeln!(
+            out,
+            "    {:<14} {d:+8}  {:>8} / {:>8}",
+            Census::kind_name(k),
+            totals.0.by_kind[k],
+            totals.1.by_kind[k]
+        );
+    }
     let mut excess: Vec<_> = both
         .iter()
         .map(|(key, k, m)| (k.operations as i64 - m.operations as i64, key, k, m))

@@ -140,8 +140,8 @@ pub struct CorpusCompileArgs {
     #[arg(long)]
     pub mesa: Option<PathBuf>,
     /// With --mesa: also count kiln's and Mesa's code (`mesa-vc4/qpu/`) the same way —
-    /// instructions, operations, nops, paired instructions — in total, per category, and
-    /// list the largest operation excess.
+    /// instructions, operations, nops, paired instructions — in total, per category and by
+    /// kind of operation, and list the largest operation excess.
     #[arg(long, requires = "mesa")]
     pub mesa_qpu: Option<PathBuf>,
     /// Also print the operations of all compiled programs by what made them (IR opcode,

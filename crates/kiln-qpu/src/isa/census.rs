@@ -7,7 +7,7 @@ use super::instr::{Instr, decode};
 use std::ops::AddAssign;
 
 /// See the module comment.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Census {
     pub instructions: u64,
     pub operations: u64,
@@ -15,6 +15,25 @@ pub struct Census {
     pub nops: u64,
     /// ALU instructions with both an add and a mul operation.
     pub paired: u64,
+    /// Operations by kind: the add unit's by opcode field (`mov` is an `or`), the mul unit's by
+    /// opcode field, then load immediates, semaphores and branches ([`Census::kinds`]).
+    pub by_kind: [u64; KINDS],
+}
+
+/// Kinds of operation a census counts: 32 add-unit opcode codes, 8 mul-unit ones, `load_imm`,
+/// `semaphore`, `branch`.
+pub const KINDS: usize = 32 + 8 + 3;
+
+impl Default for Census {
+    fn default() -> Census {
+        Census {
+            instructions: 0,
+            operations: 0,
+            nops: 0,
+            paired: 0,
+            by_kind: [0; KINDS],
+        }
+    }
 }
 
 impl Census {
@@ -31,11 +50,39 @@ impl Census {
                     c.operations += ops;
                     c.paired += (ops == 2) as u64;
                     c.nops += (ops == 0 && matches!(a.sig, Signal::None | Signal::SmallImm)) as u64;
+                    if a.op_add != AddOp::Nop {
+                        c.by_kind[a.op_add.bits() as usize] += 1;
+                    }
+                    if a.op_mul != MulOp::Nop {
+                        c.by_kind[32 + a.op_mul.bits() as usize] += 1;
+                    }
                 }
-                Instr::LoadImm(_) | Instr::Semaphore(_) | Instr::Branch(_) => c.operations += 1,
+                other => {
+                    c.operations += 1;
+                    c.by_kind[match other {
+                        Instr::LoadImm(_) => 40,
+                        Instr::Semaphore(_) => 41,
+                        _ => 42,
+                    }] += 1;
+                }
             }
         }
         c
+    }
+}
+
+impl Census {
+    /// The name of operation kind `k` (Mesa's mnemonic; `add?N` for an undefined add code).
+    pub fn kind_name(k: usize) -> String {
+        match k {
+            0..32 => AddOp::from_bits(k as u8)
+                .name()
+                .map_or(format!("add?{k}"), |n| n.to_string()),
+            32..40 => format!("{} (mul)", MulOp::from_bits((k - 32) as u8).name()),
+            40 => "load_imm".into(),
+            41 => "semaphore".into(),
+            _ => "branch".into(),
+        }
     }
 }
 
@@ -45,6 +92,9 @@ impl AddAssign for Census {
         self.operations += o.operations;
         self.nops += o.nops;
         self.paired += o.paired;
+        for (a, b) in self.by_kind.iter_mut().zip(o.by_kind) {
+            *a += b;
+        }
     }
 }
 
@@ -67,13 +117,14 @@ mod tests {
         .unwrap();
         let c = Census::of(&words);
         assert_eq!(
-            c,
-            Census {
-                instructions: 7,
-                operations: 5,
-                nops: 2,
-                paired: 1
-            }
+            (c.instructions, c.operations, c.nops, c.paired),
+            (7, 5, 2, 1)
         );
+        // fadd, fmul, mov (an `or`), load_imm, branch: one each, and they are the operations.
+        let kind = |name: &str| (0..KINDS).find(|&k| Census::kind_name(k) == name).unwrap();
+        for name in ["fadd", "fmul (mul)", "or", "load_imm", "branch"] {
+            assert_eq!(c.by_kind[kind(name)], 1, "{name}");
+        }
+        assert_eq!(c.by_kind.iter().sum::<u64>(), c.operations);
     }
 }
