@@ -13,8 +13,8 @@ pub struct OptArgs {
     /// A `.kir` file; `-` reads standard input.
     pub file: PathBuf,
     /// Comma-separated passes to run in order (default: the whole middle end). Passes:
-    /// fold, copy_prop, gvn, gvn_keep_uniform_loads, uniformize, cfg_clean, one_trip_loops,
-    /// unroll, if_convert, dce.
+    /// fold, algebraic, algebraic_exact, copy_prop, gvn, gvn_keep_uniform_loads, loop_cse,
+    /// uniformize, cfg_clean, one_trip_loops, unroll, if_convert, dce.
     #[arg(long, value_delimiter = ',')]
     pub passes: Option<Vec<String>>,
     /// Print statistics (instructions, phis, blocks, max demand) before and after on stderr.

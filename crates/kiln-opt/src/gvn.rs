@@ -4,7 +4,7 @@
 //! design, with the rules that make a reuse sound on a SIMT machine, is in `docs/middle.md`
 //! ("Value numbering", "Lanes: where a value may be read").
 
-use crate::util::{Avail, set_value};
+use crate::util::{Avail, reads_other_lanes, set_value};
 use kiln_analysis::{Changed, Context, PassError};
 use kiln_ir::{Block, Inst, Opcode, RegClass, Temp, Value};
 use smallvec::SmallVec;
@@ -19,12 +19,6 @@ struct Key {
     classes: SmallVec<[RegClass; 1]>,
     /// The block, for phis and ops that read other lanes (reused within their block only).
     block: Option<Block>,
-}
-
-fn reads_other_lanes(inst: &Inst) -> bool {
-    matches!(inst.op, Opcode::Fddx | Opcode::Fddy)
-        || matches!(inst.op, Opcode::Target(t) if t.0.cross_lane.is_some())
-        || (inst.op == Opcode::TextureSample && inst.imms.get(1).is_some_and(|&m| m < 2))
 }
 
 fn order(v: &Value) -> (u8, u32) {

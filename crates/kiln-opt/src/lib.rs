@@ -10,6 +10,7 @@ pub mod dce;
 pub mod fold;
 pub mod gvn;
 pub mod if_convert;
+pub mod loop_cse;
 pub mod one_trip_loops;
 pub mod stats;
 pub mod uniformize;
@@ -32,6 +33,7 @@ pub const PASSES: &[(&str, Pass)] = &[
     ("copy_prop", copy_prop::copy_prop),
     ("gvn", gvn::gvn),
     ("gvn_keep_uniform_loads", gvn::gvn_keep_uniform_loads),
+    ("loop_cse", loop_cse::loop_cse),
     ("uniformize", uniformize::uniformize),
     ("cfg_clean", cfg_clean::cfg_clean),
     ("one_trip_loops", one_trip_loops::one_trip_loops),
@@ -47,6 +49,7 @@ pub const DEFAULT_PIPELINE: &[&str] = &[
     "algebraic",
     "uniformize",
     "gvn",
+    "loop_cse",
     "fold",
     "cfg_clean",
     "one_trip_loops",
@@ -59,6 +62,7 @@ pub const DEFAULT_PIPELINE: &[&str] = &[
     "cfg_clean",
     "copy_prop",
     "gvn",
+    "loop_cse",
     "fold",
     "dce",
     "cfg_clean",

@@ -1,6 +1,6 @@
 //! Helpers shared by the passes: definition sites, use counts, operand rewriting.
 
-use kiln_ir::{Block, Function, Inst, Lanes, Operand, OperandFlags, Temp, Value};
+use kiln_ir::{Block, Function, Inst, Lanes, Opcode, Operand, OperandFlags, Temp, Value};
 
 /// Where each temp is defined: (block, instruction index), `None` for numbers nothing defines.
 pub fn def_sites(func: &Function) -> Vec<Option<(Block, usize)>> {
@@ -15,6 +15,15 @@ pub fn def_sites(func: &Function) -> Vec<Option<(Block, usize)>> {
         }
     }
     sites
+}
+
+/// Whether `inst` reads other lanes than its own: derivatives, a target's cross-lane operations,
+/// and samples with implicit derivatives (their level of detail). What it gives depends on which
+/// lanes run, so it is reused only where the same lanes run (its own block).
+pub fn reads_other_lanes(inst: &Inst) -> bool {
+    matches!(inst.op, Opcode::Fddx | Opcode::Fddy)
+        || matches!(inst.op, Opcode::Target(t) if t.0.cross_lane.is_some())
+        || (inst.op == Opcode::TextureSample && inst.imms.get(1).is_some_and(|&m| m < 2))
 }
 
 /// Whether `t` lives in a uniform register file.
