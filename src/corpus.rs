@@ -452,7 +452,7 @@ pub enum Outcome {
         key: crate::mesa::Key,
         stats: Stats,
         /// What the program is made of.
-        census: kiln_qpu::isa::census::Census,
+        census: Box<kiln_qpu::isa::census::Census>,
         /// Its operations per origin (`Emitted::operations_by_origin`).
         origins: Vec<(String, u64)>,
         /// The check's first difference, if it found one.
@@ -512,7 +512,7 @@ pub fn compile(
                     Outcome::Compiled {
                         name: name.clone(),
                         key: (rel, stage.to_string(), entry_name.to_string()),
-                        census: kiln_qpu::isa::census::Census::of(&c.compiled.words),
+                        census: Box::new(kiln_qpu::isa::census::Census::of(&c.compiled.words)),
                         origins: c
                             .compiled
                             .emitted
@@ -550,7 +550,7 @@ impl CompileRun {
         self.outcomes
             .iter()
             .filter_map(|o| match o {
-                Outcome::Compiled { key, census, .. } => Some((key.clone(), *census)),
+                Outcome::Compiled { key, census, .. } => Some((key.clone(), **census)),
                 _ => None,
             })
             .collect()

@@ -12,6 +12,36 @@ use std::path::Path;
 /// `frag`, entry point name.
 pub type Key = (String, String, String);
 
+/// Where `dir` sits in the corpus whose figures `stats` (`CORPUS/mesa-vc4/stats.tsv`) holds:
+/// the path from `CORPUS` to `dir` (empty for the corpus itself), which prefixes the paths of
+/// `dir`'s entry points to make their keys.
+pub fn dir_in_corpus(stats: &Path, dir: &Path) -> Result<String, String> {
+    let canonical =
+        |p: &Path| std::fs::canonicalize(p).map_err(|e| format!("{}: {e}", p.display()));
+    let stats = canonical(stats)?;
+    let root = stats
+        .parent()
+        .and_then(Path::parent)
+        .ok_or_else(|| format!("{}: not in CORPUS/mesa-vc4/", stats.display()))?;
+    let dir = canonical(dir)?;
+    let rel = dir.strip_prefix(root).map_err(|_| {
+        format!(
+            "{} is not inside the corpus {} whose figures --mesa gives",
+            dir.display(),
+            root.display()
+        )
+    })?;
+    Ok(rel.to_string_lossy().into_owned())
+}
+
+/// `key` of an entry point of the directory at `prefix` in its corpus ([`dir_in_corpus`]).
+pub fn in_corpus(prefix: &str, mut key: Key) -> Key {
+    if !prefix.is_empty() {
+        key.0 = format!("{prefix}/{}", key.0);
+    }
+    key
+}
+
 /// Mesa's figures of one entry point.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Figures {

@@ -156,10 +156,11 @@ pub fn corpus_compile(args: CorpusCompileArgs) -> miette::Result<()> {
         Some(path) => {
             let text = std::fs::read_to_string(path)
                 .map_err(|e| miette::miette!("{}: {e}", path.display()))?;
-            Some(
-                crate::mesa::read_stats(&text)
-                    .map_err(|e| miette::miette!("{}: {e}", path.display()))?,
-            )
+            let figures = crate::mesa::read_stats(&text)
+                .map_err(|e| miette::miette!("{}: {e}", path.display()))?;
+            let prefix =
+                crate::mesa::dir_in_corpus(path, &args.dir).map_err(|e| miette::miette!("{e}"))?;
+            Some((figures, prefix))
         }
         None => None,
     };
@@ -176,14 +177,20 @@ pub fn corpus_compile(args: CorpusCompileArgs) -> miette::Result<()> {
     if let Some(path) = &args.tsv {
         std::fs::write(path, run.tsv()).map_err(|e| miette::miette!("{}: {e}", path.display()))?;
     }
-    if let Some(mesa) = &mesa {
+    if let Some((mesa, prefix)) = &mesa {
+        let key = |k: &crate::mesa::Key| crate::mesa::in_corpus(prefix, k.clone());
         let kiln: Vec<_> = run
             .compiled()
-            .map(|(_, k, s)| (k.clone(), s.clone()))
+            .map(|(_, k, s)| (key(k), s.clone()))
             .collect();
         print(&crate::mesa::compare(mesa, &kiln));
         if let Some(dir) = &args.mesa_qpu {
-            let code = crate::mesa::compare_code(mesa, dir, &run.censuses())
+            let censuses: Vec<_> = run
+                .censuses()
+                .into_iter()
+                .map(|(k, c)| (key(&k), c))
+                .collect();
+            let code = crate::mesa::compare_code(mesa, dir, &censuses)
                 .map_err(|e| miette::miette!("{e}"))?;
             print(&code);
         }

@@ -356,6 +356,38 @@ fn matrix_times_vector_and_transpose() {
     );
 }
 
+/// Products of matrices applied to a vector (lowered factor by factor, `(A·B)·v = A·(B·v)`),
+/// also as a row vector and as a chain of three, against the products worked out here.
+#[test]
+fn matrix_product_times_vector() {
+    check(
+        wgsl(
+            "let a = mat2x2f(1.0, 2.0, 3.0, 4.0); let b = mat2x2f(x.x, 0.5, x.z, 2.0); \
+             let v = (a * b) * x.zw; let w = x.xy * (a * b); let c = ((a * b) * a) * x.xy; \
+             return vec4f(v.x, w.y, c);",
+        ),
+        |x| {
+            // Column-major: a = [[1, 3], [2, 4]], b = [[x0, x2], [0.5, 2]] (rows).
+            let ab = [
+                [x[0] + 1.5, x[2] + 6.0],
+                [2.0 * x[0] + 2.0, 2.0 * x[2] + 8.0],
+            ];
+            let v0 = ab[0][0] * x[2] + ab[0][1] * x[3];
+            let w1 = x[0] * ab[0][1] + x[1] * ab[1][1];
+            let aba = [
+                [ab[0][0] + 2.0 * ab[0][1], 3.0 * ab[0][0] + 4.0 * ab[0][1]],
+                [ab[1][0] + 2.0 * ab[1][1], 3.0 * ab[1][0] + 4.0 * ab[1][1]],
+            ];
+            [
+                v0,
+                w1,
+                aba[0][0] * x[0] + aba[0][1] * x[1],
+                aba[1][0] * x[0] + aba[1][1] * x[1],
+            ]
+        },
+    );
+}
+
 #[test]
 fn matrix_products_determinant_inverse() {
     let src = "#version 450\nlayout(location = 0) in vec4 x;\nlayout(location = 0) out vec4 o;\nvoid main() { mat3 a = mat3(2.0, 0.0, 1.0, 1.0, 3.0, 0.0, 0.0, 1.0, 4.0) * x.w; mat3 i = inverse(a); mat3 p = a * i; o = vec4(determinant(a), p[0][0], p[1][0], (i * (a * x.xyz)).z); }\n";

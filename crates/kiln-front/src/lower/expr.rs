@@ -679,42 +679,38 @@ impl<'m> Lowerer<'m, '_> {
         r: Handle<Expression>,
     ) -> Result<Vec<Operand>, FrontError> {
         let (lt, rt) = (self.ty(cx, l), self.ty(cx, r));
-        let (a, b) = (self.comps(cx, l)?, self.comps(cx, r)?);
         if op == B::Multiply {
             match (&lt, &rt) {
-                (TypeInner::Matrix { columns, rows, .. }, TypeInner::Vector { .. }) => {
-                    let (c, rw) = (*columns as usize, *rows as usize);
-                    return Ok((0..rw)
-                        .map(|i| self.sum_products((0..c).map(|k| (a[k * rw + i], b[k]))))
-                        .collect());
+                (TypeInner::Matrix { .. }, TypeInner::Vector { .. }) => {
+                    let v = self.comps(cx, r)?;
+                    return self.matrix_times_vector(cx, l, v);
                 }
-                (TypeInner::Vector { .. }, TypeInner::Matrix { columns, rows, .. }) => {
-                    let (c, rw) = (*columns as usize, *rows as usize);
-                    return Ok((0..c)
-                        .map(|j| self.sum_products((0..rw).map(|i| (a[i], b[j * rw + i]))))
-                        .collect());
-                }
-                (
-                    TypeInner::Matrix {
-                        columns: k_cols,
-                        rows,
-                        ..
-                    },
-                    TypeInner::Matrix { columns, .. },
-                ) => {
-                    let (kk, rw, c) = (*k_cols as usize, *rows as usize, *columns as usize);
-                    let mut out = Vec::with_capacity(c * rw);
-                    for j in 0..c {
-                        for i in 0..rw {
-                            out.push(
-                                self.sum_products((0..kk).map(|k| (a[k * rw + i], b[j * kk + k]))),
-                            );
-                        }
-                    }
-                    return Ok(out);
+                (TypeInner::Vector { .. }, TypeInner::Matrix { .. }) => {
+                    let v = self.comps(cx, l)?;
+                    return self.vector_times_matrix(cx, v, r);
                 }
                 _ => {}
             }
+        }
+        let (a, b) = (self.comps(cx, l)?, self.comps(cx, r)?);
+        if let (
+            B::Multiply,
+            TypeInner::Matrix {
+                columns: k_cols,
+                rows,
+                ..
+            },
+            TypeInner::Matrix { columns, .. },
+        ) = (op, &lt, &rt)
+        {
+            let (kk, rw, c) = (*k_cols as usize, *rows as usize, *columns as usize);
+            let mut out = Vec::with_capacity(c * rw);
+            for j in 0..c {
+                for i in 0..rw {
+                    out.push(self.sum_products((0..kk).map(|k| (a[k * rw + i], b[j * kk + k]))));
+                }
+            }
+            return Ok(out);
         }
         let kind = kind_of(&lt);
         let n = a.len().max(b.len());
@@ -725,6 +721,75 @@ impl<'m> Lowerer<'m, '_> {
             out.push(self.scalar_binary(op, kind, x, y)?);
         }
         Ok(out)
+    }
+
+    /// The factors of `h` when it is a product of two matrices.
+    fn matrix_product(
+        &self,
+        cx: &FnCx<'m>,
+        h: Handle<Expression>,
+    ) -> Option<[Handle<Expression>; 2]> {
+        match cx.f.expressions[h] {
+            Expression::Binary {
+                op: B::Multiply,
+                left,
+                right,
+            } if matches!(self.ty(cx, left), TypeInner::Matrix { .. })
+                && matches!(self.ty(cx, right), TypeInner::Matrix { .. }) =>
+            {
+                Some([left, right])
+            }
+            _ => None,
+        }
+    }
+
+    /// Matrix `m` times column vector `v`. A product of matrices is applied factor by factor,
+    /// `(A·B)·v = A·(B·v)` (two matrix–vector products instead of a matrix product; NIR's
+    /// `nir_opt_reassociate_matrix_mul`): what is left of `A·B` goes as dead code.
+    fn matrix_times_vector(
+        &mut self,
+        cx: &mut FnCx<'m>,
+        m: Handle<Expression>,
+        v: Vec<Operand>,
+    ) -> Result<Vec<Operand>, FrontError> {
+        if let Some([a, b]) = self.matrix_product(cx, m) {
+            let bv = self.matrix_times_vector(cx, b, v)?;
+            return self.matrix_times_vector(cx, a, bv);
+        }
+        let TypeInner::Matrix { columns, rows, .. } = self.ty(cx, m) else {
+            return Err(FrontError::Internal(
+                "a matrix product of a non-matrix".into(),
+            ));
+        };
+        let (c, rw) = (columns as usize, rows as usize);
+        let a = self.comps(cx, m)?;
+        Ok((0..rw)
+            .map(|i| self.sum_products((0..c).map(|k| (a[k * rw + i], v[k]))))
+            .collect())
+    }
+
+    /// Row vector `v` times matrix `m`, `v·(A·B) = (v·A)·B` as in
+    /// [`Self::matrix_times_vector`].
+    fn vector_times_matrix(
+        &mut self,
+        cx: &mut FnCx<'m>,
+        v: Vec<Operand>,
+        m: Handle<Expression>,
+    ) -> Result<Vec<Operand>, FrontError> {
+        if let Some([a, b]) = self.matrix_product(cx, m) {
+            let va = self.vector_times_matrix(cx, v, a)?;
+            return self.vector_times_matrix(cx, va, b);
+        }
+        let TypeInner::Matrix { columns, rows, .. } = self.ty(cx, m) else {
+            return Err(FrontError::Internal(
+                "a matrix product of a non-matrix".into(),
+            ));
+        };
+        let (c, rw) = (columns as usize, rows as usize);
+        let b = self.comps(cx, m)?;
+        Ok((0..c)
+            .map(|j| self.sum_products((0..rw).map(|i| (v[i], b[j * rw + i]))))
+            .collect())
     }
 
     /// Σ xᵢ·yᵢ in float.
