@@ -221,7 +221,10 @@ fn corpus_compile_beside_mesa_on_a_part_of_the_corpus() {
         corpus.join("mesa-vc4/qpu").to_str().unwrap(),
     ]);
     assert!(ok, "{out}\n{err}");
-    assert!(out.contains("beside Mesa      2 entry points both compile"), "{out}");
+    assert!(
+        out.contains("beside Mesa      2 entry points both compile"),
+        "{out}"
+    );
     assert!(out.contains("operations by kind"), "{out}");
     let d = dir().join("outside");
     std::fs::create_dir_all(&d).unwrap();

@@ -568,6 +568,62 @@ bb0:
     assert!(harness::check(&c.ssa, &wrong, OutputMode::Tlb, &info).is_err());
 }
 
+/// In the debug build (every output raw to a VPM row), an add- or mul-unit operation whose one
+/// reader is an output writes the VPM itself, also with a uniform operand (the interface pass
+/// puts the row right after it); an operation with another reader is copied. Writing another
+/// operation's result there disagrees.
+#[test]
+fn operations_write_vpm_rows_themselves() {
+    use kiln_qpu::isa::{AddOp, Instr, MulOp, waddr};
+    let text = "target generic(v=32, s=16)
+function @main {
+bb0:
+    %0:v1 = input 0
+    %1:v1 = input 1
+    %2:s1 = uniform 0
+    %3:v1 = fadd %0, %2
+    %4:v1 = fmul %1, %2
+    %5:v1 = fsub %0, %1
+    %6:v1 = fadd %5, 1.0
+    output 0, %3
+    output 1, %4
+    output 2, %5
+    output 3, %6
+    return
+}
+";
+    agrees(text);
+    let (c, info) = compile_text(text, Allocator::Graph, OutputMode::Vpm);
+    let vpm = waddr::VPM;
+    let writers: Vec<usize> = c
+        .emitted
+        .instrs
+        .iter()
+        .enumerate()
+        .filter(|(_, i)| {
+            matches!(i, Instr::Alu(a)
+                if (a.w.waddr_add == vpm && matches!(a.op_add, AddOp::Fadd | AddOp::Fsub))
+                    || (a.w.waddr_mul == vpm && a.op_mul == MulOp::Fmul))
+        })
+        .map(|(k, _)| k)
+        .collect();
+    assert!(
+        writers.len() >= 3,
+        "{}\n{}",
+        kiln_ir::print_function(&c.ssa),
+        c.disasm()
+    );
+    let mut wrong = c.emitted.clone();
+    if let Instr::Alu(a) = &mut wrong.instrs[writers[0]] {
+        if a.op_add == AddOp::Fadd {
+            a.op_add = AddOp::Fsub;
+        } else {
+            a.op_add = AddOp::Fadd;
+        }
+    }
+    assert!(harness::check(&c.ssa, &wrong, OutputMode::Vpm, &info).is_err());
+}
+
 /// Lookups and uniform reads inside divergent control flow and a loop, where the uniform
 /// stream is reset: the program agrees, and an off-by-one reset offset is caught.
 #[test]

@@ -111,7 +111,7 @@ pub fn thread_modes(selected: &Selected, threads: Threads) -> Result<Vec<u32>, C
 /// The interface pass for `threads` threads (`crate::interface::lower`).
 pub fn lower_interface(selected: &Selected, threads: u32) -> Result<Function, CompileError> {
     let mut func = selected.func.clone();
-    crate::interface::lower(&mut func, &selected.info, threads)?;
+    crate::interface::lower(&mut func, &selected.info, selected.output, threads)?;
     Ok(func)
 }
 

@@ -300,9 +300,9 @@ struct Emitter<'a> {
     in_r4: Vec<(kiln_ir::Temp, Unpack)>,
     /// The unpack of the r4 channel the operation being emitted reads.
     unpack_now: Option<Unpack>,
-    /// Multiplications left to the colour output that reads them, which packs their result
-    /// into its byte of the colour itself (Mesa's `fmul r3.8a, …`).
-    packed_by_output: Vec<&'a Inst>,
+    /// Operations left to the output that reads them, which writes their result to the VPM
+    /// or packs it into its byte of the colour itself (Mesa's `fadd vpm, …`, `fmul r3.8a, …`).
+    written_by_output: Vec<&'a Inst>,
     /// Per temp, whether a lookup defines it.
     lookup_defined: Vec<bool>,
     /// Uses of each temp.
@@ -404,18 +404,7 @@ pub fn emit(func: &Function, info: &ShaderInfo, mode: OutputMode) -> Result<Emit
         folded: None,
         pending_compare: None,
         deferred: None,
-        uses: {
-            let mut uses = vec![0; func.temps.len()];
-            for t in func
-                .blocks
-                .iter()
-                .flat_map(|b| &b.insts)
-                .flat_map(|i| i.used_temps())
-            {
-                uses[t.index()] += 1;
-            }
-            uses
-        },
+        uses: crate::interface::use_counts(func),
         read_at_use: vec![false; func.temps.len()],
         channel_in_place: false,
         lookup_defined: {
@@ -431,7 +420,7 @@ pub fn emit(func: &Function, info: &ShaderInfo, mode: OutputMode) -> Result<Emit
         },
         in_r4: Vec::new(),
         unpack_now: None,
-        packed_by_output: Vec::new(),
+        written_by_output: Vec::new(),
         uniform_slot: {
             let mut slots = vec![None; func.temps.len()];
             for i in func.blocks.iter().flat_map(|b| &b.insts) {
@@ -487,7 +476,7 @@ pub fn emit(func: &Function, info: &ShaderInfo, mode: OutputMode) -> Result<Emit
     })
 }
 
-impl Emitter<'_> {
+impl<'a> Emitter<'a> {
     // ---- instruction stream -------------------------------------------------------------
 
     /// Appends `i`, with a `nop` first when it reads a file register the previous instruction
@@ -874,8 +863,8 @@ impl Emitter<'_> {
                     self.deferred = Some(inst);
                     continue;
                 }
-                if mode == OutputMode::Tlb && self.packs_at_output(b, inst, &insts[k + 1..]) {
-                    self.packed_by_output.push(inst);
+                if self.written_by_output(b, inst, &insts[k + 1..], mode) {
+                    self.written_by_output.push(inst);
                     continue;
                 }
                 self.channel_in_place = crate::texture::is_lookup(inst)
@@ -901,9 +890,9 @@ impl Emitter<'_> {
             if !self.in_r4.is_empty() {
                 return Err(internal("a texel channel left in r4 that nothing read"));
             }
-            if !self.packed_by_output.is_empty() {
+            if !self.written_by_output.is_empty() {
                 return Err(internal(
-                    "a multiplication left to an output that did not pack it",
+                    "an operation left to an output that did not write it",
                 ));
             }
         }
@@ -1199,27 +1188,53 @@ impl Emitter<'_> {
             && !self.defers(b, user, &rest[at + 1..])
     }
 
-    /// Whether `fmul` `inst` is left to the colour output of `rest` that is its only use, which
-    /// then packs the product into its byte itself instead of packing a copy: in a block every
-    /// lane runs, reading registers or small immediates only (no uniform, whose stream order is
-    /// fixed, and no texel channel), none of which an instruction before the output writes.
-    fn packs_at_output(&self, b: Block, inst: &Inst, rest: &[Inst]) -> bool {
-        let is_fmul = Op::of_opcode(inst.op).is_some_and(|op| {
-            op.facts().hw == Hw::Mul(MulOp::Fmul) && op.facts().resources.is_empty()
-        });
-        if !is_fmul || self.masked[b.index()] || self.folded.is_some() || inst.defs.len() != 1 {
+    /// The operation left to the output that reads `op`, if one is.
+    fn take_written_by_output(&mut self, op: &Operand) -> Option<&'a Inst> {
+        let k = self
+            .written_by_output
+            .iter()
+            .position(|i| op.temp_id() == Some(i.defs[0].temp))?;
+        Some(self.written_by_output.swap_remove(k))
+    }
+
+    /// Whether ALU operation `inst` is left to the output of `rest` that is its only use, which
+    /// then writes the result itself instead of a copy: to the VPM (any add- or mul-unit
+    /// operation), or packed into its byte of the colour (an `fmul`: the mul unit packs). In a
+    /// block every lane runs, reading registers or small immediates (no texel channel), none of
+    /// which an instruction before the output writes, or its folded uniform read where the
+    /// output comes next (the stream's order stays; the interface pass puts each output after
+    /// its operation).
+    fn written_by_output(&self, b: Block, inst: &Inst, rest: &[Inst], mode: OutputMode) -> bool {
+        let Some(hw) = Op::of_opcode(inst.op)
+            .filter(|op| op.facts().resources.is_empty())
+            .map(|op| op.facts().hw)
+        else {
+            return false;
+        };
+        let fits = match mode {
+            OutputMode::Tlb => hw == Hw::Mul(MulOp::Fmul),
+            OutputMode::Vpm => matches!(hw, Hw::Add(_) | Hw::Mul(_) | Hw::Either(..)),
+        };
+        if !fits || self.masked[b.index()] || inst.defs.len() != 1 {
             return false;
         }
         let t = inst.defs[0].temp;
         let Some(at) = rest.iter().position(|i| i.used_temps().any(|u| u == t)) else {
             return false;
         };
+        // A uniform read folded into the operation stays in stream order only where the output
+        // comes next.
+        let folded = self.folded.map(|(u, _)| u);
+        if folded.is_some() && at > 0 {
+            return false;
+        }
         let user = &rest[at];
-        let colour = user.op == Opcode::Output
-            && matches!(
-                self.info.outputs.get(&user.imms[0]),
-                Some(OutputKind::Color(0..4))
-            );
+        let output = user.op == Opcode::Output
+            && (mode == OutputMode::Vpm
+                || matches!(
+                    self.info.outputs.get(&user.imms[0]),
+                    Some(OutputKind::Color(0..4))
+                ));
         let regs: Vec<u32> = inst
             .operands
             .iter()
@@ -1227,6 +1242,7 @@ impl Emitter<'_> {
             .collect();
         let plain = inst.operands.iter().all(|o| match o.value {
             Value::Const(c) => small_imm_code(c).is_some(),
+            Value::Temp(u) if Some(u) == folded => true,
             Value::Temp(u) => {
                 o.reg.is_some()
                     && self.uniform_slot[u.index()].is_none()
@@ -1255,7 +1271,7 @@ impl Emitter<'_> {
         };
         let ports = distinct(|s| matches!(s, Src::A(_)))
             && distinct(|s| matches!(s, Src::B(_) | Src::Imm(_)));
-        colour && plain && kept && ports && self.only_use(t, user)
+        output && plain && kept && ports && self.only_use(t, user)
     }
 
     /// Whether ALU operation `inst` is left for the `sel` at the start of `rest` (or after that
@@ -1878,13 +1894,8 @@ impl Emitter<'_> {
                     }
                     self.packing = true;
                 }
-                let packed = self
-                    .packed_by_output
-                    .iter()
-                    .position(|i| op.temp_id() == Some(i.defs[0].temp));
-                if let Some(k) = packed {
+                if let Some(mul) = self.take_written_by_output(&op) {
                     // The product itself packed into byte c.
-                    let mul = self.packed_by_output.swap_remove(k);
                     let x = self.src(&mul.operands[0])?;
                     let y = self.src(&mul.operands[1])?;
                     let r = self.place_operation(&[x, y])?;
@@ -1912,6 +1923,21 @@ impl Emitter<'_> {
                     // Generic block writes: 32-bit, horizontal, stride 1, from row 0.
                     self.push(builder::load_imm(Reg::IoB(waddr::VPM_SETUP), 0x1a00)?);
                     self.vpm_setup = true;
+                }
+                if let Some(inst) = self.take_written_by_output(&op) {
+                    // The operation writes the VPM itself.
+                    let hw = Op::of_opcode(inst.op)
+                        .ok_or_else(|| internal("an output's operation that is none"))?
+                        .facts()
+                        .hw;
+                    let x = self.src(&inst.operands[0])?;
+                    let y = match inst.operands.get(1) {
+                        Some(o) => self.src(o)?,
+                        None => x,
+                    };
+                    self.alu(hw, Reg::Io(waddr::VPM), x, y, Cond::Always)?;
+                    self.outputs.push((slot, op));
+                    return Ok(());
                 }
                 let r = match self.src(&op)? {
                     Src::Big(v) => {

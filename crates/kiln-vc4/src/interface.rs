@@ -177,11 +177,16 @@ pub fn needs_exec(func: &Function, cfg: &Cfg) -> bool {
             .any(|i| i.op == Opcode::Discard)
 }
 
-/// Lowers the interface of a selected function for `threads` threads (2: a threaded fragment
-/// shader, see [`crate::threads::threading`] for when it can be one), as the module comment
-/// says; the function verifies afterwards. Refuses, changing nothing, what the emitter cannot
-/// do.
-pub fn lower(func: &mut Function, info: &ShaderInfo, threads: u32) -> Result<(), Unsupported> {
+/// Lowers the interface of a selected function with outputs written as `output` says, for
+/// `threads` threads (2: a threaded fragment shader, see [`crate::threads::threading`] for when
+/// it can be one), as the module comment says; the function verifies afterwards. Refuses,
+/// changing nothing, what the emitter cannot do.
+pub fn lower(
+    func: &mut Function,
+    info: &ShaderInfo,
+    output: crate::emit::OutputMode,
+    threads: u32,
+) -> Result<(), Unsupported> {
     let mut refused = BTreeSet::new();
     if func.target.name() != "vc4" || func.allocated {
         refused.insert("a function that is not selected for vc4 or already allocated".into());
@@ -269,12 +274,44 @@ pub fn lower(func: &mut Function, info: &ShaderInfo, threads: u32) -> Result<(),
 
     uniforms_at_uses(func);
 
-    // Outputs just before the return, in their order.
+    // Outputs just before the return, in their order; a VPM row right after the add- or
+    // mul-unit operation whose one reader it is (with that operation's own uniform read), so
+    // that the operation can write the VPM itself (`emit`). (Not a colour: operations between
+    // the colour's bytes would find ra14, their read-port scratch, taken.)
+    let uses = use_counts(func);
     let insts = &mut func.blocks[last.index()].insts;
     let (outs, mut rest): (Vec<Inst>, Vec<Inst>) =
         insts.drain(..).partition(|i| i.op == Opcode::Output);
     let term = rest.pop();
-    rest.extend(outs);
+    for out in outs {
+        let row = output == crate::emit::OutputMode::Vpm;
+        let produced = out.operands[0].temp_id().filter(|_| row).and_then(|t| {
+            let at = rest
+                .iter()
+                .rposition(|i| i.defs.iter().any(|d| d.temp == t))?;
+            let alu = Op::of_opcode(rest[at].op).is_some_and(|op| {
+                matches!(op.facts().hw, Hw::Add(_) | Hw::Mul(_) | Hw::Either(..))
+                    && op.facts().resources.is_empty()
+            });
+            (alu && rest[at].defs.len() == 1 && uses[t.index()] == 1).then_some(at)
+        });
+        if let Some(at) = produced {
+            // Its uniform read, just before it and read by it alone, goes with it.
+            let from = match at.checked_sub(1).map(|k| &rest[k]) {
+                Some(u)
+                    if u.op == Opcode::Uniform
+                        && uses[u.defs[0].temp.index()] == 1
+                        && rest[at].used_temps().any(|t| t == u.defs[0].temp) =>
+                {
+                    at - 1
+                }
+                _ => at,
+            };
+            let moved: Vec<Inst> = rest.drain(from..=at).collect();
+            rest.extend(moved);
+        }
+        rest.push(out);
+    }
     rest.extend(term);
     *insts = rest;
 
@@ -290,6 +327,20 @@ pub fn lower(func: &mut Function, info: &ShaderInfo, threads: u32) -> Result<(),
         )])
     })?;
     Ok(())
+}
+
+/// How many operands read each temp.
+pub(crate) fn use_counts(func: &Function) -> Vec<u32> {
+    let mut uses = vec![0u32; func.temps.len()];
+    for t in func
+        .blocks
+        .iter()
+        .flat_map(|b| &b.insts)
+        .flat_map(|i| i.used_temps())
+    {
+        uses[t.index()] += 1;
+    }
+    uses
 }
 
 /// Whether the emitter turns `op` into one instruction reading each operand once (after any
