@@ -172,7 +172,6 @@ fn gvn_with(cx: &mut Context, uniforms: bool) -> Result<Changed, PassError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kiln_interp::{Env, compare, run_simt};
     use kiln_ir::{parse_function, print_function};
 
     fn run(src: &str) -> (kiln_ir::Function, kiln_ir::Function) {
@@ -266,17 +265,7 @@ bb9:
         assert_eq!(text.matches("iadd %1, 7").count(), 2, "{text}");
         assert_eq!(text.matches("fmul %0, %0").count(), 2, "{text}");
         assert_eq!(text.matches("imul %1, 3").count(), 2, "{text}");
-        for seed in 0..8 {
-            let mut env = Env::for_function(&before, 16, seed);
-            env.inputs
-                .insert(0, (0..16).map(|l| (l as f32 / 8.0).to_bits()).collect());
-            compare(&before, &after, &env).unwrap();
-            // And in SIMT mode, on registers: each temp its own.
-            let alloc = kiln_interp::out_of_ssa::reference_assignment(&after).unwrap();
-            let want = kiln_interp::run_ssa(&before, &env).unwrap();
-            let got = run_simt(&alloc, &env).unwrap();
-            kiln_interp::diff::compare_outputs(&want, &got).unwrap();
-        }
+        crate::util::testing::agrees_on_16_lanes(&before, &after, 1.0 / 8.0, 8);
     }
 
     #[test]

@@ -215,7 +215,7 @@ fn same_loop(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kiln_interp::{Env, compare, run_simt};
+    use crate::util::testing::agrees_on_16_lanes;
     use kiln_ir::{parse_function, print_function};
 
     /// Two loops of one shape on the same values, read after both, with a derivative in each
@@ -275,23 +275,9 @@ bb8:
     fn run(src: &str) -> (kiln_ir::Function, kiln_ir::Function) {
         let before = parse_function(src).unwrap_or_else(|e| panic!("{e}\n{src}"));
         let mut cx = Context::new(before.clone());
-        kiln_analysis::Context::run(&mut cx, "loop_cse", loop_cse).unwrap();
+        cx.run("loop_cse", loop_cse).unwrap();
         crate::run_passes(&mut cx, &["cfg_clean"]).unwrap();
         (before, cx.into_func())
-    }
-
-    /// The optimised function agrees with the input on 16 lanes, in SSA and SIMT mode.
-    fn agrees(before: &kiln_ir::Function, after: &kiln_ir::Function) {
-        for seed in 0..4 {
-            let mut env = Env::for_function(before, 16, seed);
-            env.inputs
-                .insert(0, (0..16).map(|l| (l as f32 / 4.0).to_bits()).collect());
-            compare(before, after, &env).unwrap();
-            let alloc = kiln_interp::out_of_ssa::reference_assignment(after).unwrap();
-            let want = kiln_interp::run_ssa(before, &env).unwrap();
-            let got = run_simt(&alloc, &env).unwrap();
-            kiln_interp::diff::compare_outputs(&want, &got).unwrap();
-        }
     }
 
     fn loops(f: &kiln_ir::Function) -> usize {
@@ -306,7 +292,7 @@ bb8:
             assert_eq!(loops(&after), 1, "{text}");
             assert!(text.contains("fadd %3, %3"), "{text}");
             assert!(text.contains("output 1, %2"), "{text}");
-            agrees(&before, &after);
+            agrees_on_16_lanes(&before, &after, 0.25, 4);
         }
     }
 
@@ -332,7 +318,7 @@ bb8:
                 "{from} → {to}\n{}",
                 print_function(&after)
             );
-            agrees(&before, &after);
+            agrees_on_16_lanes(&before, &after, 0.25, 4);
         }
     }
 
@@ -369,7 +355,7 @@ bb8:
                 "{}",
                 print_function(&after)
             );
-            agrees(&before, &after);
+            agrees_on_16_lanes(&before, &after, 0.25, 4);
         }
     }
 }

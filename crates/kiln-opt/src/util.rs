@@ -161,3 +161,26 @@ impl<'a> Avail<'a> {
             && (xb != db || xi < di)
     }
 }
+
+/// Helpers of the passes' unit tests.
+#[cfg(test)]
+pub(crate) mod testing {
+    use kiln_interp::{Env, compare, run_simt};
+    use kiln_ir::Function;
+
+    /// `after` agrees with `before` on 16 lanes whose input 0 is `lane × step`, the other
+    /// inputs and uniforms drawn from each of `seeds`: in SSA mode, and in SIMT mode on
+    /// registers (each temp its own).
+    pub fn agrees_on_16_lanes(before: &Function, after: &Function, step: f32, seeds: u64) {
+        for seed in 0..seeds {
+            let mut env = Env::for_function(before, 16, seed);
+            env.inputs
+                .insert(0, (0..16).map(|l| (l as f32 * step).to_bits()).collect());
+            compare(before, after, &env).unwrap();
+            let alloc = kiln_interp::out_of_ssa::reference_assignment(after).unwrap();
+            let want = kiln_interp::run_ssa(before, &env).unwrap();
+            let got = run_simt(&alloc, &env).unwrap();
+            kiln_interp::diff::compare_outputs(&want, &got).unwrap();
+        }
+    }
+}

@@ -305,6 +305,9 @@ struct Emitter<'a> {
     written_by_output: Vec<&'a Inst>,
     /// Per temp, whether a lookup defines it.
     lookup_defined: Vec<bool>,
+    /// Per temp, whether an output reads it (so that only those operations look ahead for
+    /// their output: [`Emitter::written_by_output`]).
+    output_read: Vec<bool>,
     /// Uses of each temp.
     uses: Vec<u32>,
     /// The uniform slot each temp a `uniform` instruction defines reads.
@@ -417,6 +420,17 @@ pub fn emit(func: &Function, info: &ShaderInfo, mode: OutputMode) -> Result<Emit
                 }
             }
             l
+        },
+        output_read: {
+            let mut r = vec![false; func.temps.len()];
+            for i in func.blocks.iter().flat_map(|b| &b.insts) {
+                if i.op == Opcode::Output {
+                    for t in i.used_temps() {
+                        r[t.index()] = true;
+                    }
+                }
+            }
+            r
         },
         in_r4: Vec::new(),
         unpack_now: None,
@@ -1219,6 +1233,9 @@ impl<'a> Emitter<'a> {
             return false;
         }
         let t = inst.defs[0].temp;
+        if !self.output_read[t.index()] || self.uses[t.index()] != 1 {
+            return false;
+        }
         let Some(at) = rest.iter().position(|i| i.used_temps().any(|u| u == t)) else {
             return false;
         };
