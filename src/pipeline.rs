@@ -90,6 +90,8 @@ pub struct Options {
     pub debug: DebugFlags,
     /// The stages whose IR the result keeps.
     pub keep: Vec<Stage>,
+    /// Schedule the QPU code (off: the emitter's order, one operation per instruction).
+    pub schedule: bool,
 }
 
 impl Default for Options {
@@ -104,6 +106,7 @@ impl Default for Options {
             budget: Vec::new(),
             debug: DebugFlags::from_env(),
             keep: Vec::new(),
+            schedule: true,
         }
     }
 }
@@ -409,7 +412,8 @@ pub fn back_end(
         result =
             vc4::allocate(&func, options.allocator, options.check).and_then(|(allocated, ra)| {
                 kept.record(Stage::Allocated, &allocated);
-                let emitted = vc4::emit(&allocated, &selected.info, selected.output)?;
+                let emitted =
+                    vc4::emit(&allocated, &selected.info, selected.output, options.schedule)?;
                 let stats = Stats::of(&emitted, &ra, threads);
                 Ok(Compiled {
                     ssa: func,

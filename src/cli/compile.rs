@@ -43,6 +43,9 @@ pub struct CompileArgs {
     /// `2` (an error when it cannot be threaded).
     #[arg(long, default_value = "auto")]
     pub threads: Threads,
+    /// Leave the QPU code unscheduled: the emitter's order, one operation per instruction.
+    #[arg(long)]
+    pub no_sched: bool,
 }
 
 /// `kiln compile SHADER`.
@@ -59,6 +62,7 @@ fn compile_on_this_thread(args: CompileArgs) -> miette::Result<String> {
         allocator: args.allocator,
         threads: args.threads,
         keep: args.ir.clone().unwrap_or_default(),
+        schedule: !args.no_sched,
         ..Options::default()
     };
     let c = pipeline::compile(&shader, &args.entry.entry_point(), &options)?;
@@ -148,6 +152,9 @@ pub struct CorpusCompileArgs {
     /// block start, prologue, end).
     #[arg(long)]
     pub breakdown: bool,
+    /// Leave the QPU code unscheduled.
+    #[arg(long)]
+    pub no_sched: bool,
 }
 
 /// `kiln corpus compile DIR`.
@@ -166,6 +173,7 @@ pub fn corpus_compile(args: CorpusCompileArgs) -> miette::Result<()> {
     };
     let options = Options {
         allocator: args.allocator,
+        schedule: !args.no_sched,
         ..Options::default()
     };
     let run = crate::corpus::compile(&args.dir, args.jobs, &options, args.check)

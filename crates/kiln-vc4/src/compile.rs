@@ -148,16 +148,22 @@ pub fn allocate(
     Ok(result)
 }
 
-/// Emission (`crate::emit`) and both validators: kiln's rules and Mesa's `vc4_qpu_validate`.
+/// Emission (`crate::emit`), scheduling when asked (`crate::schedule`) and both validators:
+/// kiln's rules and Mesa's `vc4_qpu_validate`.
 pub fn emit(
     allocated: &Function,
     info: &ShaderInfo,
     output: OutputMode,
+    schedule: bool,
 ) -> Result<Emitted, CompileError> {
-    let emitted = crate::emit::emit(allocated, info, output).map_err(|e| match e {
+    let failed = |e: crate::emit::EmitError| match e {
         crate::emit::EmitError::Unsupported(m) => CompileError::Unsupported(vec![m]),
         crate::emit::EmitError::Internal(_) => CompileError::Failed(e.to_string()),
-    })?;
+    };
+    let mut emitted = crate::emit::emit(allocated, info, output).map_err(failed)?;
+    if schedule {
+        emitted = crate::schedule::schedule(&emitted).map_err(failed)?;
+    }
     let words = emitted.words();
     if let Some(v) = validate(&words).first() {
         return Err(CompileError::Failed(format!(

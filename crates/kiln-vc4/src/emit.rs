@@ -8,8 +8,9 @@ use crate::target::{EXEC_REG, QpuReg};
 use crate::uniforms::Uniform;
 use kiln_ir::{Block, Cfg, Function, Inst, Opcode, Operand, Value};
 use kiln_qpu::isa::builder::{self, Reg};
+use kiln_qpu::isa::effects;
 use kiln_qpu::isa::{
-    AddOp, AluInstr, BranchCond, Cond, Instr, MulOp, Mux, Signal, Unpack, raddr, small_imm_value,
+    AddOp, AluInstr, BranchCond, Cond, Instr, MulOp, Signal, Unpack, raddr, small_imm_value,
     waddr,
 };
 use std::fmt;
@@ -73,8 +74,9 @@ pub enum Origin {
 #[derive(Clone, Debug)]
 pub struct Emitted {
     pub instrs: Vec<Instr>,
-    /// What made each instruction.
-    pub origins: Vec<Origin>,
+    /// What made each instruction: its add-unit operation (or the whole instruction) and its
+    /// mul-unit operation.
+    pub origins: Vec<[Origin; 2]>,
     /// The uniform stream's table, one entry per read in program order.
     pub uniforms: Vec<Uniform>,
     /// Input slots read from a FIFO, in order: varyings (fragment shaders) or VPM rows
@@ -95,19 +97,26 @@ impl Emitted {
     /// counts as the select's), and `block start`, `prologue`, `end`.
     pub fn operations_by_origin(&self, allocated: &Function) -> Vec<(String, u64)> {
         let mut by: std::collections::BTreeMap<String, u64> = Default::default();
+        let name = |o: Origin| match o {
+            Origin::Inst(b, k) => allocated
+                .blocks
+                .get(b.index())
+                .and_then(|blk| blk.insts.get(k as usize))
+                .map_or("?".to_string(), |inst| inst.op.name().to_string()),
+            Origin::BlockStart(_) => "block start".into(),
+            Origin::Prologue => "prologue".into(),
+            Origin::End => "end".into(),
+        };
         for (i, o) in self.instrs.iter().zip(&self.origins) {
             let ops = kiln_qpu::isa::census::Census::of(&[i.encode()]).operations;
-            let name = match *o {
-                Origin::Inst(b, k) => allocated
-                    .blocks
-                    .get(b.index())
-                    .and_then(|blk| blk.insts.get(k as usize))
-                    .map_or("?".to_string(), |inst| inst.op.name().to_string()),
-                Origin::BlockStart(_) => "block start".into(),
-                Origin::Prologue => "prologue".into(),
-                Origin::End => "end".into(),
-            };
-            *by.entry(name).or_default() += ops;
+            // A pair: one operation of each origin.
+            let paired = matches!(i, Instr::Alu(a) if a.op_add != AddOp::Nop && a.op_mul != MulOp::Nop);
+            if paired {
+                *by.entry(name(o[0])).or_default() += 1;
+                *by.entry(name(o[1])).or_default() += 1;
+            } else {
+                *by.entry(name(o[0])).or_default() += ops;
+            }
         }
         by.into_iter().collect()
     }
@@ -228,46 +237,6 @@ enum Same {
     Undef,
 }
 
-/// The file registers an instruction reads (true = A).
-fn file_reads(i: &Instr) -> Vec<(bool, u8)> {
-    let mut out = Vec::new();
-    if let Instr::Alu(a) = i {
-        let mut muxes = Vec::new();
-        if a.op_add != AddOp::Nop {
-            muxes.extend([a.add_a, a.add_b]);
-        }
-        if a.op_mul != MulOp::Nop {
-            muxes.extend([a.mul_a, a.mul_b]);
-        }
-        for m in muxes {
-            if m == Mux::A && a.raddr_a < 32 {
-                out.push((true, a.raddr_a));
-            }
-            if m == Mux::B && a.sig != Signal::SmallImm && a.raddr_b < 32 {
-                out.push((false, a.raddr_b));
-            }
-        }
-    }
-    out
-}
-
-/// The file registers an instruction writes (true = A).
-fn file_writes(i: &Instr) -> Vec<(bool, u8)> {
-    let mut out = Vec::new();
-    let (w, add, mul) = match i {
-        Instr::Alu(a) => (&a.w, a.op_add != AddOp::Nop, a.op_mul != MulOp::Nop),
-        Instr::LoadImm(l) => (&l.w, true, true),
-        _ => return out,
-    };
-    if add && w.waddr_add < 32 {
-        out.push((w.add_to_a(), w.waddr_add));
-    }
-    if mul && w.waddr_mul < 32 {
-        out.push((w.mul_to_a(), w.waddr_mul));
-    }
-    out
-}
-
 struct Emitter<'a> {
     func: &'a Function,
     info: &'a ShaderInfo,
@@ -318,7 +287,7 @@ struct Emitter<'a> {
     exec: bool,
     out: Vec<Instr>,
     /// What made each instruction of `out`, and what makes the next ones.
-    origins: Vec<Origin>,
+    origins: Vec<[Origin; 2]>,
     origin: Origin,
     labels: Vec<Option<usize>>,
     branches: Vec<(usize, Block)>,
@@ -496,14 +465,17 @@ impl<'a> Emitter<'a> {
     /// Appends `i`, with a `nop` first when it reads a file register the previous instruction
     /// wrote.
     fn push(&mut self, i: Instr) {
-        if kiln_qpu::isa::validate::takes_uniform(&i) {
+        if effects::takes_uniform(&i) {
             while self.out.len() < self.uniform_fence {
                 self.append(Instr::nop());
             }
         }
         if let Some(prev) = self.out.last() {
-            let w = file_writes(prev);
-            if file_reads(&i).iter().any(|r| w.contains(r)) {
+            let (ra, rb) = effects::regfile_reads(&i);
+            let read = |w: &effects::Write| {
+                w.waddr < 32 && Some(w.waddr) == if w.file_a { ra } else { rb }
+            };
+            if effects::writes(prev).iter().any(read) {
                 self.append(Instr::nop());
             }
         }
@@ -523,7 +495,7 @@ impl<'a> Emitter<'a> {
     /// Appends `i` as it is, made by the current origin.
     fn append(&mut self, i: Instr) {
         self.out.push(i);
-        self.origins.push(self.origin);
+        self.origins.push([self.origin; 2]);
     }
 
     fn push_alu(&mut self, a: AluInstr) {

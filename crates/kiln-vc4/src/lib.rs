@@ -13,6 +13,7 @@ pub mod isel;
 pub mod narrow;
 pub mod ops;
 pub mod render;
+pub mod schedule;
 pub mod target;
 pub mod texture;
 pub mod threads;

@@ -4,6 +4,7 @@ pub mod asm;
 pub mod builder;
 pub mod census;
 pub mod disasm;
+pub mod effects;
 pub mod fields;
 pub mod instr;
 pub mod latency;

@@ -1,0 +1,386 @@
+//! What a QPU instruction reads and writes: registers, accumulators, r4, the flags, the uniform
+//! stream and the peripherals' FIFOs (reference guide §"Summary of Instruction Restrictions";
+//! Mesa `vc4_qpu_schedule.c`, `process_raddr_deps` / `process_waddr_deps`). One model, read by
+//! the validator ([`super::validate`]), the emitter and the scheduler (`kiln-vc4`).
+
+use super::fields::*;
+use super::instr::*;
+use super::latency;
+
+#[derive(Clone, Copy, Debug)]
+pub struct Write {
+    pub waddr: u8,
+    /// For waddr < 32: true = file A.
+    pub file_a: bool,
+    pub cond: Cond,
+}
+
+pub fn writes(i: &Instr) -> Vec<Write> {
+    let mut out = Vec::new();
+    let mut push = |w: &WriteFields, add: bool, mul: bool| {
+        if add && w.waddr_add != waddr::NOP {
+            out.push(Write {
+                waddr: w.waddr_add,
+                file_a: !w.ws,
+                cond: w.cond_add,
+            });
+        }
+        if mul && w.waddr_mul != waddr::NOP {
+            out.push(Write {
+                waddr: w.waddr_mul,
+                file_a: w.ws,
+                cond: w.cond_mul,
+            });
+        }
+    };
+    match i {
+        Instr::Alu(a) => push(&a.w, a.op_add != AddOp::Nop, a.op_mul != MulOp::Nop),
+        Instr::LoadImm(l) => push(&l.w, true, true),
+        Instr::Semaphore(s) => push(&s.w, true, true),
+        Instr::Branch(b) => {
+            let w = WriteFields {
+                ws: b.ws,
+                waddr_add: b.waddr_add,
+                waddr_mul: b.waddr_mul,
+                cond_add: Cond::Always,
+                cond_mul: Cond::Always,
+                ..WriteFields::NONE
+            };
+            push(&w, true, true)
+        }
+    }
+    out
+}
+
+pub fn writes_addr(i: &Instr, w: u8) -> bool {
+    writes(i).iter().any(|x| x.waddr == w)
+}
+
+/// Muxes used by non-nop ops.
+pub fn used_muxes(a: &AluInstr) -> Vec<Mux> {
+    let mut m = Vec::new();
+    if a.op_add != AddOp::Nop {
+        m.push(a.add_a);
+        if !a.op_add.is_unary() {
+            m.push(a.add_b);
+        }
+    }
+    if a.op_mul != MulOp::Nop {
+        m.push(a.mul_a);
+        m.push(a.mul_b);
+    }
+    m
+}
+
+/// Register-file reads (file A register, file B register) used by the instruction.
+pub fn regfile_reads(i: &Instr) -> (Option<u8>, Option<u8>) {
+    match i {
+        Instr::Alu(a) => {
+            let m = used_muxes(a);
+            let ra = (m.contains(&Mux::A) && a.raddr_a < 32).then_some(a.raddr_a);
+            let rb = (m.contains(&Mux::B) && a.sig != Signal::SmallImm && a.raddr_b < 32)
+                .then_some(a.raddr_b);
+            (ra, rb)
+        }
+        Instr::Branch(b) if b.reg => (Some(b.raddr_a), None),
+        _ => (None, None),
+    }
+}
+
+/// Read addresses encoded (I/O reads happen whether or not a mux uses them).
+pub fn io_reads(i: &Instr) -> Vec<u8> {
+    match i {
+        Instr::Alu(a) => {
+            let mut v = vec![a.raddr_a];
+            if a.sig != Signal::SmallImm {
+                v.push(a.raddr_b);
+            }
+            v
+        }
+        _ => vec![],
+    }
+}
+
+/// Whether `i` takes the next uniform: a read of the uniform address (encoded, used or not), or
+/// a TMU coordinate write (which takes a configuration uniform).
+pub fn takes_uniform(i: &Instr) -> bool {
+    reads_io(i, raddr::UNIFORM)
+        || writes(i)
+            .iter()
+            .any(|w| (waddr::TMU0_S..=waddr::TMU1_B).contains(&w.waddr))
+}
+
+pub fn reads_io(i: &Instr, r: u8) -> bool {
+    io_reads(i).contains(&r)
+}
+
+pub fn reads_r4(i: &Instr) -> bool {
+    match i {
+        Instr::Alu(a) => used_muxes(a).contains(&Mux::R4),
+        _ => false,
+    }
+}
+
+pub fn sig(i: &Instr) -> Option<Signal> {
+    i.signal()
+}
+
+pub fn writes_sfu(i: &Instr) -> bool {
+    writes(i).iter().any(|w| waddr::is_sfu(w.waddr))
+}
+
+pub fn loads_r4_signal(i: &Instr) -> bool {
+    matches!(
+        sig(i),
+        Some(Signal::LoadTmu0 | Signal::LoadTmu1 | Signal::ColorLoad | Signal::ColorLoadEnd)
+    )
+}
+
+/// TLB accesses (implicit scoreboard wait): TLB writes and TLB load signals.
+pub fn is_tlb(i: &Instr) -> bool {
+    writes(i).iter().any(|w| waddr::is_tlb(w.waddr))
+        || matches!(
+            sig(i),
+            Some(
+                Signal::ColorLoad
+                    | Signal::ColorLoadEnd
+                    | Signal::CoverageLoad
+                    | Signal::AlphaMaskLoad
+            )
+        )
+}
+
+pub fn peripheral_accesses(i: &Instr) -> usize {
+    let mut n = writes(i)
+        .iter()
+        .filter(|w| {
+            matches!(w.waddr, 44..=46) || waddr::is_sfu(w.waddr) || (56..=63).contains(&w.waddr)
+        })
+        .count();
+    n += io_reads(i).iter().filter(|r| **r == raddr::MUTEX).count();
+    if matches!(
+        sig(i),
+        Some(Signal::LoadTmu0 | Signal::LoadTmu1 | Signal::ColorLoad | Signal::ColorLoadEnd)
+    ) {
+        n += 1;
+    }
+    if matches!(i, Instr::Semaphore(_)) {
+        n += 1;
+    }
+    n
+}
+
+/// A resource the scheduler orders accesses to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Resource {
+    FileA(u8),
+    FileB(u8),
+    /// r0–r3 and r5.
+    Acc(u8),
+    /// SFU, TMU and TLB results.
+    R4,
+    Flags,
+    /// The uniform stream's position (a uniforms-address write moves it).
+    Uniforms,
+    /// TMU requests and results, in order.
+    Tmu,
+    /// The tile buffer and the scoreboard.
+    Tlb,
+    /// The TLB Z write, which the multisample flags read after.
+    TlbZ,
+    Vpm,
+    /// The varying FIFO.
+    Varyings,
+    /// The mutex and the semaphores.
+    Mutex,
+    /// Anything else a write has effects on (the host interrupt).
+    Host,
+}
+
+impl Resource {
+    /// How many resources [`Resource::index`] numbers.
+    pub const COUNT: usize = 79;
+
+    /// A dense number, below [`Resource::COUNT`].
+    pub fn index(self) -> usize {
+        match self {
+            Resource::FileA(r) => r as usize & 31,
+            Resource::FileB(r) => 32 + (r as usize & 31),
+            Resource::Acc(r) => 64 + (r as usize).min(4),
+            Resource::R4 => 69,
+            Resource::Flags => 70,
+            Resource::Uniforms => 71,
+            Resource::Tmu => 72,
+            Resource::Tlb => 73,
+            Resource::TlbZ => 74,
+            Resource::Vpm => 75,
+            Resource::Varyings => 76,
+            Resource::Mutex => 77,
+            Resource::Host => 78,
+        }
+    }
+
+    /// Registers (file A or B, r0–r3) are read before an instruction writes: one instruction
+    /// may read a register another of its operations writes.
+    pub fn read_before_write(self) -> bool {
+        matches!(self, Resource::FileA(_) | Resource::FileB(_))
+            || matches!(self, Resource::Acc(r) if r < 4)
+    }
+}
+
+/// One access: a read needs `distance` instructions since the last write at least (1 = the
+/// next instruction may read); a write makes readers wait `distance` instructions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Effect {
+    pub resource: Resource,
+    pub write: bool,
+    pub distance: u8,
+}
+
+impl Effect {
+    fn read(resource: Resource) -> Effect {
+        Effect {
+            resource,
+            write: false,
+            distance: 1,
+        }
+    }
+    fn write(resource: Resource, distance: usize) -> Effect {
+        Effect {
+            resource,
+            write: true,
+            distance: distance as u8,
+        }
+    }
+}
+
+fn mux_resource(m: Mux, a: &AluInstr) -> Option<Resource> {
+    match m {
+        Mux::R4 => Some(Resource::R4),
+        Mux::A if a.raddr_a < 32 => Some(Resource::FileA(a.raddr_a)),
+        Mux::B if a.sig != Signal::SmallImm && a.raddr_b < 32 => Some(Resource::FileB(a.raddr_b)),
+        Mux::A | Mux::B => None,
+        r => Some(Resource::Acc(r as u8)),
+    }
+}
+
+/// A read address's effects beyond a register read: the uniform stream, FIFOs, the mutex.
+fn raddr_effects(r: u8, out: &mut Vec<Effect>) {
+    match r {
+        raddr::UNIFORM => out.push(Effect::read(Resource::Uniforms)),
+        raddr::VARYING => {
+            out.push(Effect::write(Resource::Varyings, 1));
+            out.push(Effect::write(Resource::Acc(5), latency::ACCUMULATOR));
+        }
+        raddr::MS_REV => out.push(Effect::read(Resource::TlbZ)),
+        raddr::VPM | raddr::VPM_BUSY | raddr::VPM_WAIT => {
+            out.push(Effect::write(Resource::Vpm, 1))
+        }
+        raddr::MUTEX => out.push(Effect::write(Resource::Mutex, 1)),
+        _ => {}
+    }
+}
+
+/// A write address's resource and the distance its readers keep.
+fn waddr_effects(w: &Write, out: &mut Vec<Effect>) {
+    let (resource, distance) = match w.waddr {
+        0..=31 if w.file_a => (Resource::FileA(w.waddr), latency::REGFILE),
+        0..=31 => (Resource::FileB(w.waddr), latency::REGFILE),
+        waddr::R0..=waddr::R3 => (Resource::Acc(w.waddr - waddr::R0), latency::ACCUMULATOR),
+        waddr::R5 => (Resource::Acc(5), latency::ACCUMULATOR),
+        waddr::NOP => return,
+        waddr::UNIFORMS_ADDRESS => (Resource::Uniforms, 3),
+        waddr::TLB_Z => {
+            out.push(Effect::write(Resource::Tlb, 1));
+            (Resource::TlbZ, 3)
+        }
+        waddr::QUAD_XY | waddr::MS_FLAGS | 43..=47 => (Resource::Tlb, 1),
+        waddr::VPM..=waddr::VPM_ADDR => (Resource::Vpm, 1),
+        waddr::MUTEX_RELEASE => (Resource::Mutex, 1),
+        w if waddr::is_sfu(w) => (Resource::R4, latency::SFU),
+        w if waddr::is_tmu(w) => {
+            if (waddr::TMU0_S..=waddr::TMU1_B).contains(&w) {
+                out.push(Effect::read(Resource::Uniforms));
+            }
+            (Resource::Tmu, 1)
+        }
+        _ => (Resource::Host, 1),
+    };
+    out.push(Effect::write(resource, distance));
+    // A conditional write keeps the old value in the other lanes.
+    if !matches!(w.cond, Cond::Always | Cond::Never) {
+        out.push(Effect::read(Resource::Flags));
+        out.push(Effect::read(resource));
+    }
+}
+
+/// Appends what `i` reads and writes to `out` (reads first). Branches, semaphores and the
+/// thread signals have effects on control that no resource describes: schedulers keep them
+/// in place.
+pub fn effects(i: &Instr, out: &mut Vec<Effect>) {
+    if let Instr::Alu(a) = i {
+        // A rotation (a mul with small immediate 48–63) reads its accumulators, and r5 for a
+        // rotation by r5, no sooner than the second instruction after their write.
+        let rotation = a.sig == Signal::SmallImm && a.raddr_b >= 48 && a.op_mul != MulOp::Nop;
+        let add = if a.op_add == AddOp::Nop {
+            &[][..]
+        } else if a.op_add.is_unary() {
+            &[a.add_a][..]
+        } else {
+            &[a.add_a, a.add_b][..]
+        };
+        let mul = if a.op_mul == MulOp::Nop {
+            &[][..]
+        } else {
+            &[a.mul_a, a.mul_b][..]
+        };
+        for (m, rotated) in add.iter().map(|m| (m, false)).chain(mul.iter().map(|m| (m, rotation))) {
+            if let Some(resource) = mux_resource(*m, a) {
+                let mut e = Effect::read(resource);
+                if rotated && matches!(resource, Resource::Acc(_)) {
+                    e.distance = 2;
+                }
+                out.push(e);
+            }
+        }
+        if rotation && a.raddr_b == 48 {
+            out.push(Effect {
+                distance: 2,
+                ..Effect::read(Resource::Acc(5))
+            });
+        }
+        raddr_effects(a.raddr_a, out);
+        if a.sig != Signal::SmallImm {
+            raddr_effects(a.raddr_b, out);
+        }
+        match a.sig {
+            Signal::LoadTmu0 | Signal::LoadTmu1 => {
+                out.push(Effect::write(Resource::Tmu, 1));
+                out.push(Effect::write(Resource::R4, 1));
+            }
+            s if s.loads_r4() => {
+                out.push(Effect::write(Resource::Tlb, 1));
+                out.push(Effect::write(Resource::R4, 1));
+            }
+            Signal::ScoreboardWait | Signal::ScoreboardUnlock => {
+                out.push(Effect::write(Resource::Tlb, 1))
+            }
+            _ => {}
+        }
+    }
+    if let Instr::Alu(AluInstr { w, .. }) | Instr::LoadImm(LoadImm { w, .. }) = i
+        && w.sf
+    {
+        // Flags are set in the lanes written only: the others keep theirs.
+        out.push(Effect::read(Resource::Flags));
+        out.push(Effect::write(Resource::Flags, 1));
+    }
+    for w in writes(i) {
+        waddr_effects(&w, out);
+    }
+    if matches!(i, Instr::Semaphore(_)) {
+        out.push(Effect::write(Resource::Mutex, 1));
+    }
+    // Reads first.
+    out.sort_by_key(|e| e.write);
+}
