@@ -20,17 +20,17 @@ pub type Slot = [Option<u32>; 2];
 
 /// Schedules `dag`. `earliest[n]` is the first cycle node n may issue in (what the code
 /// before the block still holds up); among ready nodes, a higher `class` goes first, then a
-/// longer path to the block's end, then the original order (Mesa's
-/// `get_instruction_priority` then its latency); `pairs(a, b)` says whether a and b can issue
-/// in one instruction. Returns the cycles in order.
+/// higher `prio` (usually [`Dag::critical_path`]: the longer path to the block's end), then
+/// the original order (Mesa's `get_instruction_priority`, then its latency); `pairs(a, b)`
+/// says whether a and b can issue in one instruction. Returns the cycles in order.
 pub fn schedule(
     dag: &Dag,
     earliest: &[u32],
     class: &[u8],
+    prio: &[u32],
     mut pairs: impl FnMut(u32, u32) -> bool,
 ) -> Vec<Slot> {
     let n = dag.len();
-    let prio = dag.critical_path();
     let mut at: Vec<u32> = earliest.to_vec();
     let mut preds = dag.preds.clone();
     let key = |v: u32| (class[v as usize], prio[v as usize], Reverse(v));
@@ -122,7 +122,7 @@ mod tests {
         fn order_respects_every_access(nodes in block(), even_pairs in any::<bool>()) {
             let dag = Dag::build(nodes.iter().map(Vec::as_slice), 6);
             let pairs = |a: u32, b: u32| even_pairs && (a + b) % 2 == 1;
-            let slots = schedule(&dag, &vec![0; nodes.len()], &vec![0; nodes.len()], pairs);
+            let slots = schedule(&dag, &vec![0; nodes.len()], &vec![0; nodes.len()], &dag.critical_path(), pairs);
             let mut cycle_of = vec![None; nodes.len()];
             for (c, s) in slots.iter().enumerate() {
                 if let [Some(a), Some(b)] = *s {
@@ -172,7 +172,7 @@ mod tests {
             vec![w(2, 1)],
         ];
         let dag = Dag::build(nodes.iter().map(Vec::as_slice), 3);
-        let slots = schedule(&dag, &[0; 4], &[0; 4], |_, _| true);
+        let slots = schedule(&dag, &[0; 4], &[0; 4], &dag.critical_path(), |_, _| true);
         assert_eq!(slots, vec![[Some(0), Some(2)], [Some(3), None], [None, None], [Some(1), None]]);
     }
 }

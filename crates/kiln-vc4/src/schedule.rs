@@ -15,8 +15,9 @@
 
 use crate::emit::{EmitError, Emitted, Origin};
 use kiln_qpu::isa::effects::{self, Effect, Resource};
-use kiln_qpu::isa::{AddOp, AluInstr, Instr, MulOp, Mux, Signal, Unpack, WriteFields};
-use kiln_qpu::isa::{latency, raddr, waddr};
+use kiln_qpu::isa::merge::merge;
+use kiln_qpu::isa::{AddOp, AluInstr, Instr, Signal};
+use kiln_qpu::isa::{latency, waddr};
 use kiln_sched::{Access, Dag};
 
 fn internal(m: &str) -> EmitError {
@@ -26,10 +27,14 @@ fn internal(m: &str) -> EmitError {
 /// Schedules an emitted program.
 pub fn schedule(e: &Emitted) -> Result<Emitted, EmitError> {
     let n = e.instrs.len();
+    let mut instrs = e.instrs.clone();
     let mut label = vec![false; n + 1];
     let mut fixed = vec![false; n];
-    for (i, ins) in e.instrs.iter().enumerate() {
-        let slots = match ins {
+    // Thread switches whose two delay slots are `nop`s: the switch's signal goes where the
+    // scheduled code leaves two instructions to fill them.
+    let mut switch = vec![None; n];
+    for i in 0..n {
+        let slots = match &mut instrs[i] {
             Instr::Branch(b) => {
                 if !b.rel || b.reg || b.imm % 8 != 0 {
                     return Err(internal("a branch that is not relative to a constant"));
@@ -42,8 +47,17 @@ pub fn schedule(e: &Emitted) -> Result<Emitted, EmitError> {
                 4
             }
             Instr::Semaphore(_) => 1,
+            Instr::Alu(a)
+                if matches!(a.sig, Signal::ThreadSwitch | Signal::LastThreadSwitch)
+                    && e.instrs.get(i + 1) == Some(&Instr::nop())
+                    && e.instrs.get(i + 2) == Some(&Instr::nop()) =>
+            {
+                switch[i] = Some(a.sig);
+                a.sig = Signal::None;
+                0
+            }
             Instr::Alu(a) if held(a.sig) => 3,
-            _ if effects::writes(ins)
+            ins if effects::writes(ins)
                 .iter()
                 .any(|w| w.waddr == waddr::UNIFORMS_ADDRESS) =>
             {
@@ -69,12 +83,14 @@ pub fn schedule(e: &Emitted) -> Result<Emitted, EmitError> {
 
     let mut s = Scheduler {
         e,
+        instrs,
         rank,
         out: Vec::with_capacity(n),
         origins: Vec::with_capacity(n),
         from: Vec::with_capacity(n),
         uniforms: e.uniforms.clone(),
         next_uniform: 0,
+        base: 0,
         read_at: vec![0; Resource::COUNT],
         write_at: vec![0; Resource::COUNT],
         written: vec![None; Resource::COUNT],
@@ -84,19 +100,47 @@ pub fn schedule(e: &Emitted) -> Result<Emitted, EmitError> {
     s.write_at[Resource::Tlb.index()] = 2;
     let mut position = vec![None; n + 1];
     let mut region = Vec::new();
-    for i in 0..n {
+    let mut i = 0;
+    while i < n {
         if label[i] || fixed[i] {
-            s.region(&region)?;
+            let branch = matches!(s.instrs[i], Instr::Branch(_)) && !label[i];
+            s.region(&region, branch.then_some(&s.instrs[i]).copied())?;
             region.clear();
             position[i] = Some(s.out.len());
         }
+        if let Some(sig) = switch[i] {
+            if s.instrs[i] != Instr::nop() {
+                region.push(i);
+            }
+            s.region(&region, None)?;
+            region.clear();
+            s.thread_switch(sig, i)?;
+            i += 3;
+            continue;
+        }
+        if fixed[i] && matches!(s.instrs[i], Instr::Branch(_)) && !label[i] {
+            // The delay slots: what the branch can be put before, then `nop`s.
+            let moved = s.delay_slots(i);
+            s.fixed(i)?;
+            let filled = moved.len();
+            for m in moved {
+                s.push(m.0, m.1, m.2);
+            }
+            s.base = s.out.len();
+            for k in i + 1 + filled..i + 4 {
+                s.fixed(k)?;
+            }
+            i += 4;
+            continue;
+        }
         if fixed[i] {
-            s.fixed(i);
-        } else if e.instrs[i] != Instr::nop() {
+            s.fixed(i)?;
+        } else if s.instrs[i] != Instr::nop() {
             region.push(i);
         }
+        i += 1;
     }
-    s.region(&region)?;
+    s.region(&region, None)?;
     position[n] = Some(s.out.len());
 
     // Relocate: relative branches count from the branch + 4 instructions.
@@ -134,6 +178,8 @@ fn held(s: Signal) -> bool {
 
 struct Scheduler<'a> {
     e: &'a Emitted,
+    /// The instructions of `e`, thread switches' signals taken off.
+    instrs: Vec<Instr>,
     /// Per instruction of `e`, the uniform-table entry it reads.
     rank: Vec<Option<usize>>,
     out: Vec<Instr>,
@@ -143,6 +189,8 @@ struct Scheduler<'a> {
     from: Vec<Option<usize>>,
     uniforms: Vec<crate::uniforms::Uniform>,
     next_uniform: usize,
+    /// Where the last region began: instructions from here may still move.
+    base: usize,
     /// Per resource, the first instruction that may read it and the first that may write it.
     read_at: Vec<usize>,
     write_at: Vec<usize>,
@@ -151,20 +199,13 @@ struct Scheduler<'a> {
     effects: Vec<Effect>,
 }
 
+/// A placed instruction taken back: the instruction, its origins and what it was.
+type Placed = (Instr, [Origin; 2], Option<usize>);
+
 impl Scheduler<'_> {
-    /// Appends an instruction made of instructions `parts` of the input (none: a `nop`).
+    /// Appends an instruction made of instructions `parts` of the input (none: a `nop`),
+    /// taking their uniform-table entries in the new order.
     fn put(&mut self, i: Instr, parts: &[usize]) -> Result<(), EmitError> {
-        let at = self.out.len();
-        self.effects.clear();
-        effects::effects(&i, &mut self.effects);
-        for e in &self.effects {
-            let r = e.resource.index();
-            if e.write {
-                self.written[r] = Some(at);
-                self.read_at[r] = self.read_at[r].max(at + e.distance as usize);
-                self.write_at[r] = self.write_at[r].max(at + waw(e) as usize);
-            }
-        }
         for &p in parts {
             if let Some(k) = self.rank[p] {
                 *self
@@ -177,10 +218,27 @@ impl Scheduler<'_> {
         }
         let origin = |p: Option<&usize>| p.map(|&p| self.e.origins[p][0]);
         let first = origin(parts.first()).unwrap_or(Origin::End);
-        self.origins.push([first, origin(parts.get(1)).unwrap_or(first)]);
-        self.from.push(parts.first().copied());
-        self.out.push(i);
+        let origins = [first, origin(parts.get(1)).unwrap_or(first)];
+        self.push(i, origins, parts.first().copied());
         Ok(())
+    }
+
+    /// Appends an instruction and records what it writes.
+    fn push(&mut self, i: Instr, origins: [Origin; 2], from: Option<usize>) {
+        let at = self.out.len();
+        self.effects.clear();
+        effects::effects(&i, &mut self.effects);
+        for e in &self.effects {
+            let r = e.resource.index();
+            if e.write {
+                self.written[r] = Some(at);
+                self.read_at[r] = self.read_at[r].max(at + e.distance as usize);
+                self.write_at[r] = self.write_at[r].max(at + waw(e) as usize);
+            }
+        }
+        self.origins.push(origins);
+        self.from.push(from);
+        self.out.push(i);
     }
 
     /// The first instruction `i` may be at, after what is already placed.
@@ -202,34 +260,121 @@ impl Scheduler<'_> {
             .unwrap_or(0)
     }
 
-    /// Places an instruction kept where it is, after the `nop`s its inputs still need.
-    fn fixed(&mut self, i: usize) {
-        let ins = self.e.instrs[i];
+    /// Places instruction `i` of the input where it is, after the `nop`s its inputs still
+    /// need.
+    fn fixed(&mut self, i: usize) -> Result<(), EmitError> {
+        let ins = self.instrs[i];
         let need = self.earliest(&ins);
         while self.out.len() < need {
-            let _ = self.put(Instr::nop(), &[]);
+            self.put(Instr::nop(), &[])?;
         }
-        let _ = self.put(ins, &[i]);
+        self.put(ins, &[i])?;
+        self.base = self.out.len();
+        Ok(())
+    }
+
+    /// Takes back the last instructions of the region just scheduled that can run in the
+    /// delay slots of branch `i` instead of before it: none writes the flags a conditional
+    /// branch reads, and each result is ready by the first instruction after the slots, on
+    /// either path (a rotation reads an accumulator two instructions after its write).
+    fn delay_slots(&mut self, i: usize) -> Vec<Placed> {
+        let Instr::Branch(b) = self.instrs[i] else {
+            return Vec::new();
+        };
+        if self.instrs[i + 1..i + 4].iter().any(|x| *x != Instr::nop()) {
+            return Vec::new();
+        }
+        let conditional = b.cond != kiln_qpu::isa::BranchCond::Always;
+        let movable = self.out.len() - self.base;
+        let mut take = 0;
+        'k: for k in (1..=movable.min(3)).rev() {
+            for (s, ins) in self.out[self.out.len() - k..].iter().enumerate() {
+                let mut list = Vec::new();
+                effects::effects(ins, &mut list);
+                for e in list.iter().filter(|e| e.write) {
+                    let needed = match e.resource {
+                        Resource::Acc(_) => e.distance.max(2),
+                        Resource::Flags if conditional => 99,
+                        _ => e.distance,
+                    };
+                    if needed as usize > 3 - s {
+                        continue 'k;
+                    }
+                }
+            }
+            take = k;
+            break;
+        }
+        let at = self.out.len() - take;
+        let instrs = self.out.split_off(at);
+        let origins = self.origins.split_off(at);
+        let from = self.from.split_off(at);
+        instrs
+            .into_iter()
+            .zip(origins)
+            .zip(from)
+            .map(|((i, o), f)| (i, o, f))
+            .collect()
+    }
+
+    /// Puts thread-switch signal `sig` (of instruction `i` of the input) on the instruction two
+    /// before the end of the region just scheduled, so that the two after it are its delay
+    /// slots (Mesa's `emit_thrsw`), or on a `nop` of its own with two `nop`s after.
+    fn thread_switch(&mut self, sig: Signal, i: usize) -> Result<(), EmitError> {
+        let len = self.out.len();
+        let fits = len >= self.base + 3
+            && matches!(self.out[len - 3], Instr::Alu(a) if a.sig == Signal::None)
+            && self.out[len - 2..]
+                .iter()
+                .all(|x| !matches!(x.signal(), Some(Signal::LoadTmu0 | Signal::LoadTmu1)));
+        if fits {
+            if let Instr::Alu(a) = &mut self.out[len - 3] {
+                a.sig = sig;
+            }
+        } else {
+            let mut carrier = AluInstr::nop();
+            carrier.sig = sig;
+            let origin = [self.e.origins[i][0]; 2];
+            self.push(Instr::Alu(carrier), origin, None);
+            self.push(Instr::nop(), origin, None);
+            self.push(Instr::nop(), origin, None);
+        }
+        self.base = self.out.len();
+        Ok(())
     }
 
     /// Schedules the instructions `idx` of the input, placing them after what is placed.
-    fn region(&mut self, idx: &[usize]) -> Result<(), EmitError> {
+    /// Before a conditional `branch`, the flags it reads are set as early as the region allows,
+    /// so that what comes after can fill its delay slots.
+    fn region(&mut self, idx: &[usize], branch: Option<Instr>) -> Result<(), EmitError> {
+        self.base = self.out.len();
         if idx.is_empty() {
             return Ok(());
         }
-        let base = self.out.len();
+        let base = self.base;
         let mut accesses: Vec<Vec<Access>> = Vec::with_capacity(idx.len());
         let mut earliest = Vec::with_capacity(idx.len());
         let mut classes = Vec::with_capacity(idx.len());
-        for &i in idx {
-            let ins = self.e.instrs[i];
+        let mut sets_flags = None;
+        for (k, &i) in idx.iter().enumerate() {
+            let ins = self.instrs[i];
             classes.push(class(&ins));
             earliest.push(self.earliest(&ins).saturating_sub(base) as u32);
+            if self.effects.iter().any(|e| e.write && e.resource == Resource::Flags) {
+                sets_flags = Some(k);
+            }
             accesses.push(self.effects.iter().map(|e| access(e, &ins)).collect());
         }
         let dag = Dag::build(accesses.iter().map(Vec::as_slice), Resource::COUNT);
-        let instrs: Vec<Instr> = idx.iter().map(|&i| self.e.instrs[i]).collect();
-        let slots = kiln_sched::schedule(&dag, &earliest, &classes, |a, b| {
+        let mut prio = dag.critical_path();
+        if let (Some(Instr::Branch(b)), Some(f)) = (branch, sets_flags)
+            && b.cond != kiln_qpu::isa::BranchCond::Always
+        {
+            // The branch and its three slots hang off the last flags write.
+            raise_path(&dag, &mut prio, f, 4);
+        }
+        let instrs: Vec<Instr> = idx.iter().map(|&i| self.instrs[i]).collect();
+        let slots = kiln_sched::schedule(&dag, &earliest, &classes, &prio, |a, b| {
             merge(&instrs[a as usize], &instrs[b as usize]).is_some()
         });
         for slot in slots {
@@ -247,6 +392,24 @@ impl Scheduler<'_> {
             }
         }
         Ok(())
+    }
+}
+
+/// Raises the priorities of node `f` and every node before it on a path to it, as if `f` had
+/// a successor `extra` cycles long.
+fn raise_path(dag: &Dag, prio: &mut [u32], f: usize, extra: u32) {
+    let mut to_f = vec![0u32; dag.len()];
+    to_f[f] = prio[f].max(1 + extra);
+    for n in (0..f).rev() {
+        for e in &dag.succs[n] {
+            let t = to_f[e.to as usize];
+            if t > 0 {
+                to_f[n] = to_f[n].max(t + (e.delay as u32).max(1));
+            }
+        }
+    }
+    for (p, t) in prio.iter_mut().zip(to_f) {
+        *p = (*p).max(t);
     }
 }
 
@@ -312,203 +475,3 @@ fn writes_tmu_request(i: &Instr) -> bool {
         .any(|w| w.waddr == waddr::TMU0_S || w.waddr == waddr::TMU1_S)
 }
 
-/// The read port an instruction occupies on file A: the register its muxes read, or an I/O
-/// read address (read whether a mux uses it or not).
-fn port_a(a: &AluInstr) -> Option<u8> {
-    (effects::used_muxes(a).contains(&Mux::A) || (a.raddr_a >= 32 && a.raddr_a != raddr::NOP))
-        .then_some(a.raddr_a)
-}
-
-/// File B's port: a register or I/O read (`Ok`), or a small immediate (`Err`).
-fn port_b(a: &AluInstr) -> Option<Result<u8, u8>> {
-    if a.sig == Signal::SmallImm {
-        return Some(Err(a.raddr_b));
-    }
-    (effects::used_muxes(a).contains(&Mux::B) || (a.raddr_b >= 32 && a.raddr_b != raddr::NOP))
-        .then_some(Ok(a.raddr_b))
-}
-
-/// Whether a write address means the same in both files' write ports (the accumulators).
-fn either_file(w: u8) -> bool {
-    w == waddr::NOP || (waddr::R0..=waddr::R3).contains(&w)
-}
-
-/// One instruction doing what `x` and `y` do, when their fields allow it (Mesa's
-/// `qpu_merge_inst`): one add and one mul operation, one signal, the read ports shared only
-/// for one register or one small immediate, writes to different files, flags set by the
-/// operation that set them, at most one pack or unpack and nothing else it would apply to, at
-/// most one uniform read and one peripheral access.
-pub fn merge(x: &Instr, y: &Instr) -> Option<Instr> {
-    let (Instr::Alu(x), Instr::Alu(y)) = (x, y) else {
-        return None;
-    };
-    if (x.op_add != AddOp::Nop && y.op_add != AddOp::Nop)
-        || (x.op_mul != MulOp::Nop && y.op_mul != MulOp::Nop)
-        || (effects::takes_uniform(&Instr::Alu(*x)) && effects::takes_uniform(&Instr::Alu(*y)))
-    {
-        return None;
-    }
-    let add = if x.op_add != AddOp::Nop { x } else { y };
-    let mul = if x.op_mul != MulOp::Nop { x } else { y };
-    let add_on = add.op_add != AddOp::Nop;
-    let mul_on = mul.op_mul != MulOp::Nop;
-
-    // Read ports.
-    let raddr_a = match (port_a(x), port_a(y)) {
-        (Some(p), Some(q)) if p == q && p < 32 => p,
-        (Some(_), Some(_)) => return None,
-        (p, q) => p.or(q).unwrap_or(raddr::NOP),
-    };
-    let b = match (port_b(x), port_b(y)) {
-        (Some(Ok(p)), Some(Ok(q))) if p == q && p < 32 => Some(Ok(p)),
-        (Some(Err(p)), Some(Err(q))) if p == q => Some(Err(p)),
-        (Some(_), Some(_)) => return None,
-        (p, q) => p.or(q),
-    };
-    // Signals: one, or a small immediate.
-    let signal = |s: Signal| !matches!(s, Signal::None | Signal::SmallImm);
-    if signal(x.sig) && signal(y.sig) {
-        return None;
-    }
-    let sig = match b {
-        Some(Err(code)) => {
-            if code >= 48 || signal(x.sig) || signal(y.sig) {
-                return None;
-            }
-            Signal::SmallImm
-        }
-        _ if signal(x.sig) => x.sig,
-        _ => y.sig,
-    };
-    if sig == Signal::Breakpoint {
-        return None;
-    }
-    let raddr_b = match b {
-        Some(Ok(r) | Err(r)) => r,
-        None => raddr::NOP,
-    };
-
-    // Writes: each unit's address and condition, one write-swap bit for both.
-    let mut w = WriteFields::NONE;
-    let mut ws = None;
-    if add_on {
-        w.waddr_add = add.w.waddr_add;
-        w.cond_add = add.w.cond_add;
-        if !either_file(w.waddr_add) {
-            ws = Some(add.w.ws);
-        }
-    }
-    if mul_on {
-        w.waddr_mul = mul.w.waddr_mul;
-        w.cond_mul = mul.w.cond_mul;
-        if !either_file(w.waddr_mul) {
-            match ws {
-                Some(v) if v != mul.w.ws => return None,
-                _ => ws = Some(mul.w.ws),
-            }
-        }
-    }
-    if add_on && mul_on && w.waddr_add == w.waddr_mul && w.waddr_add != waddr::NOP {
-        return None;
-    }
-    w.ws = ws.unwrap_or(false);
-
-    // Flags come from the add result when there is an add operation, else the mul's.
-    if x.w.sf && y.w.sf {
-        return None;
-    }
-    if let Some(s) = [x, y].into_iter().find(|i| i.w.sf) {
-        let sets_add = s.op_add != AddOp::Nop;
-        if (!sets_add && s.op_mul == MulOp::Nop) || sets_add != add_on {
-            return None;
-        }
-        w.sf = true;
-    }
-
-    // Pack and unpack: one owner, and nothing of the other's it would apply to.
-    let packs = |i: &AluInstr| i.w.pack != 0 || i.unpack != Unpack::None;
-    let mut unpack = Unpack::None;
-    match (packs(x), packs(y)) {
-        (true, true) => return None,
-        (false, false) => {}
-        (px, _) => {
-            let (owner, other) = if px { (x, y) } else { (y, x) };
-            w.pm = owner.w.pm;
-            w.pack = owner.w.pack;
-            unpack = owner.unpack;
-            let muxes = effects::used_muxes(other);
-            if owner.w.pack != 0 {
-                if owner.w.pm {
-                    // The mul unit's pack: the mul operation must be the owner's.
-                    if other.op_mul != MulOp::Nop {
-                        return None;
-                    }
-                } else {
-                    // The file-A pack: the other's write must not be a file-A register.
-                    let other_writes_a = (other.op_add != AddOp::Nop
-                        && w.waddr_add < 32
-                        && !w.ws)
-                        || (other.op_mul != MulOp::Nop && w.waddr_mul < 32 && w.ws);
-                    if other_writes_a {
-                        return None;
-                    }
-                }
-            }
-            if owner.unpack != Unpack::None {
-                let unpacked = if owner.w.pm { Mux::R4 } else { Mux::A };
-                if muxes.contains(&unpacked) {
-                    return None;
-                }
-            }
-        }
-    }
-
-    let (add_a, add_b) = (add.add_a, add.add_b);
-    let (mul_a, mul_b) = (mul.mul_a, mul.mul_b);
-    let m = AluInstr {
-        sig,
-        unpack,
-        w,
-        op_mul: if mul_on { mul.op_mul } else { MulOp::Nop },
-        op_add: if add_on { add.op_add } else { AddOp::Nop },
-        raddr_a,
-        raddr_b,
-        add_a,
-        add_b,
-        mul_a,
-        mul_b,
-    };
-    let merged = Instr::Alu(m);
-    if effects::peripheral_accesses(&merged) > 1 || vpm_setup_conflict(&merged) {
-        return None;
-    }
-    Some(merged)
-}
-
-/// A VPM setup write in the same instruction as another VPM access.
-fn vpm_setup_conflict(i: &Instr) -> bool {
-    let ws = effects::writes(i);
-    let setups = ws.iter().filter(|w| w.waddr == waddr::VPM_SETUP).count();
-    setups > 0
-        && (setups > 1
-            || effects::io_reads(i).contains(&raddr::VPM)
-            || ws.iter().any(|w| w.waddr == waddr::VPM))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use kiln_qpu::isa::{assemble_line, decode};
-
-    fn asm(s: &str) -> Instr {
-        decode(assemble_line(s).unwrap_or_else(|e| panic!("{s}: {e:?}")))
-    }
-
-    #[test]
-    fn an_add_and_a_mul_pair() {
-        let x = asm("fadd r0, r1, r2 ; nop");
-        let y = asm("nop ; fmul r3, r1, r1");
-        assert_eq!(merge(&x, &y), Some(asm("fadd r0, r1, r2 ; fmul r3, r1, r1")));
-        assert_eq!(merge(&y, &x), Some(asm("fadd r0, r1, r2 ; fmul r3, r1, r1")));
-    }
-}

@@ -144,76 +144,6 @@ pub fn mov(dst: Reg, src: Reg) -> Result<AluInstr, BuildError> {
     qpu_a(AddOp::Or, dst, src, src)
 }
 
-/// Pairs an add-only and a mul-only instruction into one (Mesa `qpu_merge_inst`): read
-/// addresses, signal, ws, pm/pack/unpack and sf must agree or be unused by one side.
-pub fn merge(add: AluInstr, mul: AluInstr) -> Result<AluInstr, BuildError> {
-    if add.op_mul != MulOp::Nop || mul.op_add != AddOp::Nop {
-        return Err(BuildError::Conflict("op"));
-    }
-    let mut m = add;
-    let pick = |x: u8, y: u8, unused: u8, name: &'static str| -> Result<u8, BuildError> {
-        if x == unused || x == y {
-            Ok(y)
-        } else if y == unused {
-            Ok(x)
-        } else {
-            Err(BuildError::Conflict(name))
-        }
-    };
-    m.raddr_a = pick(add.raddr_a, mul.raddr_a, raddr::NOP, "raddr_a")?;
-    let small = add.sig == Signal::SmallImm || mul.sig == Signal::SmallImm;
-    m.raddr_b = if small && add.sig == mul.sig {
-        pick(add.raddr_b, mul.raddr_b, u8::MAX, "small immediate")?
-    } else if add.sig == Signal::SmallImm {
-        if mul.raddr_b != raddr::NOP {
-            return Err(BuildError::Conflict("raddr_b"));
-        }
-        add.raddr_b
-    } else if mul.sig == Signal::SmallImm {
-        if add.raddr_b != raddr::NOP {
-            return Err(BuildError::Conflict("raddr_b"));
-        }
-        mul.raddr_b
-    } else {
-        pick(add.raddr_b, mul.raddr_b, raddr::NOP, "raddr_b")?
-    };
-    m.sig = match (add.sig, mul.sig) {
-        (x, y) if x == y => x,
-        (Signal::None, y) => y,
-        (x, Signal::None) => x,
-        _ => return Err(BuildError::Conflict("sig")),
-    };
-    // ws: each side chose it for its own destination; accumulators and I/O ignore it
-    let add_needs = add.w.waddr_add < 32 || matches!(add.w.waddr_add, 37 | 41 | 49 | 50);
-    let mul_needs = mul.w.waddr_mul < 32 || matches!(mul.w.waddr_mul, 37 | 41 | 49 | 50);
-    m.w.ws = match (add_needs, mul_needs) {
-        (true, true) if add.w.ws != mul.w.ws => return Err(BuildError::SameFile),
-        (true, _) => add.w.ws,
-        (_, true) => mul.w.ws,
-        _ => false,
-    };
-    if add.w.pack != 0 && mul.w.pack != 0
-        || add.unpack != Unpack::None && mul.unpack != Unpack::None
-    {
-        return Err(BuildError::Conflict("pack/unpack"));
-    }
-    if mul.w.pack != 0 || mul.unpack != Unpack::None {
-        m.w.pm = mul.w.pm;
-        m.w.pack = mul.w.pack;
-        m.unpack = mul.unpack;
-    }
-    m.op_mul = mul.op_mul;
-    m.w.waddr_mul = mul.w.waddr_mul;
-    m.w.cond_mul = mul.w.cond_mul;
-    m.mul_a = mul.mul_a;
-    m.mul_b = mul.mul_b;
-    if mul.w.sf && add.w.sf {
-        return Err(BuildError::Conflict("sf"));
-    }
-    m.w.sf = add.w.sf || mul.w.sf;
-    Ok(m)
-}
-
 /// `load_imm dst, imm` (Mesa `qpu_load_imm_ui`), writing from the add side.
 pub fn load_imm(dst: Reg, imm: u32) -> Result<Instr, BuildError> {
     let (w, file) = dst_addr(dst)?;
@@ -274,16 +204,7 @@ mod tests {
     }
 
     #[test]
-    fn merge_pairs_and_detects_conflicts() {
-        let a = qpu_a(AddOp::Fadd, Reg::A(1), Reg::Acc(0), Reg::A(2)).unwrap();
-        let m = qpu_m(MulOp::Fmul, Reg::B(3), Reg::A(2), Reg::Acc(1)).unwrap();
-        let both = merge(a, m).unwrap();
-        assert_eq!((both.raddr_a, both.w.ws), (2, false));
-        assert_eq!((both.w.waddr_add, both.w.waddr_mul), (1, 3));
-        let m2 = qpu_m(MulOp::Fmul, Reg::A(3), Reg::A(2), Reg::Acc(1)).unwrap();
-        assert_eq!(merge(a, m2), Err(BuildError::SameFile));
-        let m3 = qpu_m(MulOp::Fmul, Reg::B(3), Reg::A(5), Reg::Acc(1)).unwrap();
-        assert_eq!(merge(a, m3), Err(BuildError::Conflict("raddr_a")));
+    fn builders_refuse_what_cannot_be_encoded() {
         assert!(qpu_a(AddOp::Add, Reg::Acc(0), Reg::A(1), Reg::A(2)).is_err());
         assert!(qpu_a(AddOp::Add, Reg::Acc(4), Reg::Acc(0), Reg::Acc(0)).is_err());
         let c = mov(Reg::Io(waddr::TMU0_S), Reg::Acc(0))

@@ -8,6 +8,7 @@ pub mod effects;
 pub mod fields;
 pub mod instr;
 pub mod latency;
+pub mod merge;
 pub mod names;
 pub mod validate;
 pub mod validate_mesa;

@@ -1,0 +1,344 @@
+//! Pairing: one instruction doing what two do, an add-unit and a mul-unit operation issued
+//! together, when their fields allow it (Mesa's `qpu_merge_inst`, `vc4_qpu.c`). A `mov` moves
+//! to the other unit where that makes the pair (`or` on the add unit, `v8min` on the mul unit,
+//! as Mesa's `qpu_convert_add_to_mul` does).
+
+use super::effects;
+use super::fields::*;
+use super::instr::*;
+
+/// One instruction doing what `x` and `y` do, when their fields allow it, moving a `mov` to
+/// the other unit if that makes the pair.
+pub fn merge(x: &Instr, y: &Instr) -> Option<Instr> {
+    let (Instr::Alu(x), Instr::Alu(y)) = (x, y) else {
+        return None;
+    };
+    if let Some(m) = merge_units(x, y) {
+        return Some(m);
+    }
+    let both_add = x.op_add != AddOp::Nop && y.op_add != AddOp::Nop;
+    let both_mul = x.op_mul != MulOp::Nop && y.op_mul != MulOp::Nop;
+    if !both_add && !both_mul {
+        return None;
+    }
+    for (a, b) in [(x, y), (y, x)] {
+        if let Some(moved) = other_unit(b)
+            && let Some(m) = merge_units(a, &moved)
+        {
+            return Some(m);
+        }
+    }
+    None
+}
+
+/// A `mov` (an instruction with one operation, which copies one operand without setting the
+/// flags) done by the other unit: `or d, s, s` as `v8min d, s, s` and back. The write goes to
+/// the same register file.
+fn other_unit(i: &AluInstr) -> Option<AluInstr> {
+    if i.w.sf {
+        return None;
+    }
+    let mut m = *i;
+    if i.op_add == AddOp::Or && i.op_mul == MulOp::Nop && i.add_a == i.add_b {
+        m.op_add = AddOp::Nop;
+        m.op_mul = MulOp::V8min;
+        m.mul_a = i.add_a;
+        m.mul_b = i.add_a;
+        m.w.waddr_mul = i.w.waddr_add;
+        m.w.cond_mul = i.w.cond_add;
+        m.w.waddr_add = waddr::NOP;
+        m.w.cond_add = Cond::Never;
+        // A pack on the add unit's file-A write applies to the mul unit's the same way; a
+        // mul-unit pack (pm) has no add-unit equivalent.
+        if i.w.pm && i.w.pack != 0 {
+            return None;
+        }
+    } else if i.op_mul == MulOp::V8min && i.op_add == AddOp::Nop && i.mul_a == i.mul_b {
+        if i.w.pm && i.w.pack != 0 {
+            return None;
+        }
+        m.op_mul = MulOp::Nop;
+        m.op_add = AddOp::Or;
+        m.add_a = i.mul_a;
+        m.add_b = i.mul_a;
+        m.w.waddr_add = i.w.waddr_mul;
+        m.w.cond_add = i.w.cond_mul;
+        m.w.waddr_mul = waddr::NOP;
+        m.w.cond_mul = Cond::Never;
+    } else {
+        return None;
+    }
+    // ws selects file A for the add unit when clear, for the mul unit when set.
+    m.w.ws = !i.w.ws;
+    Some(m)
+}
+
+/// The read port an instruction occupies on file A: the register its muxes read, or an I/O
+/// read address (read whether a mux uses it or not).
+fn port_a(a: &AluInstr) -> Option<u8> {
+    (effects::used_muxes(a).contains(&Mux::A) || (a.raddr_a >= 32 && a.raddr_a != raddr::NOP))
+        .then_some(a.raddr_a)
+}
+
+/// File B's port: a register or I/O read (`Ok`), or a small immediate (`Err`).
+fn port_b(a: &AluInstr) -> Option<Result<u8, u8>> {
+    if a.sig == Signal::SmallImm {
+        return Some(Err(a.raddr_b));
+    }
+    (effects::used_muxes(a).contains(&Mux::B) || (a.raddr_b >= 32 && a.raddr_b != raddr::NOP))
+        .then_some(Ok(a.raddr_b))
+}
+
+/// Whether a write address means the same in both files' write ports (the accumulators).
+fn either_file(w: u8) -> bool {
+    w == waddr::NOP || (waddr::R0..=waddr::R3).contains(&w)
+}
+
+/// One instruction doing what `x` and `y` do, as they are: one add and one mul operation, one signal, the read ports shared only
+/// for one register or one small immediate, writes to different files, flags set by the
+/// operation that set them, at most one pack or unpack and nothing else it would apply to, at
+/// most one uniform read and one peripheral access.
+fn merge_units(x: &AluInstr, y: &AluInstr) -> Option<Instr> {
+    if (x.op_add != AddOp::Nop && y.op_add != AddOp::Nop)
+        || (x.op_mul != MulOp::Nop && y.op_mul != MulOp::Nop)
+        || (effects::takes_uniform(&Instr::Alu(*x)) && effects::takes_uniform(&Instr::Alu(*y)))
+    {
+        return None;
+    }
+    let add = if x.op_add != AddOp::Nop { x } else { y };
+    let mul = if x.op_mul != MulOp::Nop { x } else { y };
+    let add_on = add.op_add != AddOp::Nop;
+    let mul_on = mul.op_mul != MulOp::Nop;
+
+    // Read ports.
+    let raddr_a = match (port_a(x), port_a(y)) {
+        (Some(p), Some(q)) if p == q && p < 32 => p,
+        (Some(_), Some(_)) => return None,
+        (p, q) => p.or(q).unwrap_or(raddr::NOP),
+    };
+    let b = match (port_b(x), port_b(y)) {
+        (Some(Ok(p)), Some(Ok(q))) if p == q && p < 32 => Some(Ok(p)),
+        (Some(Err(p)), Some(Err(q))) if p == q => Some(Err(p)),
+        (Some(_), Some(_)) => return None,
+        (p, q) => p.or(q),
+    };
+    // Signals: one, or a small immediate.
+    let signal = |s: Signal| !matches!(s, Signal::None | Signal::SmallImm);
+    if signal(x.sig) && signal(y.sig) {
+        return None;
+    }
+    let sig = match b {
+        Some(Err(code)) => {
+            if code >= 48 || signal(x.sig) || signal(y.sig) {
+                return None;
+            }
+            Signal::SmallImm
+        }
+        _ if signal(x.sig) => x.sig,
+        _ => y.sig,
+    };
+    if sig == Signal::Breakpoint {
+        return None;
+    }
+    let raddr_b = match b {
+        Some(Ok(r) | Err(r)) => r,
+        None => raddr::NOP,
+    };
+
+    // Writes: each unit's address and condition, one write-swap bit for both.
+    let mut w = WriteFields::NONE;
+    let mut ws = None;
+    if add_on {
+        w.waddr_add = add.w.waddr_add;
+        w.cond_add = add.w.cond_add;
+        if !either_file(w.waddr_add) {
+            ws = Some(add.w.ws);
+        }
+    }
+    if mul_on {
+        w.waddr_mul = mul.w.waddr_mul;
+        w.cond_mul = mul.w.cond_mul;
+        if !either_file(w.waddr_mul) {
+            match ws {
+                Some(v) if v != mul.w.ws => return None,
+                _ => ws = Some(mul.w.ws),
+            }
+        }
+    }
+    if add_on && mul_on && w.waddr_add == w.waddr_mul && w.waddr_add != waddr::NOP {
+        return None;
+    }
+    w.ws = ws.unwrap_or(false);
+
+    // Flags come from the add result when there is an add operation, else the mul's.
+    if x.w.sf && y.w.sf {
+        return None;
+    }
+    if let Some(s) = [x, y].into_iter().find(|i| i.w.sf) {
+        let sets_add = s.op_add != AddOp::Nop;
+        if (!sets_add && s.op_mul == MulOp::Nop) || sets_add != add_on {
+            return None;
+        }
+        w.sf = true;
+    }
+
+    // Pack and unpack: one owner, and nothing of the other's it would apply to.
+    let packs = |i: &AluInstr| i.w.pack != 0 || i.unpack != Unpack::None;
+    let mut unpack = Unpack::None;
+    match (packs(x), packs(y)) {
+        (true, true) => return None,
+        (false, false) => {}
+        (px, _) => {
+            let (owner, other) = if px { (x, y) } else { (y, x) };
+            w.pm = owner.w.pm;
+            w.pack = owner.w.pack;
+            unpack = owner.unpack;
+            let muxes = effects::used_muxes(other);
+            if owner.w.pack != 0 {
+                if owner.w.pm {
+                    // The mul unit's pack: the mul operation must be the owner's.
+                    if other.op_mul != MulOp::Nop {
+                        return None;
+                    }
+                } else {
+                    // The file-A pack: the other's write must not be a file-A register.
+                    let other_writes_a = (other.op_add != AddOp::Nop
+                        && w.waddr_add < 32
+                        && !w.ws)
+                        || (other.op_mul != MulOp::Nop && w.waddr_mul < 32 && w.ws);
+                    if other_writes_a {
+                        return None;
+                    }
+                }
+            }
+            if owner.unpack != Unpack::None {
+                let unpacked = if owner.w.pm { Mux::R4 } else { Mux::A };
+                if muxes.contains(&unpacked) {
+                    return None;
+                }
+            }
+        }
+    }
+
+    let (add_a, add_b) = (add.add_a, add.add_b);
+    let (mul_a, mul_b) = (mul.mul_a, mul.mul_b);
+    let m = AluInstr {
+        sig,
+        unpack,
+        w,
+        op_mul: if mul_on { mul.op_mul } else { MulOp::Nop },
+        op_add: if add_on { add.op_add } else { AddOp::Nop },
+        raddr_a,
+        raddr_b,
+        add_a,
+        add_b,
+        mul_a,
+        mul_b,
+    };
+    let merged = Instr::Alu(m);
+    if effects::peripheral_accesses(&merged) > 1 || vpm_setup_conflict(&merged) {
+        return None;
+    }
+    Some(merged)
+}
+
+/// A VPM setup write in the same instruction as another VPM access.
+fn vpm_setup_conflict(i: &Instr) -> bool {
+    let ws = effects::writes(i);
+    let setups = ws.iter().filter(|w| w.waddr == waddr::VPM_SETUP).count();
+    setups > 0
+        && (setups > 1
+            || effects::io_reads(i).contains(&raddr::VPM)
+            || ws.iter().any(|w| w.waddr == waddr::VPM))
+}
+
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::isa::{assemble_line, decode};
+
+    /// Assembles one instruction, `nop` standing for `nop nop, r0, r0` on either unit.
+    fn asm(s: &str) -> Instr {
+        let halves: Vec<String> = s
+            .split(';')
+            .map(|h| {
+                let h = h.trim();
+                if h.ends_with("nop") && !h.contains(',') {
+                    format!("{h} nop, r0, r0")
+                } else {
+                    h.to_string()
+                }
+            })
+            .collect();
+        let line = halves.join(" ; ");
+        decode(assemble_line(&line).unwrap_or_else(|e| panic!("{line}: {e:?}")))
+    }
+
+    fn pairs(x: &str, y: &str) -> Option<Instr> {
+        let m = merge(&asm(x), &asm(y));
+        assert_eq!(m, merge(&asm(y), &asm(x)), "merge is symmetric");
+        m
+    }
+
+    #[test]
+    fn an_add_and_a_mul_pair() {
+        assert_eq!(
+            pairs("fadd r0, r1, r2 ; nop", "nop ; fmul r3, r1, r1"),
+            Some(asm("fadd r0, r1, r2 ; fmul r3, r1, r1"))
+        );
+        // One file-A register read by both.
+        assert_eq!(
+            pairs("fadd r0, ra1, r2 ; nop", "nop ; fmul r3, ra1, r1"),
+            Some(asm("fadd r0, ra1, r2 ; fmul r3, ra1, r1"))
+        );
+        // Writes to both files: ws set for the add unit's file B.
+        assert_eq!(
+            pairs("fadd rb4, r1, r2 ; nop", "nop ; fmul ra5, r1, r1"),
+            Some(asm("fadd rb4, r1, r2 ; fmul ra5, r1, r1"))
+        );
+        // A signal joins an operation.
+        assert_eq!(
+            pairs("load_tmu0 nop ; nop", "fadd r0, r1, r2 ; nop"),
+            Some(asm("load_tmu0 fadd r0, r1, r2 ; nop"))
+        );
+    }
+
+    #[test]
+    fn fields_that_conflict_do_not_pair() {
+        for (x, y, why) in [
+            ("fadd r0, ra1, r2 ; nop", "nop ; fmul r3, ra2, r1", "two file-A registers"),
+            ("fadd ra4, r1, r2 ; nop", "nop ; fmul ra5, r1, r1", "two writes to file A"),
+            ("fadd r0, r1, r2 ; nop", "fsub r3, r1, r2 ; nop", "two add operations"),
+            ("fadd r0, uni, r2 ; nop", "nop ; fmul r3, r1, uni", "two uniform reads"),
+            ("sig_small_imm fadd r0, r1, 2.0 ; nop", "nop ; fmul r3, r1, rb2", "a small immediate and a file-B read"),
+            ("sig_small_imm fadd r0, r1, 2.0 ; nop", "sig_small_imm nop ; fmul r3, r1, 4.0", "two small immediates"),
+            ("nop ; fmul.sf r3, r1, r1", "fadd r0, r1, r2 ; nop", "flags from the mul, which the add would set"),
+            ("fadd r0, ra1, r2 ; nop", "nop ; fmul r3.8a, r1, r1", "a mul-unit pack beside an add operation (kept)"),
+            ("load_tmu0 nop ; nop", "sig_switch fadd r0, r1, r2 ; nop", "two signals"),
+            ("mov tmu0_s, r0 ; nop", "nop ; mov sfu_recip, r1", "two peripherals"),
+        ] {
+            let m = pairs(x, y);
+            if why.contains("kept") {
+                assert!(m.is_some(), "{why}");
+            } else {
+                assert_eq!(m, None, "{x} + {y}: {why}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_mov_changes_unit_to_pair() {
+        // Two add-unit operations: the mov goes to the mul unit, writing the same file.
+        assert_eq!(
+            pairs("fadd r0, r1, r2 ; nop", "mov rb3, r1 ; nop"),
+            Some(asm("fadd r0, r1, r2 ; v8min rb3, r1, r1"))
+        );
+        assert_eq!(
+            pairs("nop ; fmul r0, r1, r2", "nop ; v8min ra3, r1, r1"),
+            Some(asm("or ra3, r1, r1 ; fmul r0, r1, r2"))
+        );
+        // Not one that sets the flags.
+        assert_eq!(pairs("fadd r0, r1, r2 ; nop", "mov.sf rb3, r1 ; nop"), None);
+    }
+}
