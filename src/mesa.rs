@@ -48,6 +48,8 @@ pub struct Figures {
     pub instructions: u64,
     pub threads: u64,
     pub uniforms: u64,
+    /// Mesa's estimated cycles.
+    pub cycles: u64,
     /// The GLSL pair Mesa compiled (`mesa-vc4/qpu/` names its code after it).
     pub glsl_file: Option<String>,
 }
@@ -72,14 +74,18 @@ pub fn read_stats(tsv: &str) -> Result<BTreeMap<Key, Figures>, String> {
             get("fs_inst")
                 .zip(get("fs_threads"))
                 .zip(get("fs_uniforms"))
-                .map(|((i, t), u)| (i, t, u))
+                .map(|((i, t), u)| (i, t, u, get("fs_est_cycles").unwrap_or(0)))
         } else {
             get("vs_inst")
                 .zip(get("vs_uniforms"))
-                .map(|(i, u)| (i, 1, u))
+                .map(|(i, u)| (i, 1, u, get("vs_est_cycles").unwrap_or(0)))
         };
-        if let (Some((instructions, threads, uniforms)), Some(path), Some(stage), Some(entry)) =
-            (figures, f.get(p), f.get(st), f.get(en))
+        if let (
+            Some((instructions, threads, uniforms, cycles)),
+            Some(path),
+            Some(stage),
+            Some(entry),
+        ) = (figures, f.get(p), f.get(st), f.get(en))
         {
             let glsl_file = col("glsl_file")
                 .and_then(|i| f.get(i))
@@ -91,6 +97,7 @@ pub fn read_stats(tsv: &str) -> Result<BTreeMap<Key, Figures>, String> {
                     instructions,
                     threads,
                     uniforms,
+                    cycles,
                     glsl_file,
                 },
             );
@@ -141,6 +148,13 @@ pub fn compare(mesa: &BTreeMap<Key, Figures>, kiln: &[(Key, Stats)]) -> String {
         "  threads        kiln {kt}, Mesa {mt}; kiln wins {twin}, ties {ttie}, loses {tloss}"
     );
     let _ = writeln!(out, "  uniforms       kiln {ku}, Mesa {mu}");
+    let (kc, mc): (u64, u64) = (sum_kiln(&|s| s.estimated_cycles), sum_mesa(&|m| m.cycles));
+    let (cwin, ctie, closs) = tally(&|s, m| (s.estimated_cycles as u64).cmp(&m.cycles));
+    let _ = writeln!(
+        out,
+        "  est. cycles    kiln {kc}, Mesa {mc} ({:+.1} %); kiln wins {cwin}, ties {ctie}, loses {closs}",
+        100.0 * (kc as f64 - mc as f64) / mc.max(1) as f64
+    );
     let mut by_loss = both;
     by_loss
         .sort_by_key(|(_, s, m)| std::cmp::Reverse(s.instructions as i64 - m.instructions as i64));
@@ -201,12 +215,20 @@ pub fn compare_code(
     kiln: &[(Key, Census)],
 ) -> Result<String, String> {
     let mut both = Vec::new();
+    // Mesa's code estimated by kiln's model, beside Mesa's own estimate: the model's check.
+    let (mut modelled, mut reported) = (0u64, 0u64);
     for (key, k) in kiln {
-        let Some(glsl) = mesa.get(key).and_then(|m| m.glsl_file.as_deref()) else {
+        let Some(figures) = mesa.get(key) else {
             continue;
         };
-        let m = Census::of(&read_code(qpu_dir, glsl, &key.1)?);
-        both.push((key, *k, m));
+        let Some(glsl) = figures.glsl_file.as_deref() else {
+            continue;
+        };
+        let words = read_code(qpu_dir, glsl, &key.1)?;
+        let program: Vec<_> = words.iter().map(|&w| kiln_qpu::isa::decode(w)).collect();
+        modelled += kiln_qpu::isa::census::estimated_cycles(&program);
+        reported += figures.cycles;
+        both.push((key, *k, Census::of(&words)));
     }
     let mut out = String::new();
     let mut totals = (Census::default(), Census::default());
@@ -251,6 +273,11 @@ pub fn compare_code(
     for (name, (n, k, m)) in &categories {
         line(&mut out, name, *n, k, m);
     }
+    let _ = writeln!(
+        out,
+        "  estimated cycles of Mesa's code: {modelled} by kiln's model, {reported} by Mesa's ({:.1} %)",
+        pct(modelled, reported)
+    );
     let _ = writeln!(
         out,
         "  operations: kiln fewer on {helped}, more on {hurt}, as many on {}",

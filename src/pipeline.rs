@@ -412,8 +412,12 @@ pub fn back_end(
         result =
             vc4::allocate(&func, options.allocator, options.check).and_then(|(allocated, ra)| {
                 kept.record(Stage::Allocated, &allocated);
-                let emitted =
-                    vc4::emit(&allocated, &selected.info, selected.output, options.schedule)?;
+                let emitted = vc4::emit(
+                    &allocated,
+                    &selected.info,
+                    selected.output,
+                    options.schedule,
+                )?;
                 let stats = Stats::of(&emitted, &ra, threads);
                 Ok(Compiled {
                     ssa: func,

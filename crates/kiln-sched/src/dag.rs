@@ -132,14 +132,23 @@ mod tests {
     #[test]
     fn edges_of_each_kind() {
         // 0: write x; 1: read x; 2: write x; 3: read x, write y.
-        let nodes: Vec<Vec<Access>> = vec![vec![w(0, 2)], vec![r(0)], vec![w(0, 2)], vec![r(0), w(1, 1)]];
+        let nodes: Vec<Vec<Access>> = vec![
+            vec![w(0, 2)],
+            vec![r(0)],
+            vec![w(0, 2)],
+            vec![r(0), w(1, 1)],
+        ];
         let dag = Dag::build(nodes.iter().map(Vec::as_slice), 2);
         let e = |from: usize| -> Vec<(u32, u8)> {
             let mut v: Vec<_> = dag.succs[from].iter().map(|e| (e.to, e.latency)).collect();
             v.sort();
             v
         };
-        assert_eq!(e(0), vec![(1, 2), (2, 1)], "read after write, write after write");
+        assert_eq!(
+            e(0),
+            vec![(1, 2), (2, 1)],
+            "read after write, write after write"
+        );
         assert_eq!(e(1), vec![(2, 0)], "write after read");
         assert_eq!(e(2), vec![(3, 2)]);
         assert_eq!(dag.preds, vec![0, 1, 2, 1]);

@@ -100,8 +100,16 @@ mod tests {
                 let mut writes: Vec<Access> = Vec::new();
                 for (resource, write, latency, war) in v {
                     if write {
-                        if !writes.iter().any(|a| matches!(a, Access::Write { resource: r, .. } if *r == resource)) {
-                            writes.push(Access::Write { resource, latency, waw: 1, war, delay: 0 });
+                        if !writes.iter().any(
+                            |a| matches!(a, Access::Write { resource: r, .. } if *r == resource),
+                        ) {
+                            writes.push(Access::Write {
+                                resource,
+                                latency,
+                                waw: 1,
+                                war,
+                                delay: 0,
+                            });
                         }
                     } else {
                         reads.push(Access::Read { resource, after: 0 });
@@ -164,15 +172,32 @@ mod tests {
     #[test]
     fn independent_operations_pair_and_latency_is_filled() {
         // 0 → 1 with latency 3, 2 and 3 independent: 0 and 2 pair, 3 fills a wait.
-        let w = |resource, latency| Access::Write { resource, latency, waw: 1, war: 0, delay: 0 };
+        let w = |resource, latency| Access::Write {
+            resource,
+            latency,
+            waw: 1,
+            war: 0,
+            delay: 0,
+        };
         let nodes = vec![
             vec![w(0, 3)],
-            vec![Access::Read { resource: 0, after: 0 }],
+            vec![Access::Read {
+                resource: 0,
+                after: 0,
+            }],
             vec![w(1, 1)],
             vec![w(2, 1)],
         ];
         let dag = Dag::build(nodes.iter().map(Vec::as_slice), 3);
         let slots = schedule(&dag, &[0; 4], &[0; 4], &dag.critical_path(), |_, _| true);
-        assert_eq!(slots, vec![[Some(0), Some(2)], [Some(3), None], [None, None], [Some(1), None]]);
+        assert_eq!(
+            slots,
+            vec![
+                [Some(0), Some(2)],
+                [Some(3), None],
+                [None, None],
+                [Some(1), None]
+            ]
+        );
     }
 }

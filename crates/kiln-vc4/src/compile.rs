@@ -210,8 +210,8 @@ stats! {
     uniforms "uniforms",
     /// Most values live at once (the allocator's maximum demand).
     max_temps "max-temps",
-    /// One cycle per instruction plus the SFU and branch delays already in the code as `nop`s
-    /// (the program is not scheduled, so this is the instruction count).
+    /// Mesa's estimate (`kiln_qpu::isa::census::estimated_cycles`): one cycle per
+    /// instruction, and texture results waited for in their block.
     estimated_cycles "estimated-cycles",
     /// Registers used: highest unit + 1 of the `q` file (r0–r4 = 0–4, ra = 5–36, rb = 37–68).
     registers_used "registers",
@@ -232,7 +232,7 @@ impl Stats {
             threads,
             uniforms: emitted.uniforms.len() as u32,
             max_temps: ra.max_demand.first().copied().unwrap_or(0),
-            estimated_cycles: instructions,
+            estimated_cycles: kiln_qpu::isa::census::estimated_cycles(&emitted.instrs) as u32,
             registers_used: ra.registers_used.first().copied().unwrap_or(0),
             parallel_copies: ra.parallel_copies,
             copied_units: ra.copied_units,

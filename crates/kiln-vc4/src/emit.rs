@@ -10,8 +10,7 @@ use kiln_ir::{Block, Cfg, Function, Inst, Opcode, Operand, Value};
 use kiln_qpu::isa::builder::{self, Reg};
 use kiln_qpu::isa::effects;
 use kiln_qpu::isa::{
-    AddOp, AluInstr, BranchCond, Cond, Instr, MulOp, Signal, Unpack, raddr, small_imm_value,
-    waddr,
+    AddOp, AluInstr, BranchCond, Cond, Instr, MulOp, Signal, Unpack, raddr, small_imm_value, waddr,
 };
 use std::fmt;
 
@@ -110,7 +109,8 @@ impl Emitted {
         for (i, o) in self.instrs.iter().zip(&self.origins) {
             let ops = kiln_qpu::isa::census::Census::of(&[i.encode()]).operations;
             // A pair: one operation of each origin.
-            let paired = matches!(i, Instr::Alu(a) if a.op_add != AddOp::Nop && a.op_mul != MulOp::Nop);
+            let paired =
+                matches!(i, Instr::Alu(a) if a.op_add != AddOp::Nop && a.op_mul != MulOp::Nop);
             if paired {
                 *by.entry(name(o[0])).or_default() += 1;
                 *by.entry(name(o[1])).or_default() += 1;

@@ -360,7 +360,11 @@ impl Scheduler<'_> {
             let ins = self.instrs[i];
             classes.push(class(&ins));
             earliest.push(self.earliest(&ins).saturating_sub(base) as u32);
-            if self.effects.iter().any(|e| e.write && e.resource == Resource::Flags) {
+            if self
+                .effects
+                .iter()
+                .any(|e| e.write && e.resource == Resource::Flags)
+            {
                 sets_flags = Some(k);
             }
             accesses.push(self.effects.iter().map(|e| access(e, &ins)).collect());
@@ -474,4 +478,3 @@ fn writes_tmu_request(i: &Instr) -> bool {
         .iter()
         .any(|w| w.waddr == waddr::TMU0_S || w.waddr == waddr::TMU1_S)
 }
-

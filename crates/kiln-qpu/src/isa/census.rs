@@ -2,8 +2,10 @@
 //! instructions, load immediates, semaphores, branches), pure `nop`s and paired instructions
 //! (an add and a mul operation in one) — the figures that compare two compilers' code.
 
-use super::fields::{AddOp, MulOp, Signal};
+use super::effects;
+use super::fields::{AddOp, MulOp, Signal, waddr};
 use super::instr::{Instr, decode};
+use super::latency;
 use std::ops::AddAssign;
 
 /// See the module comment.
@@ -86,6 +88,49 @@ impl Census {
     }
 }
 
+/// Cycles a program takes by Mesa's estimate (`qpu_schedule_instructions` in
+/// `vc4_qpu_schedule.c`, as shader-db prints it): one per instruction, and a TMU result load
+/// waits until [`latency::TMU_ESTIMATE`] cycles after its request (`tmu0_s`, `tmu1_s`) when
+/// both are in one block; each block counted once (branch targets and the instruction after a
+/// branch's delay slots start blocks, and a loop is not multiplied).
+pub fn estimated_cycles(program: &[Instr]) -> u64 {
+    let n = program.len();
+    let mut starts = vec![false; n + 1];
+    for (i, ins) in program.iter().enumerate() {
+        if let Instr::Branch(b) = ins {
+            starts[(i + 4).min(n)] = true;
+            let t = i as i64 + 4 + b.imm as i64 / 8;
+            if b.rel && !b.reg && (0..=n as i64).contains(&t) {
+                starts[t as usize] = true;
+            }
+        }
+    }
+    let mut cycles = 0u64;
+    let mut time = 0u64;
+    // Per TMU, the times of the requests not yet loaded, in order.
+    let mut requests: [std::collections::VecDeque<u64>; 2] = Default::default();
+    for (i, ins) in program.iter().enumerate() {
+        if starts[i] {
+            cycles += time;
+            time = 0;
+            requests.iter_mut().for_each(|q| q.clear());
+        }
+        if let Some(t @ (Signal::LoadTmu0 | Signal::LoadTmu1)) = ins.signal() {
+            let unit = (t == Signal::LoadTmu1) as usize;
+            if let Some(r) = requests[unit].pop_front() {
+                time = time.max(r + latency::TMU_ESTIMATE as u64);
+            }
+        }
+        for w in effects::writes(ins) {
+            if w.waddr == waddr::TMU0_S || w.waddr == waddr::TMU1_S {
+                requests[(w.waddr == waddr::TMU1_S) as usize].push_back(time);
+            }
+        }
+        time += 1;
+    }
+    cycles + time
+}
+
 impl AddAssign for Census {
     fn add_assign(&mut self, o: Census) {
         self.instructions += o.instructions;
@@ -126,5 +171,30 @@ mod tests {
             assert_eq!(c.by_kind[kind(name)], 1, "{name}");
         }
         assert_eq!(c.by_kind.iter().sum::<u64>(), c.operations);
+    }
+
+    #[test]
+    fn a_texture_result_waits_for_its_request_in_its_block() {
+        let program = |text: &str| -> Vec<Instr> {
+            assemble(text).unwrap().into_iter().map(decode).collect()
+        };
+        // Request, two instructions, load: the load waits until 100 cycles after the request.
+        let near = program(
+            "mov tmu0_s, r0 ; nop nop, r0, r0\n\
+             nop\n\
+             nop\n\
+             load_tmu0 nop nop, r0, r0 ; nop nop, r0, r0\n",
+        );
+        assert_eq!(estimated_cycles(&near), 101);
+        // A branch between them ends the block: no wait is counted.
+        let apart = program(
+            "mov tmu0_s, r0 ; nop nop, r0, r0\n\
+             branch 0\n\
+             nop\n\
+             nop\n\
+             nop\n\
+             load_tmu0 nop nop, r0, r0 ; nop nop, r0, r0\n",
+        );
+        assert_eq!(estimated_cycles(&apart), 6);
     }
 }

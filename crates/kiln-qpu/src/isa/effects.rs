@@ -273,9 +273,7 @@ fn raddr_effects(r: u8, out: &mut Vec<Effect>) {
             out.push(Effect::write(Resource::Acc(5), latency::ACCUMULATOR));
         }
         raddr::MS_REV => out.push(Effect::read(Resource::TlbZ)),
-        raddr::VPM | raddr::VPM_BUSY | raddr::VPM_WAIT => {
-            out.push(Effect::write(Resource::Vpm, 1))
-        }
+        raddr::VPM | raddr::VPM_BUSY | raddr::VPM_WAIT => out.push(Effect::write(Resource::Vpm, 1)),
         raddr::MUTEX => out.push(Effect::write(Resource::Mutex, 1)),
         _ => {}
     }
@@ -334,7 +332,11 @@ pub fn effects(i: &Instr, out: &mut Vec<Effect>) {
         } else {
             &[a.mul_a, a.mul_b][..]
         };
-        for (m, rotated) in add.iter().map(|m| (m, false)).chain(mul.iter().map(|m| (m, rotation))) {
+        for (m, rotated) in add
+            .iter()
+            .map(|m| (m, false))
+            .chain(mul.iter().map(|m| (m, rotation)))
+        {
             if let Some(resource) = mux_resource(*m, a) {
                 let mut e = Effect::read(resource);
                 if rotated && matches!(resource, Resource::Acc(_)) {

@@ -202,9 +202,7 @@ fn merge_units(x: &AluInstr, y: &AluInstr) -> Option<Instr> {
                     }
                 } else {
                     // The file-A pack: the other's write must not be a file-A register.
-                    let other_writes_a = (other.op_add != AddOp::Nop
-                        && w.waddr_add < 32
-                        && !w.ws)
+                    let other_writes_a = (other.op_add != AddOp::Nop && w.waddr_add < 32 && !w.ws)
                         || (other.op_mul != MulOp::Nop && w.waddr_mul < 32 && w.ws);
                     if other_writes_a {
                         return None;
@@ -251,7 +249,6 @@ fn vpm_setup_conflict(i: &Instr) -> bool {
             || effects::io_reads(i).contains(&raddr::VPM)
             || ws.iter().any(|w| w.waddr == waddr::VPM))
 }
-
 
 #[cfg(test)]
 mod tests {
@@ -307,16 +304,56 @@ mod tests {
     #[test]
     fn fields_that_conflict_do_not_pair() {
         for (x, y, why) in [
-            ("fadd r0, ra1, r2 ; nop", "nop ; fmul r3, ra2, r1", "two file-A registers"),
-            ("fadd ra4, r1, r2 ; nop", "nop ; fmul ra5, r1, r1", "two writes to file A"),
-            ("fadd r0, r1, r2 ; nop", "fsub r3, r1, r2 ; nop", "two add operations"),
-            ("fadd r0, uni, r2 ; nop", "nop ; fmul r3, r1, uni", "two uniform reads"),
-            ("sig_small_imm fadd r0, r1, 2.0 ; nop", "nop ; fmul r3, r1, rb2", "a small immediate and a file-B read"),
-            ("sig_small_imm fadd r0, r1, 2.0 ; nop", "sig_small_imm nop ; fmul r3, r1, 4.0", "two small immediates"),
-            ("nop ; fmul.sf r3, r1, r1", "fadd r0, r1, r2 ; nop", "flags from the mul, which the add would set"),
-            ("fadd r0, ra1, r2 ; nop", "nop ; fmul r3.8a, r1, r1", "a mul-unit pack beside an add operation (kept)"),
-            ("load_tmu0 nop ; nop", "sig_switch fadd r0, r1, r2 ; nop", "two signals"),
-            ("mov tmu0_s, r0 ; nop", "nop ; mov sfu_recip, r1", "two peripherals"),
+            (
+                "fadd r0, ra1, r2 ; nop",
+                "nop ; fmul r3, ra2, r1",
+                "two file-A registers",
+            ),
+            (
+                "fadd ra4, r1, r2 ; nop",
+                "nop ; fmul ra5, r1, r1",
+                "two writes to file A",
+            ),
+            (
+                "fadd r0, r1, r2 ; nop",
+                "fsub r3, r1, r2 ; nop",
+                "two add operations",
+            ),
+            (
+                "fadd r0, uni, r2 ; nop",
+                "nop ; fmul r3, r1, uni",
+                "two uniform reads",
+            ),
+            (
+                "sig_small_imm fadd r0, r1, 2.0 ; nop",
+                "nop ; fmul r3, r1, rb2",
+                "a small immediate and a file-B read",
+            ),
+            (
+                "sig_small_imm fadd r0, r1, 2.0 ; nop",
+                "sig_small_imm nop ; fmul r3, r1, 4.0",
+                "two small immediates",
+            ),
+            (
+                "nop ; fmul.sf r3, r1, r1",
+                "fadd r0, r1, r2 ; nop",
+                "flags from the mul, which the add would set",
+            ),
+            (
+                "fadd r0, ra1, r2 ; nop",
+                "nop ; fmul r3.8a, r1, r1",
+                "a mul-unit pack beside an add operation (kept)",
+            ),
+            (
+                "load_tmu0 nop ; nop",
+                "sig_switch fadd r0, r1, r2 ; nop",
+                "two signals",
+            ),
+            (
+                "mov tmu0_s, r0 ; nop",
+                "nop ; mov sfu_recip, r1",
+                "two peripherals",
+            ),
         ] {
             let m = pairs(x, y);
             if why.contains("kept") {
