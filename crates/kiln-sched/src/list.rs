@@ -179,7 +179,7 @@ mod tests {
             war: 0,
             delay: 0,
         };
-        let nodes = vec![
+        let nodes = [
             vec![w(0, 3)],
             vec![Access::Read {
                 resource: 0,

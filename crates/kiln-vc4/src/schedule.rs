@@ -69,13 +69,27 @@ pub fn schedule(e: &Emitted) -> Result<Emitted, EmitError> {
             *f = true;
         }
     }
+    // Reads of the uniform stream take its entries in the new order; that is right on every
+    // path only if, after a branch target, the stream is reset before it is read (as the
+    // emitter does: the position depends on the path).
     let mut rank = vec![None; n];
     let mut takers = 0;
+    let mut known = true;
     for (i, ins) in e.instrs.iter().enumerate() {
+        known &= !label[i];
+        let resets = effects::writes(ins)
+            .iter()
+            .any(|w| w.waddr == waddr::UNIFORMS_ADDRESS);
         if effects::takes_uniform(ins) {
+            if !known && !resets {
+                return Err(internal(
+                    "a uniform read after a branch target, with no stream reset between",
+                ));
+            }
             rank[i] = Some(takers);
             takers += 1;
         }
+        known |= resets;
     }
     if takers != e.uniforms.len() && takers + 1 != e.uniforms.len() {
         return Err(internal("the uniform table is not one entry per read"));

@@ -1,0 +1,345 @@
+//! The QPU scheduler on generated programs: straight-line ALU code (both units, file and
+//! accumulator registers, small immediates, uniforms, flags and conditional writes, SFU results
+//! in r4) in regions separated by uniform branches, written one operation per instruction with
+//! `nop`s enough for every latency. The oracle is the simulator on the unscheduled program:
+//! scheduled, the program must pass both validators, end in the same registers, and read the
+//! uniform table it was given, rewritten in the order it now reads it.
+
+use kiln_qpu::isa::builder::{self, Reg};
+use kiln_qpu::isa::{
+    AddOp, BranchCond, Cond, Instr, MulOp, Signal, census::Census, validate_instrs, validate_mesa,
+    waddr,
+};
+use kiln_qpu::sim::{Machine, Program};
+use kiln_vc4::emit::{Emitted, Origin};
+use kiln_vc4::schedule::schedule;
+use kiln_vc4::uniforms::Uniform;
+
+const BASE: u32 = 0x10000;
+const UNIF: u32 = 0x80000;
+
+/// xorshift64*: the generator's randomness, seeded.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+/// A load immediate of a random value that Mesa's validator reads as it is meant (it reads the
+/// immediate's bits 12–23 as read addresses, and refuses two mutex reads).
+fn load_imm(r: &mut Rng, to: Reg) -> Instr {
+    loop {
+        let i = builder::load_imm(to, r.next() as u32).unwrap();
+        if validate_mesa(&[i.encode(), Instr::nop().encode()]).is_ok() {
+            return i;
+        }
+    }
+}
+
+/// A register to write: r0–r3, ra0–ra5, rb0–rb5.
+fn dst(r: &mut Rng) -> Reg {
+    match r.below(3) {
+        0 => Reg::Acc(r.below(4) as u8),
+        1 => Reg::A(r.below(6) as u8),
+        _ => Reg::B(r.below(6) as u8),
+    }
+}
+
+/// An operand: a register, r4 (after an SFU write), a uniform (where the stream's position is
+/// known: before the first branch) or a small immediate.
+fn src(r: &mut Rng, r4: bool, uniform: bool) -> Reg {
+    match r.below(10) {
+        0 if uniform => Reg::ReadA(kiln_qpu::isa::raddr::UNIFORM),
+        1 => Reg::SmallImm(r.below(48) as u8),
+        2 if r4 => Reg::Acc(4),
+        3..=5 => Reg::Acc(r.below(4) as u8),
+        6 | 7 => Reg::A(r.below(6) as u8),
+        _ => Reg::B(r.below(6) as u8),
+    }
+}
+
+const ADD_OPS: [AddOp; 10] = [
+    AddOp::Fadd,
+    AddOp::Fsub,
+    AddOp::Fmax,
+    AddOp::Fmin,
+    AddOp::Add,
+    AddOp::Sub,
+    AddOp::And,
+    AddOp::Or,
+    AddOp::Xor,
+    AddOp::Shl,
+];
+const MUL_OPS: [MulOp; 3] = [MulOp::Fmul, MulOp::V8min, MulOp::Mul24];
+const CONDS: [Cond; 4] = [Cond::Zs, Cond::Zc, Cond::Ns, Cond::Nc];
+
+/// One generated operation (not yet padded).
+fn operation(r: &mut Rng, r4: &mut bool, uniform: bool) -> Option<Instr> {
+    let k = r.below(20);
+    let i = if k == 0 {
+        // An SFU write: r4 holds its result from the third instruction on.
+        *r4 = true;
+        let s = src(r, false, uniform);
+        Instr::Alu(builder::mov(Reg::Io(waddr::SFU_RECIP), s).ok()?)
+    } else if k == 1 {
+        let to = dst(r);
+        load_imm(r, to)
+    } else if k < 11 {
+        let op = ADD_OPS[r.below(ADD_OPS.len() as u64) as usize];
+        let (a, b) = (src(r, *r4, uniform), src(r, *r4, uniform));
+        let mut i = builder::qpu_a(op, dst(r), a, b).ok()?;
+        match r.below(8) {
+            0 => i = i.sf(),
+            1 => i = i.cond_add(CONDS[r.below(4) as usize]),
+            _ => {}
+        }
+        Instr::Alu(i)
+    } else {
+        let op = MUL_OPS[r.below(MUL_OPS.len() as u64) as usize];
+        let (a, b) = (src(r, *r4, uniform), src(r, *r4, uniform));
+        let mut i = builder::qpu_m(op, dst(r), a, b).ok()?;
+        if r.below(8) == 0 {
+            i = i.cond_mul(CONDS[r.below(4) as usize]);
+        }
+        Instr::Alu(i)
+    };
+    Some(i)
+}
+
+/// A program: an initialisation of every register, then regions of generated operations (the
+/// first reading uniforms too: after a branch, the stream's position depends on the path,
+/// and kiln's code resets it first) separated by branches — to the next region, or on flags some operation set over the next
+/// region (so that a branch decided on the wrong flags ends in other registers) — each
+/// operation followed by two `nop`s (no latency is longer than three), and the program end
+/// with its delay slots. Returns it with its uniform table.
+fn program(seed: u64) -> (Vec<Instr>, Vec<Uniform>) {
+    let mut r = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
+    let nop = Instr::nop();
+    let mut code = Vec::new();
+    for reg in (0..4)
+        .map(Reg::Acc)
+        .chain((0..6).map(Reg::A))
+        .chain((0..6).map(Reg::B))
+    {
+        code.push(load_imm(&mut r, reg));
+    }
+    code.extend([nop, nop]);
+    let count = 1 + r.below(4) as usize;
+    let mut r4 = false;
+    let regions: Vec<Vec<Instr>> = (0..count)
+        .map(|k| {
+            let mut region = Vec::new();
+            for _ in 0..(3 + r.below(25)) {
+                if let Some(i) = operation(&mut r, &mut r4, k == 0) {
+                    region.extend([i, nop, nop]);
+                }
+            }
+            region
+        })
+        .collect();
+    // Where each region starts, with a branch group after every region but the last.
+    let mut starts = Vec::new();
+    let mut at = code.len();
+    for (k, region) in regions.iter().enumerate() {
+        starts.push(at);
+        at += region.len() + if k + 1 < count { 4 } else { 0 };
+    }
+    starts.push(at);
+    const CONDS: [BranchCond; 4] = [
+        BranchCond::AnyZs,
+        BranchCond::AllZc,
+        BranchCond::AnyNs,
+        BranchCond::AllNc,
+    ];
+    for (k, region) in regions.iter().enumerate() {
+        code.extend(region);
+        if k + 1 < count {
+            let (cond, target) = if r.below(2) == 0 {
+                (BranchCond::Always, starts[k + 1])
+            } else {
+                (CONDS[r.below(4) as usize], starts[k + 2])
+            };
+            let offset = 8 * (target as i32 - (code.len() as i32 + 4));
+            code.extend([builder::branch(cond, true, offset), nop, nop, nop]);
+        }
+    }
+    let mut end = kiln_qpu::isa::AluInstr::nop();
+    end.sig = Signal::ProgramEnd;
+    code.extend([Instr::Alu(end), nop, nop]);
+    let reads = code
+        .iter()
+        .filter(|i| kiln_qpu::isa::effects::takes_uniform(i))
+        .count();
+    let uniforms = (0..reads)
+        .map(|_| Uniform::Constant(r.next() as u32))
+        .collect();
+    (code, uniforms)
+}
+
+/// Runs a program with its table; the registers it ends with (r0–r3, ra0–ra5, rb0–rb5).
+fn run(code: &[Instr], uniforms: &[Uniform]) -> Vec<[u32; 16]> {
+    let words: Vec<u64> = code.iter().map(Instr::encode).collect();
+    let table: Vec<u32> = uniforms
+        .iter()
+        .map(|u| match u {
+            Uniform::Constant(c) => *c,
+            _ => unreachable!("generated tables hold constants"),
+        })
+        .collect();
+    let mut m = Machine::new(1 << 21, Program::new(BASE, &words));
+    m.mem.write_words(UNIF, &table).unwrap();
+    m.add_qpu(UNIF);
+    m.run(100_000).unwrap_or_else(|e| panic!("{e}"));
+    let q = &m.qpus[0];
+    let mut out: Vec<[u32; 16]> = q.acc[..4].to_vec();
+    out.extend_from_slice(&q.ra[..6]);
+    out.extend_from_slice(&q.rb[..6]);
+    out
+}
+
+fn emitted(code: Vec<Instr>, uniforms: Vec<Uniform>) -> Emitted {
+    Emitted {
+        origins: vec![[Origin::Prologue; 2]; code.len()],
+        instrs: code,
+        uniforms,
+        varyings: Vec::new(),
+        output_rows: Vec::new(),
+    }
+}
+
+#[test]
+fn scheduled_programs_end_in_the_same_registers() {
+    let (mut before, mut after) = (Census::default(), Census::default());
+    for seed in 0..400 {
+        let (code, uniforms) = program(seed);
+        assert_eq!(
+            validate_instrs(&code),
+            vec![],
+            "seed {seed}: the input is valid"
+        );
+        let input: Vec<u64> = code.iter().map(Instr::encode).collect();
+        assert_eq!(
+            validate_mesa(&input),
+            Ok(()),
+            "seed {seed}: the input is valid"
+        );
+        let expected = run(&code, &uniforms);
+        let s = schedule(&emitted(code.clone(), uniforms)).unwrap();
+        let words: Vec<u64> = s.instrs.iter().map(Instr::encode).collect();
+        let listing = kiln_qpu::isa::disasm_program(&words, kiln_qpu::isa::Style::Mesa);
+        assert_eq!(
+            validate_instrs(&s.instrs),
+            vec![],
+            "seed {seed}:\n{listing}"
+        );
+        assert_eq!(validate_mesa(&words), Ok(()), "seed {seed}:\n{listing}");
+        assert_eq!(
+            run(&s.instrs, &s.uniforms),
+            expected,
+            "seed {seed}:\n{listing}"
+        );
+        before += Census::of(&code.iter().map(Instr::encode).collect::<Vec<_>>());
+        after += Census::of(&words);
+    }
+    // The scheduler did its work: the same operations, paired, without most `nop`s.
+    assert_eq!(after.operations, before.operations);
+    let load_imm = 40;
+    let alu = after.operations - after.by_kind[load_imm] - after.by_kind[42];
+    assert!(after.paired * 5 > alu, "{after:?}");
+    assert!(
+        after.instructions * 2 < before.instructions,
+        "{after:?} from {before:?}"
+    );
+}
+
+/// The oracle has teeth: an operation moved before the one whose result it reads (keeping
+/// every latency), its own result written nowhere after, changes what the program ends with
+/// unless the values happen to agree (a conditional write, equal operands), and the
+/// comparison sees it.
+#[test]
+fn the_comparison_sees_a_wrong_order() {
+    use kiln_qpu::isa::effects::{Resource, effects};
+    let written = |i: &Instr| -> Vec<Resource> {
+        let mut e = Vec::new();
+        effects(i, &mut e);
+        e.iter().filter(|e| e.write).map(|e| e.resource).collect()
+    };
+    let read = |i: &Instr| -> Vec<Resource> {
+        let mut e = Vec::new();
+        effects(i, &mut e);
+        e.iter().filter(|e| !e.write).map(|e| e.resource).collect()
+    };
+    let (mut tried, mut caught) = (0, 0);
+    for seed in 0..400 {
+        let (code, uniforms) = program(seed);
+        let expected = run(&code, &uniforms);
+        // Each operation is followed by two `nop`s, so swapping two operations three
+        // instructions apart keeps every latency; in the first region, which always runs.
+        let first_branch = code
+            .iter()
+            .position(|i| matches!(i, Instr::Branch(_)))
+            .unwrap_or(code.len() - 3);
+        let pair = (16..first_branch.saturating_sub(3)).find(|&i| {
+            let (x, y) = (&code[i], &code[i + 3]);
+            let register = |w: &Resource| {
+                matches!(
+                    w,
+                    Resource::FileA(_) | Resource::FileB(_) | Resource::Acc(_)
+                )
+            };
+            let last_write = written(y)
+                .iter()
+                .any(|w| register(w) && !code[i + 4..].iter().any(|z| written(z).contains(w)));
+            matches!((x, y), (Instr::Alu(_), Instr::Alu(_)))
+                && last_write
+                && written(x)
+                    .iter()
+                    .any(|w| register(w) && read(y).contains(w))
+        });
+        if let Some(i) = pair {
+            let mut wrong = code.clone();
+            wrong.swap(i, i + 3);
+            tried += 1;
+            if run(&wrong, &uniforms) != expected {
+                caught += 1;
+            }
+        }
+    }
+    // Min, max, and, or and conditional writes often give the value either way.
+    assert!(
+        tried > 60 && caught * 3 > tried * 2,
+        "{caught} of {tried} caught"
+    );
+}
+
+/// After a branch target the stream's position depends on the path: a read there with no
+/// reset before it is refused, not reordered.
+#[test]
+fn a_uniform_read_after_a_branch_target_needs_a_reset() {
+    let nop = Instr::nop();
+    let read =
+        Instr::Alu(builder::mov(Reg::Acc(0), Reg::ReadA(kiln_qpu::isa::raddr::UNIFORM)).unwrap());
+    let mut end = kiln_qpu::isa::AluInstr::nop();
+    end.sig = Signal::ProgramEnd;
+    let code = vec![
+        builder::branch(BranchCond::AllZc, true, 0),
+        nop,
+        nop,
+        nop,
+        read,
+        Instr::Alu(end),
+        nop,
+        nop,
+    ];
+    let e = emitted(code, vec![Uniform::Constant(1)]);
+    let err = schedule(&e).unwrap_err();
+    assert!(err.to_string().contains("no stream reset"), "{err}");
+}
