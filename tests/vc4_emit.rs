@@ -86,7 +86,7 @@ bb0:
     // Each operation reads its first uniform operand itself (Mesa's `QFILE_UNIF` operands); the
     // second of `fmul %3, %2` stays a read into a register: 1 + 4 reads, one move. The 32-bit
     // constants 0.75 and 1234.5 come from the stream too (Mesa's `qir_uniform_f`).
-    use kiln_qpu::isa::{Instr, raddr};
+    use kiln_qpu::isa::{Instr, Mux, raddr};
     use kiln_vc4::uniforms::Uniform;
     let constants = [0.75f32, 1234.5].map(|x| Uniform::Constant(x.to_bits()));
     assert_eq!(c.emitted.uniforms.len(), 7, "{:?}", c.emitted.uniforms);
@@ -99,10 +99,13 @@ bb0:
         "{}",
         c.disasm()
     );
+    // A move on either unit (`or` on the add unit, `v8min` on the mul unit).
     let uniform_moves = c.emitted.instrs.iter().filter(|i| {
-        matches!(i, Instr::Alu(a) if a.op_add == kiln_qpu::isa::AddOp::Or
-            && a.raddr_a == raddr::UNIFORM
-            && a.w.waddr_add < 32)
+        matches!(i, Instr::Alu(a) if a.raddr_a == raddr::UNIFORM
+            && ((a.op_add == kiln_qpu::isa::AddOp::Or && a.add_a == Mux::A && a.w.waddr_add < 32)
+                || (a.op_mul == kiln_qpu::isa::MulOp::V8min
+                    && a.mul_a == Mux::A
+                    && a.w.waddr_mul < 32)))
     });
     assert_eq!(uniform_moves.count(), 1, "{}", c.disasm());
 }

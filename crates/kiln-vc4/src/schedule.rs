@@ -392,8 +392,10 @@ impl Scheduler<'_> {
             raise_path(&dag, &mut prio, f, 4);
         }
         let instrs: Vec<Instr> = idx.iter().map(|&i| self.instrs[i]).collect();
+        // The tile buffer's accesses stay at the end: one is a partner only for another.
         let slots = kiln_sched::schedule(&dag, &earliest, &classes, &prio, |a, b| {
-            merge(&instrs[a as usize], &instrs[b as usize]).is_some()
+            (classes[b as usize] != 0 || classes[a as usize] == 0)
+                && merge(&instrs[a as usize], &instrs[b as usize]).is_some()
         });
         for slot in slots {
             match slot {
