@@ -12,6 +12,7 @@ pub mod interface;
 pub mod isel;
 pub mod narrow;
 pub mod ops;
+pub mod rename;
 pub mod render;
 pub mod schedule;
 pub mod target;

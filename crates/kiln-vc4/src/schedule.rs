@@ -26,8 +26,15 @@ fn internal(m: &str) -> EmitError {
 
 /// Schedules an emitted program.
 pub fn schedule(e: &Emitted) -> Result<Emitted, EmitError> {
+    schedule_with(e, 0)
+}
+
+/// Schedules an emitted program after which registers `live_at_end` (bits as
+/// [`crate::rename`] numbers them: file A 0–31, file B 32–63, r0–r3 64–67) are still read.
+pub fn schedule_with(e: &Emitted, live_at_end: u128) -> Result<Emitted, EmitError> {
     let n = e.instrs.len();
     let mut instrs = e.instrs.clone();
+    crate::rename::rename(&mut instrs, live_at_end);
     let mut label = vec![false; n + 1];
     let mut fixed = vec![false; n];
     // Thread switches whose two delay slots are `nop`s: the switch's signal goes where the

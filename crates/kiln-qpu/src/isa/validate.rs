@@ -121,7 +121,7 @@ fn is_thrend(i: &Instr) -> bool {
 }
 
 /// Control flow: the possible next instructions of each instruction.
-fn successors(prog: &[Instr]) -> Vec<Vec<usize>> {
+pub fn successors(prog: &[Instr]) -> Vec<Vec<usize>> {
     let n = prog.len();
     let mut succ: Vec<Vec<usize>> = (0..n)
         .map(|i| if i + 1 < n { vec![i + 1] } else { vec![] })

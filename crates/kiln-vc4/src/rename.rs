@@ -1,0 +1,302 @@
+//! Register renaming before scheduling: a value the allocator put in a register that an
+//! earlier value also used, or that a later one reuses, gets a register nothing touches while
+//! it lives, so that the scheduler's DAG has no write-after-read or write-after-write edge
+//! between the two (the allocator knows nothing of the schedule; four accumulators are reused
+//! constantly). After GCC's `regrename` and the post-pass renaming of classic list
+//! schedulers; within straight-line code, on the QPU instructions, with liveness over the
+//! program's control flow (`isa::validate::successors`).
+//!
+//! A value is renamed when it is written whole (no condition, no pack) by an ALU operation
+//! or a load immediate, read only in the straight-line code after it (no branch or branch
+//! target between), and its register is dead after its last read or written whole again. Its
+//! new register is of the same kind — an accumulator r0–r3 for an accumulator, the same file
+//! for a file register, so that read ports stay as they were — one no instruction of its life
+//! reads or writes and that is dead after it, the one least recently used.
+
+use kiln_qpu::isa::effects::{self, Effect, Resource};
+use kiln_qpu::isa::validate::successors;
+use kiln_qpu::isa::{Cond, Instr, Mux, Signal, waddr};
+
+/// Registers as bits: file A 0–31, file B 32–63, r0–r3 64–67.
+type Regs = u128;
+
+fn bit(r: Resource) -> Option<u32> {
+    match r {
+        Resource::FileA(k) => Some(k as u32),
+        Resource::FileB(k) => Some(32 + k as u32),
+        Resource::Acc(k) if k < 4 => Some(64 + k as u32),
+        _ => None,
+    }
+}
+
+/// What an instruction reads, writes whole, and writes in part (a partial write also reads).
+#[derive(Clone, Copy, Default)]
+struct Refs {
+    reads: Regs,
+    whole: Regs,
+    part: Regs,
+}
+
+fn refs(i: &Instr, scratch: &mut Vec<Effect>) -> Refs {
+    scratch.clear();
+    effects::effects(i, scratch);
+    let mut r = Refs::default();
+    for e in scratch.iter().filter(|e| !e.write) {
+        if let Some(b) = bit(e.resource) {
+            r.reads |= 1 << b;
+        }
+    }
+    let packs = match i {
+        Instr::Alu(a) => a.w.pack != 0,
+        Instr::LoadImm(l) => l.w.pack != 0,
+        _ => false,
+    };
+    for w in effects::writes(i) {
+        let resource = match w.waddr {
+            0..=31 if w.file_a => Resource::FileA(w.waddr),
+            0..=31 => Resource::FileB(w.waddr),
+            waddr::R0..=waddr::R3 => Resource::Acc(w.waddr - waddr::R0),
+            _ => continue,
+        };
+        let Some(b) = bit(resource) else { continue };
+        if packs || w.cond != Cond::Always {
+            r.part |= 1 << b;
+            r.reads |= 1 << b;
+        } else {
+            r.whole |= 1 << b;
+        }
+    }
+    r
+}
+
+/// Renames registers in `code`; `live_at_end` are registers read after the program ends
+/// (none for a shader; a test that looks at registers names them).
+pub fn rename(code: &mut [Instr], live_at_end: Regs) {
+    let n = code.len();
+    if n == 0 {
+        return;
+    }
+    let mut scratch = Vec::new();
+    let mut refs: Vec<Refs> = code.iter().map(|i| refs(i, &mut scratch)).collect();
+    let succ = successors(code);
+    // Straight-line code: a branch target or what follows a branch's slots starts anew.
+    let mut joins = vec![false; n + 1];
+    for (i, ins) in code.iter().enumerate() {
+        if let Instr::Branch(b) = ins {
+            joins[(i + 4).min(n)] = true;
+            let t = i as i64 + 4 + b.imm as i64 / 8;
+            if (0..=n as i64).contains(&t) {
+                joins[t as usize] = true;
+            }
+        }
+    }
+    let live_out = liveness(&refs, &succ, live_at_end);
+    let threaded = code.iter().any(|i| {
+        matches!(
+            i.signal(),
+            Some(Signal::ThreadSwitch | Signal::LastThreadSwitch)
+        )
+    });
+    // Registers a value may move to: not 13–15 of either file (the execute mask, the colour
+    // being packed and the scratch registers, the payload), and in a threaded shader only the
+    // lower half of each file.
+    let mut allowed: Regs = 0xf << 64;
+    for k in 0..32u32 {
+        if !(13..=15).contains(&k) && (!threaded || k < 16) {
+            allowed |= (1 << k) | (1 << (32 + k));
+        }
+    }
+    let mut live_out = live_out;
+    // Per register, the last instruction that read or wrote it.
+    let mut last_ref: Vec<Option<usize>> = vec![None; 68];
+    for i in 0..n {
+        let r = refs[i];
+        let renameable = match &code[i] {
+            Instr::Alu(a) => !matches!(
+                a.sig,
+                Signal::ThreadSwitch | Signal::LastThreadSwitch | Signal::ProgramEnd
+            ),
+            Instr::LoadImm(_) => true,
+            _ => false,
+        };
+        let mut whole = if renameable { r.whole & allowed } else { 0 };
+        while whole != 0 {
+            let b = whole.trailing_zeros();
+            whole &= whole - 1;
+            if let Some((x, last)) =
+                new_register(i, b, &refs, &joins, &live_out, &last_ref, allowed)
+            {
+                apply(code, &mut refs, &mut live_out, (i, last), b, x);
+            }
+        }
+        let r = refs[i];
+        let mut touched = r.reads | r.whole | r.part;
+        while touched != 0 {
+            let b = touched.trailing_zeros();
+            touched &= touched - 1;
+            if (b as usize) < last_ref.len() {
+                last_ref[b as usize] = Some(i);
+            }
+        }
+    }
+}
+
+/// Per instruction, the registers live after it.
+fn liveness(refs: &[Refs], succ: &[Vec<usize>], live_at_end: Regs) -> Vec<Regs> {
+    let n = refs.len();
+    let mut live_in: Vec<Regs> = vec![0; n];
+    let mut live_out: Vec<Regs> = vec![0; n];
+    // Backward passes until nothing changes (a loop takes a few).
+    loop {
+        let mut changed = false;
+        for i in (0..n).rev() {
+            let mut out = if succ[i].is_empty() { live_at_end } else { 0 };
+            for &s in &succ[i] {
+                out |= live_in[s];
+            }
+            let inn = refs[i].reads | (out & !refs[i].whole);
+            if out != live_out[i] || inn != live_in[i] {
+                live_out[i] = out;
+                live_in[i] = inn;
+                changed = true;
+            }
+        }
+        if !changed {
+            return live_out;
+        }
+    }
+}
+
+/// The longest a renamed value may live, in instructions (a bound on the search).
+const SPAN: usize = 64;
+
+/// A better register for the value instruction `i` writes whole to register bit `b`, and the
+/// value's last read: its
+/// reads end before any other write to `b`, branch or branch target, and `b` is dead after
+/// them; the register chosen is touched by no instruction from `i` to the last read, dead
+/// after it, and was last used longer ago than `b`.
+fn new_register(
+    i: usize,
+    b: u32,
+    refs: &[Refs],
+    joins: &[bool],
+    live_out: &[Regs],
+    last_ref: &[Option<usize>],
+    allowed: Regs,
+) -> Option<(u32, usize)> {
+    let n = refs.len();
+    let mask: Regs = 1 << b;
+    let mut last_use = None;
+    let mut k = i + 1;
+    loop {
+        if k >= n || k > i + SPAN {
+            return None;
+        }
+        if joins[k] {
+            break;
+        }
+        let r = refs[k];
+        if r.reads & mask != 0 {
+            last_use = Some(k);
+        }
+        if r.part & mask != 0 {
+            return None;
+        }
+        if r.whole & mask != 0 {
+            break;
+        }
+        k += 1;
+    }
+    let last_use = last_use?;
+    if live_out[last_use] & mask != 0 {
+        return None;
+    }
+    // The registers any instruction of the value's life touches.
+    let mut busy: Regs = live_out[last_use];
+    for r in &refs[i..=last_use] {
+        busy |= r.reads | r.whole | r.part;
+    }
+    let same_kind: Regs = match b {
+        0..32 => 0xffff_ffff,
+        32..64 => 0xffff_ffff << 32,
+        _ => 0xf << 64,
+    };
+    let mut free = same_kind & allowed & !busy;
+    let age = |x: u32| last_ref[x as usize].map_or(usize::MAX, |l| i - l);
+    let mut best = None;
+    let mut best_age = age(b);
+    while free != 0 {
+        let x = free.trailing_zeros();
+        free &= free - 1;
+        if age(x) > best_age {
+            best = Some(x);
+            best_age = age(x);
+        }
+    }
+    best.map(|x| (x, last_use))
+}
+
+/// Moves the value instruction `i` writes to register bit `b`, last read by instruction
+/// `last`, into register bit `x`: the write and every read.
+fn apply(
+    code: &mut [Instr],
+    refs: &mut [Refs],
+    live_out: &mut [Regs],
+    (i, last): (usize, usize),
+    b: u32,
+    x: u32,
+) {
+    let (from, to): (Regs, Regs) = (1 << b, 1 << x);
+    match &mut code[i] {
+        Instr::Alu(a) => retarget(&mut a.w, b, x),
+        Instr::LoadImm(l) => retarget(&mut l.w, b, x),
+        _ => {}
+    }
+    refs[i].whole = (refs[i].whole & !from) | to;
+    for k in i..=last {
+        if k > i && refs[k].reads & from != 0 {
+            if let Instr::Alu(a) = &mut code[k] {
+                reread(a, b, x);
+            }
+            refs[k].reads = (refs[k].reads & !from) | to;
+        }
+        if k < last {
+            live_out[k] = (live_out[k] & !from) | to;
+        }
+    }
+}
+
+/// A write to register bit `b` now goes to `x` (same kind).
+fn retarget(w: &mut kiln_qpu::isa::WriteFields, b: u32, x: u32) {
+    let (old, new) = match b {
+        0..64 => ((b % 32) as u8, (x % 32) as u8),
+        _ => (waddr::R0 + (b - 64) as u8, waddr::R0 + (x - 64) as u8),
+    };
+    // The unit writing `old` to the file `b` names.
+    let add_file_a = !w.ws;
+    let file_a = b < 32;
+    if w.waddr_add == old && (b >= 64 || add_file_a == file_a) {
+        w.waddr_add = new;
+    } else if w.waddr_mul == old {
+        w.waddr_mul = new;
+    }
+}
+
+/// An instruction's reads of register bit `b` now read `x`.
+fn reread(a: &mut kiln_qpu::isa::AluInstr, b: u32, x: u32) {
+    match b {
+        0..32 => a.raddr_a = x as u8,
+        32..64 => a.raddr_b = (x - 32) as u8,
+        _ => {
+            let (old, new) = (
+                Mux::from_bits((b - 64) as u8),
+                Mux::from_bits((x - 64) as u8),
+            );
+            for m in [&mut a.add_a, &mut a.add_b, &mut a.mul_a, &mut a.mul_b] {
+                if *m == old {
+                    *m = new;
+                }
+            }
+        }
+    }
+}
