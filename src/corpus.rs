@@ -675,6 +675,20 @@ impl CompileRun {
             sum(&|s| s.copied_units),
             sum(&|s| s.spills)
         );
+        let mut ratios: Vec<f64> = compiled
+            .iter()
+            .filter(|s| s.bound > 0)
+            .map(|s| s.instructions as f64 / s.bound as f64)
+            .collect();
+        if !ratios.is_empty() {
+            ratios.sort_by(f64::total_cmp);
+            let _ = writeln!(
+                out,
+                "schedule         instructions / lower bound: median {:.3}, total {:.3}",
+                ratios[ratios.len() / 2],
+                sum(&|s| s.instructions) as f64 / sum(&|s| s.bound).max(1) as f64
+            );
+        }
         let mut by_count: Vec<(&&str, &usize)> = reasons.iter().collect();
         by_count.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
         let _ = writeln!(

@@ -412,12 +412,11 @@ pub fn back_end(
         result =
             vc4::allocate(&func, options.allocator, options.check).and_then(|(allocated, ra)| {
                 kept.record(Stage::Allocated, &allocated);
-                let emitted = vc4::emit(
-                    &allocated,
-                    &selected.info,
-                    selected.output,
-                    options.schedule,
-                )?;
+                let finish = vc4::Finish {
+                    schedule: options.schedule,
+                    print: options.debug.print,
+                };
+                let emitted = vc4::emit(&allocated, &selected.info, selected.output, finish)?;
                 let stats = Stats::of(&emitted, &ra, threads);
                 Ok(Compiled {
                     ssa: func,

@@ -148,21 +148,39 @@ pub fn allocate(
     Ok(result)
 }
 
+/// How [`emit`] finishes the code.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Finish {
+    /// Schedule the emitted code (`crate::schedule`).
+    pub schedule: bool,
+    /// Print the code as emitted and as scheduled on standard error (`KILN_DEBUG=print`).
+    pub print: bool,
+}
+
 /// Emission (`crate::emit`), scheduling when asked (`crate::schedule`) and both validators:
 /// kiln's rules and Mesa's `vc4_qpu_validate`.
 pub fn emit(
     allocated: &Function,
     info: &ShaderInfo,
     output: OutputMode,
-    schedule: bool,
+    finish: Finish,
 ) -> Result<Emitted, CompileError> {
     let failed = |e: crate::emit::EmitError| match e {
         crate::emit::EmitError::Unsupported(m) => CompileError::Unsupported(vec![m]),
         crate::emit::EmitError::Internal(_) => CompileError::Failed(e.to_string()),
     };
+    let listing = |e: &Emitted| {
+        kiln_qpu::isa::disasm_program(&e.words(), kiln_qpu::isa::Style::Mesa)
+    };
     let mut emitted = crate::emit::emit(allocated, info, output).map_err(failed)?;
-    if schedule {
+    if finish.print {
+        eprintln!("# QPU code as emitted\n{}", listing(&emitted));
+    }
+    if finish.schedule {
         emitted = crate::schedule::schedule(&emitted).map_err(failed)?;
+        if finish.print {
+            eprintln!("# QPU code as scheduled\n{}", listing(&emitted));
+        }
     }
     let words = emitted.words();
     if let Some(v) = validate(&words).first() {
@@ -220,6 +238,8 @@ stats! {
     spills "spills",
     nops "nops",
     branches "branches",
+    /// A lower bound on the scheduled code's instructions (`Emitted::bound`; 0 unscheduled).
+    bound "bound",
 }
 
 impl Stats {
@@ -239,6 +259,7 @@ impl Stats {
             spills: ra.spills,
             nops: count(&|i| *i == Instr::nop()) as u32,
             branches: count(&|i| matches!(i, Instr::Branch(_))) as u32,
+            bound: emitted.bound,
         }
     }
 }

@@ -84,6 +84,8 @@ pub struct Emitted {
     /// Output slots in the order they were written ([`OutputMode::Vpm`]: VPM row k holds
     /// `output_rows[k]`).
     pub output_rows: Vec<u32>,
+    /// Scheduled code: a lower bound on its length (`crate::schedule`); 0 when unscheduled.
+    pub bound: u32,
 }
 
 impl Emitted {
@@ -456,6 +458,7 @@ pub fn emit(func: &Function, info: &ShaderInfo, mode: OutputMode) -> Result<Emit
         uniforms: e.uniforms,
         varyings: e.varyings,
         output_rows,
+        bound: 0,
     })
 }
 
@@ -1981,9 +1984,8 @@ impl<'a> Emitter<'a> {
             } else {
                 Cond::Always
             };
-            let mut wait = AluInstr::nop();
-            wait.sig = Signal::ScoreboardWait;
-            self.push_alu(wait);
+            // The tile-buffer write waits on the scoreboard itself (its first access does,
+            // as in Mesa's code, which has no explicit wait).
             self.push_alu(
                 builder::mov(Reg::Io(waddr::TLB_COLOR_ALL), Reg::A(SCRATCH_A))?.cond_add(cond),
             );

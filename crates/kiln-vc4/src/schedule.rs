@@ -116,6 +116,7 @@ pub fn schedule_with(e: &Emitted, live_at_end: u128) -> Result<Emitted, EmitErro
         write_at: vec![0; Resource::COUNT],
         written: vec![None; Resource::COUNT],
         effects: Vec::new(),
+        excess: 0,
     };
     // No TLB access or scoreboard wait in the first two instructions.
     s.write_at[Resource::Tlb.index()] = 2;
@@ -165,6 +166,7 @@ pub fn schedule_with(e: &Emitted, live_at_end: u128) -> Result<Emitted, EmitErro
     position[n] = Some(s.out.len());
 
     // Relocate: relative branches count from the branch + 4 instructions.
+    let out_len = s.out.len();
     let mut out = s.out;
     for (at, from) in s.from.iter().enumerate() {
         if let Some(Instr::Branch(b)) = from.map(|f| &e.instrs[f]) {
@@ -182,6 +184,7 @@ pub fn schedule_with(e: &Emitted, live_at_end: u128) -> Result<Emitted, EmitErro
         uniforms: s.uniforms,
         varyings: e.varyings.clone(),
         output_rows: e.output_rows.clone(),
+        bound: (out_len - s.excess) as u32,
     })
 }
 
@@ -218,6 +221,8 @@ struct Scheduler<'a> {
     /// Per resource, the instruction that last wrote it.
     written: Vec<Option<usize>>,
     effects: Vec<Effect>,
+    /// The regions' instructions beyond their lower bounds ([`region_bound`]).
+    excess: usize,
 }
 
 /// A placed instruction taken back: the instruction, its origins and what it was.
@@ -404,6 +409,9 @@ impl Scheduler<'_> {
             (classes[b as usize] != 0 || classes[a as usize] == 0)
                 && merge(&instrs[a as usize], &instrs[b as usize]).is_some()
         });
+        self.excess += slots
+            .len()
+            .saturating_sub(region_bound(&dag, &earliest, &instrs));
         for slot in slots {
             match slot {
                 [None, _] => self.put(Instr::nop(), &[])?,
@@ -420,6 +428,41 @@ impl Scheduler<'_> {
         }
         Ok(())
     }
+}
+
+/// A lower bound on a region's instructions: the longest of its critical path (required
+/// latencies, after what the code before holds up), its operations two to an instruction (a
+/// load immediate takes a whole one), and the busier unit's operations (a `mov` may go to
+/// either).
+fn region_bound(dag: &Dag, earliest: &[u32], instrs: &[Instr]) -> usize {
+    let mut path = vec![1u32; dag.len()];
+    for n in (0..dag.len()).rev() {
+        for e in &dag.succs[n] {
+            path[n] = path[n].max(path[e.to as usize] + (e.latency as u32).max(1));
+        }
+    }
+    let critical = (0..dag.len())
+        .map(|n| earliest[n] + path[n])
+        .max()
+        .unwrap_or(0) as usize;
+    let (mut whole, mut adds, mut muls, mut either) = (0, 0, 0, 0);
+    for i in instrs {
+        match i {
+            Instr::Alu(a) => {
+                let mov = (a.op_add == AddOp::Or && a.add_a == a.add_b && !a.w.sf)
+                    || (a.op_mul == kiln_qpu::isa::MulOp::V8min && a.mul_a == a.mul_b);
+                if mov && (a.op_add == AddOp::Nop) != (a.op_mul == kiln_qpu::isa::MulOp::Nop) {
+                    either += 1;
+                } else {
+                    adds += (a.op_add != AddOp::Nop) as usize;
+                    muls += (a.op_mul != kiln_qpu::isa::MulOp::Nop) as usize;
+                }
+            }
+            _ => whole += 1,
+        }
+    }
+    let units = (adds + muls + either).div_ceil(2);
+    critical.max(whole + units).max(whole + adds.max(muls))
 }
 
 /// Raises the priorities of node `f` and every node before it on a path to it, as if `f` had

@@ -217,6 +217,7 @@ fn emitted(code: Vec<Instr>, uniforms: Vec<Uniform>) -> Emitted {
         uniforms,
         varyings: Vec::new(),
         output_rows: Vec::new(),
+        bound: 0,
     }
 }
 

@@ -1,7 +1,7 @@
 //! Pairing: one instruction doing what two do, an add-unit and a mul-unit operation issued
 //! together, when their fields allow it (Mesa's `qpu_merge_inst`, `vc4_qpu.c`). A `mov` moves
 //! to the other unit where that makes the pair (`or` on the add unit, `v8min` on the mul unit,
-//! as Mesa's `qpu_convert_add_to_mul` does).
+//! as Mesa's `qpu_convert_add_to_mul` does), and a uniform read to the other file's read port.
 
 use super::effects;
 use super::fields::*;
@@ -13,22 +13,56 @@ pub fn merge(x: &Instr, y: &Instr) -> Option<Instr> {
     let (Instr::Alu(x), Instr::Alu(y)) = (x, y) else {
         return None;
     };
-    if let Some(m) = merge_units(x, y) {
-        return Some(m);
-    }
-    let both_add = x.op_add != AddOp::Nop && y.op_add != AddOp::Nop;
-    let both_mul = x.op_mul != MulOp::Nop && y.op_mul != MulOp::Nop;
-    if !both_add && !both_mul {
-        return None;
-    }
-    for (a, b) in [(x, y), (y, x)] {
-        if let Some(moved) = other_unit(b)
-            && let Some(m) = merge_units(a, &moved)
-        {
-            return Some(m);
+    let (xs, ys) = (variants(x), variants(y));
+    for a in xs.iter().flatten() {
+        for b in ys.iter().flatten() {
+            if let Some(m) = merge_units(a, b) {
+                return Some(m);
+            }
         }
     }
     None
+}
+
+/// An instruction as it is, with its uniform read through the other file's port, with its
+/// `mov` on the other unit, and both.
+fn variants(i: &AluInstr) -> [Option<AluInstr>; 4] {
+    let port = uniform_on_other_port(i);
+    [
+        Some(*i),
+        port,
+        other_unit(i),
+        port.as_ref().and_then(other_unit),
+    ]
+}
+
+/// The uniform an instruction reads through one file's read address, read through the other
+/// file's (the stream is the same address in both), when that port is free and no file-A
+/// unpack would change meaning.
+fn uniform_on_other_port(i: &AluInstr) -> Option<AluInstr> {
+    if i.unpack != Unpack::None && !i.w.pm {
+        return None;
+    }
+    let mut m = *i;
+    let (from, to) = match (port_a(i), port_b(i)) {
+        (Some(raddr::UNIFORM), None) => {
+            m.raddr_a = raddr::NOP;
+            m.raddr_b = raddr::UNIFORM;
+            (Mux::A, Mux::B)
+        }
+        (None, Some(Ok(raddr::UNIFORM))) => {
+            m.raddr_b = raddr::NOP;
+            m.raddr_a = raddr::UNIFORM;
+            (Mux::B, Mux::A)
+        }
+        _ => return None,
+    };
+    for mux in [&mut m.add_a, &mut m.add_b, &mut m.mul_a, &mut m.mul_b] {
+        if *mux == from {
+            *mux = to;
+        }
+    }
+    Some(m)
 }
 
 /// A `mov` (an instruction with one operation, which copies one operand without setting the
@@ -377,5 +411,16 @@ mod tests {
         );
         // Not one that sets the flags.
         assert_eq!(pairs("fadd r0, r1, r2 ; nop", "mov.sf rb3, r1 ; nop"), None);
+    }
+
+    #[test]
+    fn a_uniform_read_changes_port_to_pair() {
+        // ra2 takes file A's read address: the uniform goes through file B's.
+        let m = pairs("fadd r0, ra2, r1 ; nop", "nop ; fmul r3, uni, r1").expect("pairs");
+        let Instr::Alu(a) = m else { panic!() };
+        assert_eq!((a.raddr_a, a.raddr_b), (2, raddr::UNIFORM));
+        assert_eq!((a.mul_a, a.mul_b), (Mux::B, Mux::R1));
+        // Not when file B's is taken too.
+        assert_eq!(pairs("fadd r0, ra2, rb1 ; nop", "nop ; fmul r3, uni, r1"), None);
     }
 }
