@@ -507,3 +507,25 @@ fn thread_switch_loses_accumulators_and_upper_registers() {
         run(&format!("{bad}\n{END}"), &[]);
     }
 }
+
+#[test]
+fn a_varying_read_loads_r5_after_its_instruction() {
+    // Mesa pairs the add of one varying's C coefficient with the next varying's read
+    // (`fadd r3, r0, r5 ; fmul r1, vary, ra15`): the add reads the r5 of the previous read.
+    let mut m = machine(
+        &format!(
+            "nop nop, r0, r0 ; fmul r0, vary, ra15\n\
+             fadd r3, r0, r5 ; fmul r1, vary, ra15\n\
+             fadd r2, r1, r5 ; nop nop, r0, r0\n{END}"
+        ),
+        &[],
+    );
+    let one = f(1.0);
+    m.qpus[0].ra[15] = [one; 16];
+    m.qpus[0].varyings.push_back(([f(2.0); 16], [f(10.0); 16]));
+    m.qpus[0].varyings.push_back(([f(3.0); 16], [f(20.0); 16]));
+    m.run(1000).unwrap();
+    let q = &m.qpus[0];
+    assert_eq!(q.acc[3], [f(12.0); 16], "2 + the first C");
+    assert_eq!(q.acc[2], [f(23.0); 16], "3 + the second C");
+}

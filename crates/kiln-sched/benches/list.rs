@@ -57,9 +57,13 @@ fn measure(nodes: &[Vec<Access>], reps: usize) -> (f64, usize) {
         let t = Instant::now();
         let dag = Dag::build(nodes.iter().map(Vec::as_slice), 41);
         let n = dag.len();
-        let slots = schedule(&dag, &vec![0; n], &vec![0; n], &dag.critical_path(), |a, b| {
-            (a + b) % 2 == 1
-        });
+        let slots = schedule(
+            &dag,
+            &vec![0; n],
+            &vec![0; n],
+            &dag.critical_path(),
+            |a, b| (a + b) % 2 == 1,
+        );
         best = best.min(t.elapsed().as_secs_f64());
         cycles = slots.len();
     }

@@ -57,6 +57,30 @@ pub fn schedule(
             slots.push([None, None]);
             continue;
         };
+        // What waits on `first` by no cycle at all (a write after its read) may join it.
+        let mut release = |v: u32, same_cycle: bool, waiting: &mut BinaryHeap<_>| {
+            for e in &dag.succs[v as usize] {
+                let s = e.to as usize;
+                let latency = if same_cycle {
+                    e.latency
+                } else {
+                    e.latency.max(1)
+                };
+                at[s] = at[s].max(cycle + latency as u32);
+                preds[s] -= 1;
+                if preds[s] == 0 {
+                    waiting.push(Reverse((at[s], e.to)));
+                }
+            }
+        };
+        release(first, true, &mut waiting);
+        while let Some(&Reverse((t, v))) = waiting.peek() {
+            if t > cycle {
+                break;
+            }
+            waiting.pop();
+            ready.push(key(v));
+        }
         let mut partner = None;
         while tried.len() < PARTNERS
             && let Some((_, _, Reverse(b))) = ready.pop()
@@ -71,16 +95,10 @@ pub fn schedule(
             ready.push(key(b));
         }
         slots.push([Some(first), partner]);
-        for v in [Some(first), partner].into_iter().flatten() {
+        done += 1;
+        if let Some(p) = partner {
             done += 1;
-            for e in &dag.succs[v as usize] {
-                let s = e.to as usize;
-                at[s] = at[s].max(cycle + (e.latency as u32).max(1));
-                preds[s] -= 1;
-                if preds[s] == 0 {
-                    waiting.push(Reverse((at[s], e.to)));
-                }
-            }
+            release(p, false, &mut waiting);
         }
     }
     slots

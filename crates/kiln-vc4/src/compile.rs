@@ -169,9 +169,8 @@ pub fn emit(
         crate::emit::EmitError::Unsupported(m) => CompileError::Unsupported(vec![m]),
         crate::emit::EmitError::Internal(_) => CompileError::Failed(e.to_string()),
     };
-    let listing = |e: &Emitted| {
-        kiln_qpu::isa::disasm_program(&e.words(), kiln_qpu::isa::Style::Mesa)
-    };
+    let listing =
+        |e: &Emitted| kiln_qpu::isa::disasm_program(&e.words(), kiln_qpu::isa::Style::Mesa);
     let mut emitted = crate::emit::emit(allocated, info, output).map_err(failed)?;
     if finish.print {
         eprintln!("# QPU code as emitted\n{}", listing(&emitted));

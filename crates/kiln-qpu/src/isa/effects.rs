@@ -220,11 +220,14 @@ impl Resource {
         }
     }
 
-    /// Registers (file A or B, r0–r3) are read before an instruction writes: one instruction
-    /// may read a register another of its operations writes.
+    /// Registers (file A or B, r0–r5 but r4) are read before an instruction writes: one
+    /// instruction may read a register another of its operations writes, or r5 beside a
+    /// varying read, which loads r5 after (Mesa's `fadd r3, r0, r5 ; fmul r1, vary, ra15`).
     pub fn read_before_write(self) -> bool {
-        matches!(self, Resource::FileA(_) | Resource::FileB(_))
-            || matches!(self, Resource::Acc(r) if r < 4)
+        matches!(
+            self,
+            Resource::FileA(_) | Resource::FileB(_) | Resource::Acc(_)
+        )
     }
 }
 

@@ -421,6 +421,9 @@ mod tests {
         assert_eq!((a.raddr_a, a.raddr_b), (2, raddr::UNIFORM));
         assert_eq!((a.mul_a, a.mul_b), (Mux::B, Mux::R1));
         // Not when file B's is taken too.
-        assert_eq!(pairs("fadd r0, ra2, rb1 ; nop", "nop ; fmul r3, uni, r1"), None);
+        assert_eq!(
+            pairs("fadd r0, ra2, rb1 ; nop", "nop ; fmul r3, uni, r1"),
+            None
+        );
     }
 }

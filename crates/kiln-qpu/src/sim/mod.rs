@@ -143,6 +143,10 @@ pub struct Qpu {
     /// the shader `(A·x + B·y)` and C; `vary × W + r5` interpolates). Empty: reads give 0 and
     /// leave r5 alone.
     pub varyings: VecDeque<([u32; 16], [u32; 16])>,
+    /// The C coefficient of the varying read by the instruction running, for r5 once its
+    /// operands are read (an operation of the same instruction reads the r5 before: Mesa pairs
+    /// `fadd r3, r0, r5 ; fmul r1, vary, ra15`).
+    varying_c: Option<[u32; 16]>,
     pending: [Option<RfWrite>; 2],
     sfu: Option<([u32; 16], u64)>,
     branch: Option<(u32, u8)>,
@@ -173,6 +177,7 @@ impl Qpu {
             cycles: 0,
             frag_xy: (0, 0),
             varyings: VecDeque::new(),
+            varying_c: None,
             pending: [None, None],
             sfu: None,
             branch: None,
@@ -542,7 +547,7 @@ fn read_raddr(
         raddr::VPM => sx.vpm.read(&mut qpu.vpm),
         raddr::VARYING => match qpu.varyings.pop_front() {
             Some((v, c)) => {
-                qpu.acc[5] = c;
+                qpu.varying_c = Some(c);
                 v
             }
             None => [0; 16],
@@ -664,6 +669,9 @@ fn exec_alu(
         if a.mul_b != Mux::B {
             ops.mul_b = rotate(&ops.mul_b, n, (a.mul_b as u8) <= 3);
         }
+    }
+    if let Some(c) = qpu.varying_c.take() {
+        qpu.acc[5] = c;
     }
     let mut add_r = [LaneResult::default(); 16];
     let mut mul_r = [LaneResult::default(); 16];
