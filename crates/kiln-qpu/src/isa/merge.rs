@@ -1,7 +1,7 @@
 //! Pairing: one instruction doing what two do, an add-unit and a mul-unit operation issued
 //! together, when their fields allow it (Mesa's `qpu_merge_inst`, `vc4_qpu.c`). A `mov` moves
 //! to the other unit where that makes the pair (`or` on the add unit, `v8min` on the mul unit,
-//! as Mesa's `qpu_convert_add_to_mul` does), and a uniform read to the other file's read port.
+//! as Mesa's `qpu_convert_add_to_mul` does), and a uniform or varying read to the other file's read port.
 
 use super::effects;
 use super::fields::*;
@@ -24,7 +24,7 @@ pub fn merge(x: &Instr, y: &Instr) -> Option<Instr> {
     None
 }
 
-/// An instruction as it is, with its uniform read through the other file's port, with its
+/// An instruction as it is, with its uniform or varying read through the other file's port, with its
 /// `mov` on the other unit, and both.
 fn variants(i: &AluInstr) -> [Option<AluInstr>; 4] {
     let port = uniform_on_other_port(i);
@@ -36,23 +36,24 @@ fn variants(i: &AluInstr) -> [Option<AluInstr>; 4] {
     ]
 }
 
-/// The uniform an instruction reads through one file's read address, read through the other
-/// file's (the stream is the same address in both), when that port is free and no file-A
-/// unpack would change meaning.
+/// The uniform or varying an instruction reads through one file's read address, read through
+/// the other file's (both FIFOs are the same address in both files), when that port is free
+/// and no file-A unpack would change meaning.
 fn uniform_on_other_port(i: &AluInstr) -> Option<AluInstr> {
     if i.unpack != Unpack::None && !i.w.pm {
         return None;
     }
     let mut m = *i;
+    let both = |r: u8| r == raddr::UNIFORM || r == raddr::VARYING;
     let (from, to) = match (port_a(i), port_b(i)) {
-        (Some(raddr::UNIFORM), None) => {
+        (Some(r), None) if both(r) => {
             m.raddr_a = raddr::NOP;
-            m.raddr_b = raddr::UNIFORM;
+            m.raddr_b = r;
             (Mux::A, Mux::B)
         }
-        (None, Some(Ok(raddr::UNIFORM))) => {
+        (None, Some(Ok(r))) if both(r) => {
             m.raddr_b = raddr::NOP;
-            m.raddr_a = raddr::UNIFORM;
+            m.raddr_a = r;
             (Mux::B, Mux::A)
         }
         _ => return None,
