@@ -15,7 +15,7 @@
 
 use kiln_qpu::isa::effects::{self, Effect, Resource};
 use kiln_qpu::isa::validate::successors;
-use kiln_qpu::isa::{Cond, Instr, Mux, Signal, waddr};
+use kiln_qpu::isa::{Cond, Instr, Mux, Signal, Unpack, waddr};
 
 /// Registers as bits: file A 0–31, file B 32–63, r0–r3 64–67.
 type Regs = u128;
@@ -124,7 +124,7 @@ pub fn rename(code: &mut [Instr], live_at_end: Regs) {
             let b = whole.trailing_zeros();
             whole &= whole - 1;
             if let Some((x, last)) =
-                new_register(i, b, &refs, &joins, &live_out, &last_ref, allowed)
+                new_register(code, i, b, &refs, &joins, &live_out, &last_ref, allowed)
             {
                 apply(code, &mut refs, &mut live_out, (i, last), b, x);
             }
@@ -175,7 +175,9 @@ const SPAN: usize = 64;
 /// reads end before any other write to `b`, branch or branch target, and `b` is dead after
 /// them; the register chosen is touched by no instruction from `i` to the last read, dead
 /// after it, and was last used longer ago than `b`.
+#[allow(clippy::too_many_arguments)]
 fn new_register(
+    code: &[Instr],
     i: usize,
     b: u32,
     refs: &[Refs],
@@ -208,7 +210,8 @@ fn new_register(
         k += 1;
     }
     let last_use = last_use?;
-    if live_out[last_use] & mask != 0 {
+    // Dead after its last read, or written anew by it.
+    if live_out[last_use] & mask != 0 && refs[last_use].whole & mask == 0 {
         return None;
     }
     // The registers any instruction of the value's life touches.
@@ -233,7 +236,38 @@ fn new_register(
             best_age = age(x);
         }
     }
+    if b < 64 && !switches_within(code, i, last_use) {
+        // A file register's value read only by operations is better in an accumulator: read
+        // the next instruction, and through no read port.
+        // (A file-A unpack applies to file-A reads only.)
+        let readers_operate = (i + 1..=last_use)
+            .filter(|&k| refs[k].reads & mask != 0)
+            .all(|k| matches!(code[k], Instr::Alu(a) if b >= 32 || a.unpack == Unpack::None || a.w.pm));
+        let mut accs = (0xf << 64) & allowed & !busy;
+        let mut acc_best: Option<(u32, usize)> = None;
+        while readers_operate && accs != 0 {
+            let x = accs.trailing_zeros();
+            accs &= accs - 1;
+            if acc_best.is_none_or(|(_, a)| age(x) > a) {
+                acc_best = Some((x, age(x)));
+            }
+        }
+        if let Some((x, _)) = acc_best {
+            best = Some(x);
+        }
+    }
     best.map(|x| (x, last_use))
+}
+
+/// Whether a thread switch takes effect between instruction `i` and `last` (after its
+/// carrier's two delay slots): accumulators do not keep their values across one.
+fn switches_within(code: &[Instr], i: usize, last: usize) -> bool {
+    code[i.saturating_sub(2)..=last].iter().any(|c| {
+        matches!(
+            c.signal(),
+            Some(Signal::ThreadSwitch | Signal::LastThreadSwitch)
+        )
+    })
 }
 
 /// Moves the value instruction `i` writes to register bit `b`, last read by instruction
@@ -266,36 +300,45 @@ fn apply(
     }
 }
 
-/// A write to register bit `b` now goes to `x` (same kind).
+/// A write to register bit `b` now goes to `x` (of the same kind, or an accumulator for a
+/// file register).
 fn retarget(w: &mut kiln_qpu::isa::WriteFields, b: u32, x: u32) {
-    let (old, new) = match b {
-        0..64 => ((b % 32) as u8, (x % 32) as u8),
-        _ => (waddr::R0 + (b - 64) as u8, waddr::R0 + (x - 64) as u8),
+    let address = |r: u32| match r {
+        0..64 => (r % 32) as u8,
+        _ => waddr::R0 + (r - 64) as u8,
     };
-    // The unit writing `old` to the file `b` names.
+    let (old, new) = (address(b), address(x));
+    // The unit writing `old` to the file (or accumulator) `b` names.
     let add_file_a = !w.ws;
-    let file_a = b < 32;
-    if w.waddr_add == old && (b >= 64 || add_file_a == file_a) {
+    if w.waddr_add == old && (b >= 64 || add_file_a == (b < 32)) {
         w.waddr_add = new;
     } else if w.waddr_mul == old {
         w.waddr_mul = new;
     }
 }
 
-/// An instruction's reads of register bit `b` now read `x`.
+/// An instruction's reads of register bit `b` now read `x` (of the same kind, or an
+/// accumulator for a file register, whose read address is then free).
 fn reread(a: &mut kiln_qpu::isa::AluInstr, b: u32, x: u32) {
-    match b {
+    let acc = |r: u32| Mux::from_bits((r - 64) as u8);
+    let old = match b {
+        0..32 => Mux::A,
+        32..64 => Mux::B,
+        _ => acc(b),
+    };
+    match x {
         0..32 => a.raddr_a = x as u8,
         32..64 => a.raddr_b = (x - 32) as u8,
         _ => {
-            let (old, new) = (
-                Mux::from_bits((b - 64) as u8),
-                Mux::from_bits((x - 64) as u8),
-            );
             for m in [&mut a.add_a, &mut a.add_b, &mut a.mul_a, &mut a.mul_b] {
                 if *m == old {
-                    *m = new;
+                    *m = acc(x);
                 }
+            }
+            if b < 32 {
+                a.raddr_a = kiln_qpu::isa::raddr::NOP;
+            } else if b < 64 && a.sig != Signal::SmallImm {
+                a.raddr_b = kiln_qpu::isa::raddr::NOP;
             }
         }
     }
