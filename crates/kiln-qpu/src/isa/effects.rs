@@ -308,10 +308,11 @@ fn waddr_effects(w: &Write, out: &mut Vec<Effect>) {
         _ => (Resource::Host, 1),
     };
     out.push(Effect::write(resource, distance));
-    // A conditional write keeps the old value in the other lanes.
+    // A conditional write reads the flags. It keeps the old value in the other lanes, but
+    // does not read it through a read port: the writes to one register stay in order (write
+    // after write), and a later reader waits on the last.
     if !matches!(w.cond, Cond::Always | Cond::Never) {
         out.push(Effect::read(Resource::Flags));
-        out.push(Effect::read(resource));
     }
 }
 
