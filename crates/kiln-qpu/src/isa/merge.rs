@@ -66,6 +66,9 @@ fn uniform_on_other_port(i: &AluInstr) -> Option<AluInstr> {
     Some(m)
 }
 
+/// The small-immediate code of 1.0.
+const ONE: u8 = 32;
+
 /// A `mov` (an instruction with one operation, which copies one operand without setting the
 /// flags) done by the other unit: `or d, s, s` as `v8min d, s, s` and back. The write goes to
 /// the same register file.
@@ -74,6 +77,31 @@ fn other_unit(i: &AluInstr) -> Option<AluInstr> {
         return None;
     }
     let mut m = *i;
+    let texel = matches!(i.unpack, Unpack::U8a | Unpack::U8b | Unpack::U8c | Unpack::U8d);
+    if i.op_add == AddOp::Fmax
+        && i.op_mul == MulOp::Nop
+        && i.add_a == Mux::R4
+        && i.add_b == Mux::R4
+        && i.w.pm
+        && texel
+        && i.sig == Signal::None
+        && port_b(i).is_none()
+    {
+        // A texel component unpacked from r4 (a byte as a float in [0, 1], never NaN or
+        // denormal): `fmax d, r4.8x, r4.8x` is `fmul d, r4.8x, 1.0` on the mul unit.
+        m.op_add = AddOp::Nop;
+        m.op_mul = MulOp::Fmul;
+        m.mul_a = Mux::R4;
+        m.mul_b = Mux::B;
+        m.sig = Signal::SmallImm;
+        m.raddr_b = ONE;
+        m.w.waddr_mul = i.w.waddr_add;
+        m.w.cond_mul = i.w.cond_add;
+        m.w.waddr_add = waddr::NOP;
+        m.w.cond_add = Cond::Never;
+        m.w.ws = !i.w.ws;
+        return Some(m);
+    }
     if i.op_add == AddOp::Or && i.op_mul == MulOp::Nop && i.add_a == i.add_b {
         m.op_add = AddOp::Nop;
         m.op_mul = MulOp::V8min;
@@ -412,6 +440,18 @@ mod tests {
         );
         // Not one that sets the flags.
         assert_eq!(pairs("fadd r0, r1, r2 ; nop", "mov.sf rb3, r1 ; nop"), None);
+    }
+
+    #[test]
+    fn a_texel_unpack_changes_unit_to_pair() {
+        assert_eq!(small_imm_value(ONE), Some(1.0f32.to_bits()));
+        let m = pairs("fadd r0, r1, r2 ; nop", "fmax rb3, r4.8b, r4.8b ; nop").expect("pairs");
+        let Instr::Alu(a) = m else { panic!() };
+        assert_eq!((a.op_add, a.op_mul), (AddOp::Fadd, MulOp::Fmul));
+        assert_eq!((a.mul_a, a.mul_b, a.sig, a.raddr_b), (Mux::R4, Mux::B, Signal::SmallImm, ONE));
+        assert_eq!((a.w.waddr_mul, a.w.ws, a.w.pm, a.unpack), (3, false, true, Unpack::U8b));
+        // Not beside another small immediate.
+        assert_eq!(pairs("sig_small_imm fadd r0, r1, 2.0 ; nop", "fmax rb3, r4.8b, r4.8b ; nop"), None);
     }
 
     #[test]
