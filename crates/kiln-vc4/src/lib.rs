@@ -11,6 +11,7 @@ pub mod harness;
 pub mod interface;
 pub mod isel;
 pub mod narrow;
+pub mod pack_fold;
 pub mod ops;
 pub mod rename;
 pub mod render;

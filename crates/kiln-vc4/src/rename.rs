@@ -18,9 +18,9 @@ use kiln_qpu::isa::validate::successors;
 use kiln_qpu::isa::{Cond, Instr, Mux, Signal, Unpack, waddr};
 
 /// Registers as bits: file A 0–31, file B 32–63, r0–r3 64–67.
-type Regs = u128;
+pub(crate) type Regs = u128;
 
-fn bit(r: Resource) -> Option<u32> {
+pub(crate) fn bit(r: Resource) -> Option<u32> {
     match r {
         Resource::FileA(k) => Some(k as u32),
         Resource::FileB(k) => Some(32 + k as u32),
@@ -31,13 +31,13 @@ fn bit(r: Resource) -> Option<u32> {
 
 /// What an instruction reads, writes whole, and writes in part (a partial write also reads).
 #[derive(Clone, Copy, Default)]
-struct Refs {
-    reads: Regs,
-    whole: Regs,
-    part: Regs,
+pub(crate) struct Refs {
+    pub(crate) reads: Regs,
+    pub(crate) whole: Regs,
+    pub(crate) part: Regs,
 }
 
-fn refs(i: &Instr, scratch: &mut Vec<Effect>) -> Refs {
+pub(crate) fn refs(i: &Instr, scratch: &mut Vec<Effect>) -> Refs {
     scratch.clear();
     effects::effects(i, scratch);
     let mut r = Refs::default();
@@ -79,17 +79,7 @@ pub fn rename(code: &mut [Instr], live_at_end: Regs) {
     let mut scratch = Vec::new();
     let mut refs: Vec<Refs> = code.iter().map(|i| refs(i, &mut scratch)).collect();
     let succ = successors(code);
-    // Straight-line code: a branch target or what follows a branch's slots starts anew.
-    let mut joins = vec![false; n + 1];
-    for (i, ins) in code.iter().enumerate() {
-        if let Instr::Branch(b) = ins {
-            joins[(i + 4).min(n)] = true;
-            let t = i as i64 + 4 + b.imm as i64 / 8;
-            if (0..=n as i64).contains(&t) {
-                joins[t as usize] = true;
-            }
-        }
-    }
+    let joins = joins(code);
     let live_out = liveness(&refs, &succ, live_at_end);
     let threaded = code.iter().any(|i| {
         matches!(
@@ -141,8 +131,24 @@ pub fn rename(code: &mut [Instr], live_at_end: Regs) {
     }
 }
 
+/// Where straight-line code starts anew: branch targets and what follows a branch's slots.
+pub(crate) fn joins(code: &[Instr]) -> Vec<bool> {
+    let n = code.len();
+    let mut joins = vec![false; n + 1];
+    for (i, ins) in code.iter().enumerate() {
+        if let Instr::Branch(b) = ins {
+            joins[(i + 4).min(n)] = true;
+            let t = i as i64 + 4 + b.imm as i64 / 8;
+            if (0..=n as i64).contains(&t) {
+                joins[t as usize] = true;
+            }
+        }
+    }
+    joins
+}
+
 /// Per instruction, the registers live after it.
-fn liveness(refs: &[Refs], succ: &[Vec<usize>], live_at_end: Regs) -> Vec<Regs> {
+pub(crate) fn liveness(refs: &[Refs], succ: &[Vec<usize>], live_at_end: Regs) -> Vec<Regs> {
     let n = refs.len();
     let mut live_in: Vec<Regs> = vec![0; n];
     let mut live_out: Vec<Regs> = vec![0; n];

@@ -245,39 +245,44 @@ fn merge_units(x: &AluInstr, y: &AluInstr) -> Option<Instr> {
         w.sf = true;
     }
 
-    // Pack and unpack: one owner, and nothing of the other's it would apply to.
-    let packs = |i: &AluInstr| i.w.pack != 0 || i.unpack != Unpack::None;
+    // Pack and unpack: each from one instruction (both under one pm), and nothing of the other
+    // instruction's it would apply to.
+    let pm_of = |i: &AluInstr| (i.w.pack != 0 || i.unpack != Unpack::None).then_some(i.w.pm);
+    let pm = match (pm_of(x), pm_of(y)) {
+        (Some(p), Some(q)) if p != q => return None,
+        (p, q) => p.or(q).unwrap_or(false),
+    };
+    let owner = |f: &dyn Fn(&AluInstr) -> bool| -> Result<Option<(&AluInstr, &AluInstr)>, ()> {
+        match (f(x), f(y)) {
+            (true, true) => Err(()),
+            (true, false) => Ok(Some((x, y))),
+            (false, true) => Ok(Some((y, x))),
+            (false, false) => Ok(None),
+        }
+    };
+    w.pm = pm;
+    if let Some((packer, other)) = owner(&|i| i.w.pack != 0).ok()? {
+        w.pack = packer.w.pack;
+        if pm {
+            // The mul unit's pack: the mul operation must be the packer's.
+            if other.op_mul != MulOp::Nop {
+                return None;
+            }
+        } else {
+            // The file-A pack: the other's write must not be a file-A register.
+            let other_writes_a = (other.op_add != AddOp::Nop && w.waddr_add < 32 && !w.ws)
+                || (other.op_mul != MulOp::Nop && w.waddr_mul < 32 && w.ws);
+            if other_writes_a {
+                return None;
+            }
+        }
+    }
     let mut unpack = Unpack::None;
-    match (packs(x), packs(y)) {
-        (true, true) => return None,
-        (false, false) => {}
-        (px, _) => {
-            let (owner, other) = if px { (x, y) } else { (y, x) };
-            w.pm = owner.w.pm;
-            w.pack = owner.w.pack;
-            unpack = owner.unpack;
-            let muxes = effects::used_muxes(other);
-            if owner.w.pack != 0 {
-                if owner.w.pm {
-                    // The mul unit's pack: the mul operation must be the owner's.
-                    if other.op_mul != MulOp::Nop {
-                        return None;
-                    }
-                } else {
-                    // The file-A pack: the other's write must not be a file-A register.
-                    let other_writes_a = (other.op_add != AddOp::Nop && w.waddr_add < 32 && !w.ws)
-                        || (other.op_mul != MulOp::Nop && w.waddr_mul < 32 && w.ws);
-                    if other_writes_a {
-                        return None;
-                    }
-                }
-            }
-            if owner.unpack != Unpack::None {
-                let unpacked = if owner.w.pm { Mux::R4 } else { Mux::A };
-                if muxes.contains(&unpacked) {
-                    return None;
-                }
-            }
+    if let Some((unpacker, other)) = owner(&|i| i.unpack != Unpack::None).ok()? {
+        unpack = unpacker.unpack;
+        let unpacked = if pm { Mux::R4 } else { Mux::A };
+        if effects::used_muxes(other).contains(&unpacked) {
+            return None;
         }
     }
 
@@ -452,6 +457,26 @@ mod tests {
         assert_eq!((a.w.waddr_mul, a.w.ws, a.w.pm, a.unpack), (3, false, true, Unpack::U8b));
         // Not beside another small immediate.
         assert_eq!(pairs("sig_small_imm fadd r0, r1, 2.0 ; nop", "fmax rb3, r4.8b, r4.8b ; nop"), None);
+    }
+
+    #[test]
+    fn an_r4_unpack_and_a_mul_pack_share_pm() {
+        let unpacker = asm("fmax r2, r4.8b, r4.8b ; nop");
+        let Instr::Alu(mut packer) = asm("nop ; fmul ra14, r3, ra4") else {
+            panic!()
+        };
+        packer.w.pm = true;
+        packer.w.pack = 4;
+        let m = merge(&unpacker, &Instr::Alu(packer)).expect("pairs");
+        let Instr::Alu(a) = m else { panic!() };
+        assert_eq!((a.w.pm, a.w.pack, a.unpack), (true, 4, Unpack::U8b));
+        // Not when the packer reads r4, which the unpack would change.
+        let Instr::Alu(mut reads_r4) = asm("nop ; fmul ra14, r4, ra4") else {
+            panic!()
+        };
+        reads_r4.w.pm = true;
+        reads_r4.w.pack = 4;
+        assert_eq!(merge(&unpacker, &Instr::Alu(reads_r4)), None);
     }
 
     #[test]
