@@ -5,9 +5,9 @@
 //! On the QPU code before scheduling, with the liveness of [`crate::rename`].
 
 use crate::rename::{Regs, joins, liveness, refs};
-use kiln_qpu::isa::validate::successors;
 use kiln_qpu::isa::effects;
-use kiln_qpu::isa::{AddOp, Cond, Instr, MulOp, Mux, Signal, Unpack};
+use kiln_qpu::isa::validate::successors;
+use kiln_qpu::isa::{AddOp, Cond, Instr, MulOp, Mux, Signal, Unpack, waddr};
 
 /// The mul unit's pack codes 8a–8d.
 const BYTES: std::ops::RangeInclusive<u8> = 4..=7;
@@ -97,6 +97,115 @@ pub fn fold(code: &mut [Instr], live_at_end: Regs) {
     }
 }
 
+/// The colour in an accumulator (Mesa packs it into one): where the colour register ra14 is
+/// written — its four bytes packed by the mul unit, or written whole first — and read by the
+/// tile-buffer write all in the straight-line code after the last thread switch, an
+/// accumulator nothing uses there holds it instead, and the write reads it the next
+/// instruction rather than the second.
+pub fn colour_in_accumulator(code: &mut [Instr], live_at_end: Regs) {
+    const COLOUR: u32 = 14;
+    let mut scratch = Vec::new();
+    let r: Vec<_> = code.iter().map(|i| refs(i, &mut scratch)).collect();
+    let live_out = liveness(&r, &successors(code), live_at_end);
+    let joins = joins(code);
+    let colour: Regs = 1 << COLOUR;
+    let Some(t) = code.iter().position(|i| {
+        effects::writes(i)
+            .iter()
+            .any(|w| w.waddr == waddr::TLB_COLOR_ALL || w.waddr == waddr::TLB_COLOR_MS)
+    }) else {
+        return;
+    };
+    let Instr::Alu(tw) = code[t] else { return };
+    let reads_colour = tw.raddr_a == COLOUR as u8
+        && effects::used_muxes(&tw).contains(&Mux::A)
+        && tw.unpack == Unpack::None;
+    if !reads_colour || live_out[t] & colour != 0 {
+        return;
+    }
+    // Back from the write: the colour's writes, up to a whole one or the four bytes.
+    let mut refs_at = vec![t];
+    let mut bytes = 0u8;
+    let mut first = None;
+    let mut k = t;
+    while first.is_none() {
+        if k == 0 || joins[k] {
+            return;
+        }
+        k -= 1;
+        if matches!(
+            code[k].signal(),
+            Some(Signal::ThreadSwitch | Signal::LastThreadSwitch)
+        ) {
+            return;
+        }
+        let rk = r[k];
+        if (rk.reads | rk.whole | rk.part) & colour == 0 {
+            continue;
+        }
+        match code[k] {
+            Instr::Alu(_) if rk.whole & colour != 0 && rk.reads & colour == 0 => first = Some(k),
+            Instr::LoadImm(l) if rk.whole & colour != 0 && l.w.waddr_mul == waddr::NOP => {
+                first = Some(k)
+            }
+            Instr::Alu(a)
+                if a.w.pm
+                    && BYTES.contains(&a.w.pack)
+                    && a.op_mul != MulOp::Nop
+                    && a.w.waddr_mul == COLOUR as u8
+                    && a.w.ws
+                    && a.w.cond_mul == Cond::Always
+                    && a.raddr_a != COLOUR as u8 =>
+            {
+                bytes |= 1 << (a.w.pack - 4);
+                if bytes == 0xf {
+                    first = Some(k);
+                }
+            }
+            _ => return,
+        }
+        refs_at.push(k);
+    }
+    let first = first.expect("found");
+    // Two instructions after a switch's signal it is still to come.
+    if code[first.saturating_sub(2)..first].iter().any(|c| {
+        matches!(
+            c.signal(),
+            Some(Signal::ThreadSwitch | Signal::LastThreadSwitch)
+        )
+    }) {
+        return;
+    }
+    let mut busy: Regs = live_out[t];
+    for k in first.saturating_sub(1)..=t {
+        busy |= live_out[k] | r[k].reads | r[k].whole | r[k].part;
+    }
+    let free = (0..4u32).find(|&a| busy & (1 << (64 + a)) == 0);
+    let Some(acc) = free else { return };
+    for &k in &refs_at {
+        match &mut code[k] {
+            Instr::Alu(a) if k == t => {
+                let m = Mux::from_bits(acc as u8);
+                for x in [&mut a.add_a, &mut a.add_b, &mut a.mul_a, &mut a.mul_b] {
+                    if *x == Mux::A {
+                        *x = m;
+                    }
+                }
+                a.raddr_a = kiln_qpu::isa::raddr::NOP;
+            }
+            Instr::Alu(a) => {
+                if a.w.waddr_mul == COLOUR as u8 && a.op_mul != MulOp::Nop && a.w.ws {
+                    a.w.waddr_mul = waddr::R0 + acc as u8;
+                } else {
+                    a.w.waddr_add = waddr::R0 + acc as u8;
+                }
+            }
+            Instr::LoadImm(l) => l.w.waddr_add = waddr::R0 + acc as u8,
+            _ => {}
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -109,7 +218,8 @@ mod tests {
     /// product read again later is left alone.
     #[test]
     fn the_producer_packs_its_byte() {
-        let fmul = |d| Instr::Alu(builder::qpu_m(MulOp::Fmul, d, Reg::Acc(1), Reg::Acc(2)).unwrap());
+        let fmul =
+            |d| Instr::Alu(builder::qpu_m(MulOp::Fmul, d, Reg::Acc(1), Reg::Acc(2)).unwrap());
         let pack = |k: u8| {
             Instr::Alu(
                 builder::qpu_m(MulOp::V8min, Reg::A(14), Reg::Acc(3), Reg::Acc(3))
@@ -124,13 +234,69 @@ mod tests {
         code.extend(end);
         fold(&mut code, 1 << 14);
         let Instr::Alu(p) = code[0] else { panic!() };
-        assert_eq!((p.op_mul, p.w.waddr_mul, p.w.ws, p.w.pm, p.w.pack), (MulOp::Fmul, 14, true, true, 4));
+        assert_eq!(
+            (p.op_mul, p.w.waddr_mul, p.w.ws, p.w.pm, p.w.pack),
+            (MulOp::Fmul, 14, true, true, 4)
+        );
         assert_eq!(code[1], Instr::nop());
         // r3 read after the move: kept.
-        let mut code = vec![fmul(Reg::Acc(3)), pack(0), Instr::Alu(builder::mov(Reg::Acc(0), Reg::Acc(3)).unwrap())];
+        let mut code = vec![
+            fmul(Reg::Acc(3)),
+            pack(0),
+            Instr::Alu(builder::mov(Reg::Acc(0), Reg::Acc(3)).unwrap()),
+        ];
         code.extend(end);
         let before = code.clone();
         fold(&mut code, 1 << 14);
+        assert_eq!(code, before);
+    }
+
+    /// Four bytes packed into ra14 and the tile-buffer write: an accumulator holds the colour;
+    /// not when an accumulator-clobbering thread switch falls between.
+    #[test]
+    fn the_colour_moves_to_an_accumulator() {
+        let pack = |k: u8| {
+            Instr::Alu(
+                builder::qpu_m(MulOp::Fmul, Reg::A(14), Reg::Acc(1), Reg::Acc(1))
+                    .unwrap()
+                    .pack(true, 4 + k),
+            )
+        };
+        let write = Instr::Alu(builder::mov(Reg::Io(waddr::TLB_COLOR_ALL), Reg::A(14)).unwrap());
+        let mut end = AluInstr::nop();
+        end.sig = Signal::ProgramEnd;
+        let program = |switch: bool| {
+            let mut c = vec![Instr::Alu(
+                builder::mov(Reg::Acc(1), Reg::Acc(2))
+                    .unwrap()
+                    .sig(if switch {
+                        Signal::LastThreadSwitch
+                    } else {
+                        Signal::None
+                    }),
+            )];
+            c.extend((0..4).map(pack));
+            c.extend([write, Instr::Alu(end), Instr::nop(), Instr::nop()]);
+            c
+        };
+        let mut code = program(false);
+        colour_in_accumulator(&mut code, 0);
+        // r1 is read by the packs: r0 is the free accumulator.
+        for (k, i) in code[1..5].iter().enumerate() {
+            let Instr::Alu(a) = i else { panic!() };
+            assert_eq!(
+                (a.w.waddr_mul, a.w.pm, a.w.pack),
+                (waddr::R0, true, 4 + k as u8)
+            );
+        }
+        let Instr::Alu(t) = code[5] else { panic!() };
+        assert_eq!(
+            (t.add_a, t.add_b, t.raddr_a),
+            (Mux::R0, Mux::R0, kiln_qpu::isa::raddr::NOP)
+        );
+        let mut code = program(true);
+        let before = code.clone();
+        colour_in_accumulator(&mut code, 0);
         assert_eq!(code, before);
     }
 }

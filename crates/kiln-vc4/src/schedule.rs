@@ -35,6 +35,7 @@ pub fn schedule_with(e: &Emitted, live_at_end: u128) -> Result<Emitted, EmitErro
     let n = e.instrs.len();
     let mut instrs = e.instrs.clone();
     crate::pack_fold::fold(&mut instrs, live_at_end);
+    crate::pack_fold::colour_in_accumulator(&mut instrs, live_at_end);
     crate::rename::rename(&mut instrs, live_at_end);
     let mut label = vec![false; n + 1];
     let mut fixed = vec![false; n];

@@ -77,7 +77,10 @@ fn other_unit(i: &AluInstr) -> Option<AluInstr> {
         return None;
     }
     let mut m = *i;
-    let texel = matches!(i.unpack, Unpack::U8a | Unpack::U8b | Unpack::U8c | Unpack::U8d);
+    let texel = matches!(
+        i.unpack,
+        Unpack::U8a | Unpack::U8b | Unpack::U8c | Unpack::U8d
+    );
     if i.op_add == AddOp::Fmax
         && i.op_mul == MulOp::Nop
         && i.add_a == Mux::R4
@@ -453,10 +456,22 @@ mod tests {
         let m = pairs("fadd r0, r1, r2 ; nop", "fmax rb3, r4.8b, r4.8b ; nop").expect("pairs");
         let Instr::Alu(a) = m else { panic!() };
         assert_eq!((a.op_add, a.op_mul), (AddOp::Fadd, MulOp::Fmul));
-        assert_eq!((a.mul_a, a.mul_b, a.sig, a.raddr_b), (Mux::R4, Mux::B, Signal::SmallImm, ONE));
-        assert_eq!((a.w.waddr_mul, a.w.ws, a.w.pm, a.unpack), (3, false, true, Unpack::U8b));
+        assert_eq!(
+            (a.mul_a, a.mul_b, a.sig, a.raddr_b),
+            (Mux::R4, Mux::B, Signal::SmallImm, ONE)
+        );
+        assert_eq!(
+            (a.w.waddr_mul, a.w.ws, a.w.pm, a.unpack),
+            (3, false, true, Unpack::U8b)
+        );
         // Not beside another small immediate.
-        assert_eq!(pairs("sig_small_imm fadd r0, r1, 2.0 ; nop", "fmax rb3, r4.8b, r4.8b ; nop"), None);
+        assert_eq!(
+            pairs(
+                "sig_small_imm fadd r0, r1, 2.0 ; nop",
+                "fmax rb3, r4.8b, r4.8b ; nop"
+            ),
+            None
+        );
     }
 
     #[test]
