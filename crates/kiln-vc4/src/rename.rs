@@ -197,10 +197,8 @@ fn new_register(
     let mut last_use = None;
     let mut k = i + 1;
     loop {
-        if k >= n || k > i + SPAN {
-            return None;
-        }
-        if joins[k] {
+        // (Past the window, a read left means the register is live after the last one seen.)
+        if k >= n || k > i + SPAN || joins[k] {
             break;
         }
         let r = refs[k];
