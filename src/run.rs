@@ -381,14 +381,17 @@ pub fn draw(
 /// What a render found, in words.
 pub fn render_report(out: &Rendered, c: &Compilation, image: &Path) -> String {
     let (w, h) = (out.width, out.height);
+    let batches = w.div_ceil(8) * h.div_ceil(2);
     let mut text = String::new();
     let _ = writeln!(
         text,
-        "{}: {w}x{h}, {} batches of 16 pixels, {} QPU instructions ({} per batch)",
+        "{}: {w}x{h}, {} batches of 16 pixels, {} QPU instructions executed ({} in the program), {} cycles ({:.1} per batch)",
         image.display(),
-        w.div_ceil(8) * h.div_ceil(2),
+        batches,
         out.instructions,
-        c.compiled.stats.instructions
+        c.compiled.stats.instructions,
+        out.cycles,
+        out.cycles as f64 / batches.max(1) as f64
     );
     let _ = write!(
         text,

@@ -39,6 +39,27 @@ fn examples_render_with_no_setup() {
             stdout.contains(" 0 of ") && stdout.contains("pixels differ by more than 1/255"),
             "{stdout}"
         );
+        // Executed instructions and cycles: a texture wait makes the cycles more (wipe samples
+        // two textures; rings none).
+        let number_before = |word: &str| -> u64 {
+            let at = stdout
+                .find(word)
+                .unwrap_or_else(|| panic!("{word}: {stdout}"));
+            let digits: String = stdout[..at]
+                .trim_end()
+                .chars()
+                .rev()
+                .take_while(|c| c.is_ascii_digit())
+                .collect();
+            digits.chars().rev().collect::<String>().parse().unwrap()
+        };
+        let executed = number_before(" QPU instructions executed");
+        let cycles = number_before(" cycles (");
+        if name == "wipe.frag" {
+            assert!(cycles > executed, "{stdout}");
+        } else {
+            assert_eq!(cycles, executed, "{stdout}");
+        }
         let (w, h) = size.split_once('x').unwrap();
         // 8 bits per channel, RGBA (colour type 6).
         assert_eq!(

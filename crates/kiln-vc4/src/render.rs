@@ -61,6 +61,9 @@ pub struct Rendered {
     pub first_difference: Option<(u32, u32)>,
     /// QPU instructions executed over all batches.
     pub instructions: u64,
+    /// QPU cycles over all batches, as the simulator counts them (one per instruction and the
+    /// waits for texture results; loops counted as they run).
+    pub cycles: u64,
 }
 
 /// A `w`×`h` checkerboard of `cell`-texel squares, light grey and dark blue, opaque.
@@ -208,6 +211,7 @@ pub fn render(c: &Compiled, reference: &Function, r: &RenderInputs) -> Result<Re
         max_difference: 0,
         first_difference: None,
         instructions: 0,
+        cycles: 0,
     };
     let colour: Vec<(u32, u32)> = c
         .info
@@ -274,6 +278,7 @@ pub fn render(c: &Compiled, reference: &Function, r: &RenderInputs) -> Result<Re
             m.run(STEP_LIMIT)
                 .map_err(|e| format!("simulator at batch ({x0}, {y0}): {e:?}"))?;
             out.instructions += m.qpus[q].instructions;
+            out.cycles += m.qpus[q].cycles;
             for (l, &(x, y)) in lanes.iter().enumerate() {
                 if x >= w || y >= h {
                     continue;
