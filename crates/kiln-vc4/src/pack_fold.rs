@@ -4,9 +4,9 @@
 //! that computes it packs it itself (`fmul ra14.8a, …`, as Mesa's code does) and the move goes.
 //! On the QPU code before scheduling, with the liveness of [`crate::rename`].
 
-use crate::rename::{Regs, joins, liveness, refs};
+use crate::rename::{Regs, liveness, refs};
 use kiln_qpu::isa::effects;
-use kiln_qpu::isa::validate::successors;
+use kiln_qpu::isa::validate::{block_starts, successors};
 use kiln_qpu::isa::{AddOp, Cond, Instr, MulOp, Mux, Signal, Unpack, waddr};
 
 /// The mul unit's pack codes 8a–8d.
@@ -19,7 +19,7 @@ pub fn fold(code: &mut [Instr], live_at_end: Regs) {
     let mut scratch = Vec::new();
     let mut r: Vec<_> = code.iter().map(|i| refs(i, &mut scratch)).collect();
     let live_out = liveness(&r, &successors(code), live_at_end);
-    let joins = joins(code);
+    let joins = block_starts(code);
     for j in 0..n {
         let Instr::Alu(m) = code[j] else { continue };
         let is_pack_move = m.op_add == AddOp::Nop
@@ -107,7 +107,7 @@ pub fn colour_in_accumulator(code: &mut [Instr], live_at_end: Regs) {
     let mut scratch = Vec::new();
     let r: Vec<_> = code.iter().map(|i| refs(i, &mut scratch)).collect();
     let live_out = liveness(&r, &successors(code), live_at_end);
-    let joins = joins(code);
+    let joins = block_starts(code);
     let colour: Regs = 1 << COLOUR;
     let Some(t) = code.iter().position(|i| {
         effects::writes(i)

@@ -14,7 +14,7 @@
 //! reads or writes and that is dead after it, the one least recently used.
 
 use kiln_qpu::isa::effects::{self, Effect, Resource};
-use kiln_qpu::isa::validate::successors;
+use kiln_qpu::isa::validate::{block_starts, successors};
 use kiln_qpu::isa::{Cond, Instr, Mux, Signal, Unpack, waddr};
 
 /// Registers as bits: file A 0–31, file B 32–63, r0–r3 64–67.
@@ -79,7 +79,7 @@ pub fn rename(code: &mut [Instr], live_at_end: Regs) {
     let mut scratch = Vec::new();
     let mut refs: Vec<Refs> = code.iter().map(|i| refs(i, &mut scratch)).collect();
     let succ = successors(code);
-    let joins = joins(code);
+    let joins = block_starts(code);
     let live_out = liveness(&refs, &succ, live_at_end);
     let threaded = code.iter().any(|i| {
         matches!(
@@ -129,22 +129,6 @@ pub fn rename(code: &mut [Instr], live_at_end: Regs) {
             }
         }
     }
-}
-
-/// Where straight-line code starts anew: branch targets and what follows a branch's slots.
-pub(crate) fn joins(code: &[Instr]) -> Vec<bool> {
-    let n = code.len();
-    let mut joins = vec![false; n + 1];
-    for (i, ins) in code.iter().enumerate() {
-        if let Instr::Branch(b) = ins {
-            joins[(i + 4).min(n)] = true;
-            let t = i as i64 + 4 + b.imm as i64 / 8;
-            if (0..=n as i64).contains(&t) {
-                joins[t as usize] = true;
-            }
-        }
-    }
-    joins
 }
 
 /// Per instruction, the registers live after it.

@@ -94,17 +94,7 @@ impl Census {
 /// both are in one block; each block counted once (branch targets and the instruction after a
 /// branch's delay slots start blocks, and a loop is not multiplied).
 pub fn estimated_cycles(program: &[Instr]) -> u64 {
-    let n = program.len();
-    let mut starts = vec![false; n + 1];
-    for (i, ins) in program.iter().enumerate() {
-        if let Instr::Branch(b) = ins {
-            starts[(i + 4).min(n)] = true;
-            let t = i as i64 + 4 + b.imm as i64 / 8;
-            if b.rel && !b.reg && (0..=n as i64).contains(&t) {
-                starts[t as usize] = true;
-            }
-        }
-    }
+    let starts = super::validate::block_starts(program);
     let mut cycles = 0u64;
     let mut time = 0u64;
     // Per TMU, the times of the requests not yet loaded, in order.

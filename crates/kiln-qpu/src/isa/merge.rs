@@ -92,51 +92,48 @@ fn other_unit(i: &AluInstr) -> Option<AluInstr> {
     {
         // A texel component unpacked from r4 (a byte as a float in [0, 1], never NaN or
         // denormal): `fmax d, r4.8x, r4.8x` is `fmul d, r4.8x, 1.0` on the mul unit.
-        m.op_add = AddOp::Nop;
-        m.op_mul = MulOp::Fmul;
-        m.mul_a = Mux::R4;
-        m.mul_b = Mux::B;
         m.sig = Signal::SmallImm;
         m.raddr_b = ONE;
-        m.w.waddr_mul = i.w.waddr_add;
-        m.w.cond_mul = i.w.cond_add;
-        m.w.waddr_add = waddr::NOP;
-        m.w.cond_add = Cond::Never;
-        m.w.ws = !i.w.ws;
-        return Some(m);
+        return Some(on_mul(&m, MulOp::Fmul, Mux::R4, Mux::B));
     }
-    if i.op_add == AddOp::Or && i.op_mul == MulOp::Nop && i.add_a == i.add_b {
-        m.op_add = AddOp::Nop;
-        m.op_mul = MulOp::V8min;
-        m.mul_a = i.add_a;
-        m.mul_b = i.add_a;
-        m.w.waddr_mul = i.w.waddr_add;
-        m.w.cond_mul = i.w.cond_add;
-        m.w.waddr_add = waddr::NOP;
-        m.w.cond_add = Cond::Never;
-        // A pack on the add unit's file-A write applies to the mul unit's the same way; a
-        // mul-unit pack (pm) has no add-unit equivalent.
-        if i.w.pm && i.w.pack != 0 {
-            return None;
-        }
-    } else if i.op_mul == MulOp::V8min && i.op_add == AddOp::Nop && i.mul_a == i.mul_b {
-        if i.w.pm && i.w.pack != 0 {
-            return None;
-        }
-        m.op_mul = MulOp::Nop;
-        m.op_add = AddOp::Or;
-        m.add_a = i.mul_a;
-        m.add_b = i.mul_a;
-        m.w.waddr_add = i.w.waddr_mul;
-        m.w.cond_add = i.w.cond_mul;
-        m.w.waddr_mul = waddr::NOP;
-        m.w.cond_mul = Cond::Never;
-    } else {
+    // A pack on the add unit's file-A write applies to the mul unit's the same way; a mul-unit
+    // pack (pm) has no add-unit equivalent.
+    if i.w.pm && i.w.pack != 0 {
         return None;
     }
-    // ws selects file A for the add unit when clear, for the mul unit when set.
+    if i.op_add == AddOp::Or && i.op_mul == MulOp::Nop && i.add_a == i.add_b {
+        Some(on_mul(&m, MulOp::V8min, i.add_a, i.add_a))
+    } else if i.op_mul == MulOp::V8min && i.op_add == AddOp::Nop && i.mul_a == i.mul_b {
+        let mut a = *i;
+        a.op_mul = MulOp::Nop;
+        a.op_add = AddOp::Or;
+        a.add_a = i.mul_a;
+        a.add_b = i.mul_a;
+        a.w.waddr_add = i.w.waddr_mul;
+        a.w.cond_add = i.w.cond_mul;
+        a.w.waddr_mul = waddr::NOP;
+        a.w.cond_mul = Cond::Never;
+        a.w.ws = !i.w.ws;
+        Some(a)
+    } else {
+        None
+    }
+}
+
+/// An add-unit instruction's write done by mul-unit operation `op` on `a` and `b`, to the same
+/// register file (ws selects file A for the add unit when clear, for the mul unit when set).
+fn on_mul(i: &AluInstr, op: MulOp, a: Mux, b: Mux) -> AluInstr {
+    let mut m = *i;
+    m.op_add = AddOp::Nop;
+    m.op_mul = op;
+    m.mul_a = a;
+    m.mul_b = b;
+    m.w.waddr_mul = i.w.waddr_add;
+    m.w.cond_mul = i.w.cond_add;
+    m.w.waddr_add = waddr::NOP;
+    m.w.cond_add = Cond::Never;
     m.w.ws = !i.w.ws;
-    Some(m)
+    m
 }
 
 /// The read port an instruction occupies on file A: the register its muxes read, or an I/O

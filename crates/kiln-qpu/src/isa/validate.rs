@@ -120,6 +120,23 @@ fn is_thrend(i: &Instr) -> bool {
     sig(i).is_some_and(|s| s.is_program_end())
 }
 
+/// Where straight-line code starts anew (index `n` = the end included): every relative branch's
+/// target, and the instruction after each branch's three delay slots.
+pub fn block_starts(prog: &[Instr]) -> Vec<bool> {
+    let n = prog.len();
+    let mut starts = vec![false; n + 1];
+    for (i, ins) in prog.iter().enumerate() {
+        if let Instr::Branch(b) = ins {
+            starts[(i + 4).min(n)] = true;
+            let t = i as i64 + 4 + b.imm as i64 / 8;
+            if b.rel && !b.reg && (0..=n as i64).contains(&t) {
+                starts[t as usize] = true;
+            }
+        }
+    }
+    starts
+}
+
 /// Control flow: the possible next instructions of each instruction.
 pub fn successors(prog: &[Instr]) -> Vec<Vec<usize>> {
     let n = prog.len();
