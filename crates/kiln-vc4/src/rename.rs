@@ -80,7 +80,7 @@ pub fn rename(code: &mut [Instr], live_at_end: Regs) {
     let mut refs: Vec<Refs> = code.iter().map(|i| refs(i, &mut scratch)).collect();
     let succ = successors(code);
     let joins = block_starts(code);
-    let live_out = liveness(&refs, &succ, live_at_end);
+    let mut live_out = liveness(&refs, &succ, live_at_end);
     let threaded = code.iter().any(|i| {
         matches!(
             i.signal(),
@@ -96,7 +96,6 @@ pub fn rename(code: &mut [Instr], live_at_end: Regs) {
             allowed |= (1 << k) | (1 << (32 + k));
         }
     }
-    let mut live_out = live_out;
     // Per register, the last instruction that read or wrote it.
     let mut last_ref: Vec<Option<usize>> = vec![None; 68];
     for i in 0..n {

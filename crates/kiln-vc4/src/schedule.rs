@@ -170,14 +170,15 @@ pub fn schedule_with(e: &Emitted, live_at_end: u128) -> Result<Emitted, EmitErro
     // Relocate: relative branches count from the branch + 4 instructions.
     let out_len = s.out.len();
     let mut out = s.out;
-    for (at, from) in s.from.iter().enumerate() {
-        if let Some(Instr::Branch(b)) = from.map(|f| &e.instrs[f]) {
-            let from = from.expect("a branch's instruction");
-            let target = (from as i64 + 4 + b.imm as i64 / 8) as usize;
-            let to = position[target].ok_or_else(|| internal("a branch into a region"))?;
-            if let Instr::Branch(nb) = &mut out[at] {
-                nb.imm = 8 * (to as i32 - (at as i32 + 4));
-            }
+    for (at, &from) in s.from.iter().enumerate() {
+        let Some(f) = from else { continue };
+        let Instr::Branch(b) = e.instrs[f] else {
+            continue;
+        };
+        let target = (f as i64 + 4 + b.imm as i64 / 8) as usize;
+        let to = position[target].ok_or_else(|| internal("a branch into a region"))?;
+        if let Instr::Branch(nb) = &mut out[at] {
+            nb.imm = 8 * (to as i32 - (at as i32 + 4));
         }
     }
     Ok(Emitted {
@@ -322,10 +323,10 @@ impl Scheduler<'_> {
                 for e in list.iter().filter(|e| e.write) {
                     let needed = match e.resource {
                         Resource::Acc(_) => e.distance.max(2),
-                        Resource::Flags if conditional => 99,
                         _ => e.distance,
                     };
-                    if needed as usize > 3 - s {
+                    let sets_branch_flags = conditional && e.resource == Resource::Flags;
+                    if sets_branch_flags || needed as usize > 3 - s {
                         continue 'k;
                     }
                 }
