@@ -264,18 +264,23 @@ struct Emitter<'a> {
     /// An ALU operation whose only use is a value of the `sel` after it (with only that
     /// select's comparison between): the `sel` makes it write its destination conditionally.
     deferred: Option<&'a Inst>,
-    /// The lookup being emitted leaves its channel in r4 for the operation that reads it.
+    /// The lookup or SFU operation being emitted leaves its result in r4 for the operation
+    /// that reads it.
     channel_in_place: bool,
-    /// Texel channels left in r4, each read by one later operation of the block with the r4
-    /// unpack (Mesa's `r4.8a` operands, `vc4_qpu_emit.c`): the channel's temp and its byte.
+    /// Results left in r4, each read by one later operation of the block: a texel channel
+    /// with the r4 unpack of its byte (Mesa's `r4.8a` operands, `vc4_qpu_emit.c`), an SFU
+    /// result as it is (`Unpack::None`, Mesa's `fmul r0, r4, …`).
     in_r4: Vec<(kiln_ir::Temp, Unpack)>,
-    /// The unpack of the r4 channel the operation being emitted reads.
+    /// The unpack of the r4 result the operation being emitted reads.
     unpack_now: Option<Unpack>,
     /// Operations left to the output that reads them, which writes their result to the VPM
     /// or packs it into its byte of the colour itself (Mesa's `fadd vpm, …`, `fmul r3.8a, …`).
     written_by_output: Vec<&'a Inst>,
     /// Per temp, whether a lookup defines it.
     lookup_defined: Vec<bool>,
+    /// Per temp, whether an operation that leaves its result in r4 (a lookup, an SFU
+    /// operation) defines it.
+    r4_defined: Vec<bool>,
     /// Per temp, whether an output reads it (so that only those operations look ahead for
     /// their output: [`Emitter::written_by_output`]).
     output_read: Vec<bool>,
@@ -385,6 +390,17 @@ pub fn emit(func: &Function, info: &ShaderInfo, mode: OutputMode) -> Result<Emit
             let mut l = vec![false; func.temps.len()];
             for i in func.blocks.iter().flat_map(|b| &b.insts) {
                 if crate::texture::is_lookup(i) {
+                    for d in &i.defs {
+                        l[d.temp.index()] = true;
+                    }
+                }
+            }
+            l
+        },
+        r4_defined: {
+            let mut l = vec![false; func.temps.len()];
+            for i in func.blocks.iter().flat_map(|b| &b.insts) {
+                if crate::narrow::writes_r4(i) {
                     for d in &i.defs {
                         l[d.temp.index()] = true;
                     }
@@ -856,7 +872,7 @@ impl<'a> Emitter<'a> {
                     self.written_by_output.push(inst);
                     continue;
                 }
-                self.channel_in_place = crate::texture::is_lookup(inst)
+                self.channel_in_place = crate::narrow::writes_r4(inst)
                     && self.reads_channel_in_place(b, inst, &insts[k + 1..]);
                 if inst.op.is_terminator() {
                     self.terminator(b, inst, mode)?;
@@ -1119,8 +1135,12 @@ impl<'a> Emitter<'a> {
                 for _ in 1..facts.latency {
                     self.nop();
                 }
-                let cond = self.write_cond(b, inst)?;
-                self.push_alu(builder::mov(d, Reg::Acc(4))?.cond_add(cond));
+                if std::mem::take(&mut self.channel_in_place) {
+                    self.in_r4.push((inst.defs[0].temp, Unpack::None));
+                } else {
+                    let cond = self.write_cond(b, inst)?;
+                    self.push_alu(builder::mov(d, Reg::Acc(4))?.cond_add(cond));
+                }
             }
             Hw::Tmu { .. } | Hw::Derivative(_) => unreachable!("handled above"),
         }
@@ -1136,7 +1156,7 @@ impl<'a> Emitter<'a> {
             Hw::Mul(mul) => builder::qpu_m(mul, d, r[0], r[1])?.cond_mul(cond),
             _ => return Err(internal("an ALU operation that is none")),
         };
-        if let Some(unpack) = self.unpack_now.take() {
+        if let Some(unpack) = self.unpack_now.take().filter(|&u| u != Unpack::None) {
             // Every read of r4 in this instruction is the channel's (no value lives in r4).
             a = a.pack(true, 0).unpack(unpack);
         }
@@ -1144,12 +1164,13 @@ impl<'a> Emitter<'a> {
         Ok(())
     }
 
-    /// Whether lookup `inst` leaves its channel in r4 for the operation of `rest` that reads
-    /// it, instead of unpacking it into its register first: that operation is the channel's
-    /// only use, an add- or mul-unit operation of no other resource, emitted on its own (not
-    /// deferred into a select), reading no other lookup's channel; nothing before it writes r4
-    /// but lookups of the same texel (which load the same bytes again). The channel's register
-    /// is then never written (its one reader kills it).
+    /// Whether lookup or SFU operation `inst` leaves its result in r4 for the operation of
+    /// `rest` that reads it, instead of moving (a texel channel: unpacking) it into its
+    /// register first: that operation is the result's only use, an add- or mul-unit operation
+    /// of no other resource, emitted on its own (not deferred into a select), reading no other
+    /// r4 result; nothing before it writes r4 but lookups of the same texel (which load the
+    /// same bytes again). The result's register is then never written (its one reader kills
+    /// it).
     fn reads_channel_in_place(&self, b: Block, inst: &Inst, rest: &[Inst]) -> bool {
         if inst.defs.len() != 1 {
             return false;
@@ -1168,7 +1189,7 @@ impl<'a> Emitter<'a> {
             .all(|i| !crate::narrow::writes_r4(i) || crate::texture::same_texel(inst, i));
         let other_channel = user.operands.iter().any(|o| {
             o.temp_id()
-                .is_some_and(|u| u != t && self.lookup_defined[u.index()])
+                .is_some_and(|u| u != t && self.r4_defined[u.index()])
         });
         alu && r4_kept
             && !other_channel
@@ -1240,6 +1261,7 @@ impl<'a> Emitter<'a> {
                     && self.uniform_slot[u.index()].is_none()
                     && !self.read_at_use[u.index()]
                     && !self.lookup_defined[u.index()]
+                    && !self.in_r4.iter().any(|&(c, _)| c == u)
             }
             Value::Undef(_) => false,
         });
