@@ -6,6 +6,7 @@
 
 pub mod dag;
 pub mod list;
+pub mod pressure;
 
 pub use dag::{Access, Dag, Edge};
 pub use list::{Slot, schedule};

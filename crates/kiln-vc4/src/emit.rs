@@ -1265,12 +1265,18 @@ impl<'a> Emitter<'a> {
             }
             Value::Undef(_) => false,
         });
+        // Nothing between writes the registers it reads, and a thread switch between (a
+        // lookup of a threaded shader) leaves it no accumulator.
+        let switch = self.threaded && rest[..at].iter().any(crate::texture::is_lookup);
         let kept = rest[..at].iter().flat_map(|i| &i.defs).all(|d| {
             d.reg.is_none_or(|r| {
                 let size = self.func.class(d.temp).size as u32;
                 (r.unit()..r.unit() + size.max(1)).all(|u| !regs.contains(&u))
             })
-        });
+        }) && !(switch
+            && regs
+                .iter()
+                .any(|&u| matches!(QpuReg::from_unit(u), Some(QpuReg::Acc(_)))));
         // Readable by the one instruction as they are: ra14, the scratch of a fix-up, holds
         // the colour.
         let srcs: Vec<Src> = inst
@@ -1305,7 +1311,7 @@ impl<'a> Emitter<'a> {
         let sel = match rest {
             [cmp, sel, ..]
                 if crate::interface::is_comparison(cmp.op)
-                    && sel.operands[0].temp_id() == Some(cmp.defs[0].temp)
+                    && sel.operands.first().and_then(|o| o.temp_id()) == Some(cmp.defs[0].temp)
                     && self.only_use(cmp.defs[0].temp, sel) =>
             {
                 sel

@@ -13,6 +13,7 @@ pub mod isel;
 pub mod narrow;
 pub mod ops;
 pub mod pack_fold;
+pub mod pre_sched;
 pub mod rename;
 pub mod render;
 pub mod schedule;

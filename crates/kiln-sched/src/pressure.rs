@@ -1,0 +1,341 @@
+//! The pre-RA scheduler: pressure-aware list scheduling of each block of an SSA function,
+//! after Mesa's `vc4_qir_schedule.c` (reorder to consume values as soon as they are made)
+//! with ACO's rule that scheduling never takes the register demand over the budget
+//! (`aco_scheduler.cpp`). The design is in `docs/sched.md` ("The pre-RA scheduler").
+//!
+//! Instructions that an operation's emission reads together stay together: an instruction
+//! whose results only the next node reads is glued to it (a uniform read folded into its
+//! operation, a comparison into its select, an operation into its output), and so is what the
+//! target glues ([`PreRaTarget::glued`]). The nodes are then scheduled top-down; at each step
+//! the ready node chosen is, in order:
+//!
+//! 1. a reader of the last transient result ([`PreRaTarget::transient`]: on vc4 a texel or an
+//!    SFU result in r4, which a reader before the next r4 write takes without a move);
+//! 2. when the live values would go past the budget, the node that adds the fewest;
+//! 3. a node that frees registers;
+//! 4. a node whose operands are ready (their producers' latency has passed);
+//! 5. the first in the original order.
+//!
+//! The one demand function (`kiln_analysis::Liveness`) then checks every block: one whose
+//! maximum demand went up past the budget keeps its original order.
+
+use kiln_analysis::{Cfg, LiveSet, compute_liveness};
+use kiln_ir::{Block, Demand, Function, Inst, Temp};
+
+/// What the scheduler needs to know of a target's instructions.
+pub trait PreRaTarget {
+    /// Whether `inst` keeps its order with respect to the other instructions that do (side
+    /// effects, FIFOs, the order of a stream).
+    fn keeps_order(&self, inst: &Inst) -> bool;
+    /// Whether `inst` stays at the start of its block, before everything scheduled (vc4: the
+    /// inputs of the prologue).
+    fn leads(&self, inst: &Inst) -> bool;
+    /// Whether `inst` and everything after it stay at the end of their block, in their order
+    /// (vc4: the outputs, which the interface pass placed).
+    fn ends(&self, inst: &Inst) -> bool;
+    /// Cycles from `inst` to the first instruction that may read its results.
+    fn latency(&self, inst: &Inst) -> u32;
+    /// Whether `inst` leaves its results where a reader scheduled before the next transient
+    /// instruction reads them directly.
+    fn transient(&self, inst: &Inst) -> bool;
+    /// Whether `inst` must stay directly before `next` (the target emits them as one).
+    fn glued(&self, inst: &Inst, next: &Inst) -> bool;
+}
+
+/// What scheduling did to a function.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Outcome {
+    /// Blocks whose order changed.
+    pub reordered: usize,
+    /// Blocks that kept their original order because the new one needed more registers than
+    /// the budget and than the original.
+    pub kept: usize,
+}
+
+/// Schedules every block of `func` (an SSA function before allocation) within `budget`;
+/// kill flags are recomputed. A function whose blocks do not form a CFG is left as it is.
+pub fn schedule(func: &mut Function, target: &dyn PreRaTarget, budget: Demand) -> Outcome {
+    let mut outcome = Outcome::default();
+    let Ok(cfg) = Cfg::compute(func) else {
+        return outcome;
+    };
+    let before = compute_liveness(func, &cfg);
+    let mut originals: Vec<(Block, Vec<Inst>)> = Vec::new();
+    for b in (0..func.blocks.len()).map(Block::new) {
+        let insts = &func.block(b).insts;
+        if let Ok(v) = std::env::var("KILN_ONLY") { if v.parse::<usize>().ok() != Some(b.index()) { continue; } }
+        let Some(order) = schedule_block(func, insts, &before.live_out[b.index()], target, budget)
+        else {
+            continue;
+        };
+        let original = insts.clone();
+        let mut slots: Vec<Option<Inst>> = original.iter().cloned().map(Some).collect();
+        let block = func.block_mut(b);
+        for (k, &from) in order.iter().enumerate() {
+            block.insts[k] = slots[from].take().expect("a permutation");
+        }
+        originals.push((b, original));
+    }
+    if originals.is_empty() {
+        return outcome;
+    }
+    let after = compute_liveness(func, &cfg);
+    let mut reverted = false;
+    for (b, original) in originals {
+        let (old, new) = (before.block_max[b.index()], after.block_max[b.index()]);
+        if new.exceeds(budget) && new.exceeds(old) {
+            func.block_mut(b).insts = original;
+            outcome.kept += 1;
+            reverted = true;
+        } else {
+            outcome.reordered += 1;
+        }
+    }
+    if reverted {
+        compute_liveness(func, &cfg);
+    }
+    outcome
+}
+
+/// One node: instructions `first..=last` of the block, emitted together.
+struct Node {
+    first: usize,
+    last: usize,
+    keeps_order: bool,
+    transient: bool,
+    latency: u32,
+    /// Results read after the node, or live out: their demand.
+    defines: Demand,
+    /// Temps read by the node and made before it, each once.
+    reads: Vec<Temp>,
+    succs: Vec<usize>,
+    preds: u32,
+}
+
+/// How many ready nodes, in their original order, a step compares (Mesa's scheduler compares
+/// them all, quadratic in a wide block; a transient result's readers are found directly).
+const WINDOW: usize = 48;
+
+/// The new order of `insts` (indices into it), or `None` when it stays as it is.
+pub fn schedule_block(
+    func: &Function,
+    insts: &[Inst],
+    live_out: &LiveSet,
+    target: &dyn PreRaTarget,
+    budget: Demand,
+) -> Option<Vec<usize>> {
+    let n = insts.len();
+    let mut start = 0;
+    while start < n && (insts[start].op.is_phi() || target.leads(&insts[start])) {
+        start += 1;
+    }
+    let end = start
+        + insts[start..]
+            .iter()
+            .position(|i| i.op.is_terminator() || target.ends(i))
+            .unwrap_or(n - start);
+    if end <= start + 1 {
+        return None;
+    }
+    let body = &insts[start..end];
+    let m = body.len();
+    // Where each temp is defined in the body, and the last instruction reading it.
+    let mut def_at: Vec<(Temp, usize)> = Vec::new();
+    let mut last_use: Vec<(Temp, usize)> = Vec::new();
+    for (k, inst) in body.iter().enumerate() {
+        def_at.extend(inst.defs.iter().map(|d| (d.temp, k)));
+        last_use.extend(inst.used_temps().map(|t| (t, k)));
+    }
+    def_at.sort_unstable();
+    last_use.sort_unstable();
+    let defined = |t: Temp| {
+        def_at
+            .binary_search_by_key(&t, |e| e.0)
+            .ok()
+            .map(|i| def_at[i].1)
+    };
+    let last_read = |t: Temp| {
+        let hi = last_use.partition_point(|e| e.0 <= t);
+        (hi > 0 && last_use[hi - 1].0 == t).then(|| last_use[hi - 1].1)
+    };
+    // Glue, from the end: an instruction whose every result is read, only by the node after
+    // it, goes with that node; so does what the target glues.
+    let mut node_last = vec![0usize; m];
+    let mut cur_last = m - 1;
+    for k in (0..m).rev() {
+        let inst = &body[k];
+        let glue = k + 1 < m
+            && (target.glued(inst, &body[k + 1])
+                || (!inst.defs.is_empty()
+                    && !target.keeps_order(inst)
+                    && inst.defs.iter().all(|d| {
+                        !live_out.contains(d.temp) && last_read(d.temp).is_some_and(|u| u <= cur_last)
+                    })));
+        if !glue {
+            cur_last = k;
+        }
+        node_last[k] = cur_last;
+    }
+    let mut nodes: Vec<Node> = Vec::new();
+    let mut node_of = vec![0usize; m];
+    let mut k = 0;
+    while k < m {
+        let last = node_last[k];
+        let members = &body[k..=last];
+        let mut defines = Demand::ZERO;
+        let mut reads: Vec<Temp> = Vec::new();
+        for inst in members {
+            for d in &inst.defs {
+                if live_out.contains(d.temp) || last_read(d.temp).is_some_and(|u| u > last) {
+                    defines += Demand::of(func.class(d.temp));
+                }
+            }
+            for t in inst.used_temps() {
+                let inside = defined(t).is_some_and(|at| at >= k && at <= last);
+                if !inside && !reads.contains(&t) {
+                    reads.push(t);
+                }
+            }
+        }
+        node_of[k..=last].fill(nodes.len());
+        nodes.push(Node {
+            first: k,
+            last,
+            keeps_order: members.iter().any(|i| target.keeps_order(i)),
+            transient: members.iter().any(|i| target.transient(i)),
+            latency: members.last().map_or(1, |i| target.latency(i)),
+            defines,
+            reads,
+            succs: Vec::new(),
+            preds: 0,
+        });
+        k = last + 1;
+    }
+    if nodes.len() < 2 {
+        return None;
+    }
+    // Edges: each read from its producer's node, and the kept order.
+    let mut last_kept: Option<usize> = None;
+    let mut preds: Vec<usize> = Vec::new();
+    for id in 0..nodes.len() {
+        preds.clear();
+        preds.extend(nodes[id].reads.iter().filter_map(|&t| defined(t).map(|at| node_of[at])));
+        if nodes[id].keeps_order {
+            preds.extend(last_kept);
+            last_kept = Some(id);
+        }
+        preds.sort_unstable();
+        preds.dedup();
+        nodes[id].preds = preds.len() as u32;
+        for &p in &preds {
+            nodes[p].succs.push(id);
+        }
+    }
+    // Nodes left to read each temp, and the pressure at the start: what lives through the
+    // body or is read in it and made before it.
+    let mut read_temps: Vec<Temp> = nodes.iter().flat_map(|n| n.reads.iter().copied()).collect();
+    read_temps.sort_unstable();
+    let mut temps: Vec<Temp> = Vec::new();
+    let mut left: Vec<u32> = Vec::new();
+    for t in read_temps {
+        if temps.last() == Some(&t) {
+            *left.last_mut().expect("a count") += 1;
+        } else {
+            temps.push(t);
+            left.push(1);
+        }
+    }
+    let slot = |t: Temp| temps.binary_search(&t).ok();
+    let mut pressure = Demand::ZERO;
+    for &t in &temps {
+        if defined(t).is_none() {
+            pressure += Demand::of(func.class(t));
+        }
+    }
+    for t in live_out.iter() {
+        if defined(t).is_none() && slot(t).is_none() {
+            pressure += Demand::of(func.class(t));
+        }
+    }
+    let frees = |node: &Node, left: &[u32]| -> Demand {
+        let mut d = Demand::ZERO;
+        for &t in &node.reads {
+            if slot(t).is_some_and(|s| left[s] == 1) && !live_out.contains(t) {
+                d += Demand::of(func.class(t));
+            }
+        }
+        d
+    };
+
+    let mut ready: std::collections::BTreeSet<usize> =
+        (0..nodes.len()).filter(|&i| nodes[i].preds == 0).collect();
+    let mut ready_at = vec![0u32; nodes.len()];
+    let mut preds_left: Vec<u32> = nodes.iter().map(|n| n.preds).collect();
+    let mut transient: Option<usize> = None;
+    let mut now = 0u32;
+    let mut order: Vec<usize> = (0..start).collect();
+    while !ready.is_empty() {
+        // A reader of the transient result, first; else the best of the first ready nodes:
+        // (over the budget → fewest added, frees, ready in time, original order).
+        let reader = transient.and_then(|t| {
+            nodes[t]
+                .succs
+                .iter()
+                .copied()
+                .filter(|&s| {
+                    ready.contains(&s)
+                        && nodes[s]
+                            .reads
+                            .iter()
+                            .any(|&r| defined(r).is_some_and(|at| node_of[at] == t))
+                })
+                .min()
+        });
+        let id = reader.unwrap_or_else(|| {
+            let key = |id: usize| {
+                let node = &nodes[id];
+                let added = sum(node.defines) - sum(frees(node, &left));
+                let over = (pressure + node.defines).exceeds(budget);
+                (
+                    if over { added } else { i32::MIN },
+                    added >= 0,
+                    ready_at[id] > now,
+                    id,
+                )
+            };
+            ready
+                .iter()
+                .take(WINDOW)
+                .copied()
+                .min_by_key(|&id| key(id))
+                .expect("a ready node")
+        });
+        ready.remove(&id);
+        let node = &nodes[id];
+        pressure = pressure + node.defines - frees(node, &left);
+        for &t in &node.reads {
+            if let Some(s) = slot(t) {
+                left[s] -= 1;
+            }
+        }
+        if node.transient {
+            transient = Some(id);
+        }
+        now = now.max(ready_at[id]) + (node.last - node.first + 1) as u32;
+        order.extend((node.first..=node.last).map(|k| start + k));
+        for &s in &node.succs {
+            ready_at[s] = ready_at[s].max(now - 1 + node.latency);
+            preds_left[s] -= 1;
+            if preds_left[s] == 0 {
+                ready.insert(s);
+            }
+        }
+    }
+    debug_assert_eq!(order.len(), end, "every node scheduled");
+    order.extend(end..n);
+    order.iter().enumerate().any(|(k, &i)| k != i).then_some(order)
+}
+
+fn sum(d: Demand) -> i32 {
+    d.0.iter().sum()
+}
