@@ -246,6 +246,8 @@ struct Emitter<'a> {
     linear: Vec<bool>,
     /// Blocks inside divergent control flow (writes there are masked).
     masked: Vec<bool>,
+    /// Per block, the `q` units live at its end ([`register_live_out`]).
+    live_out: Vec<u128>,
     /// Blocks whose start wakes the lanes waiting for them.
     wakes: Vec<bool>,
     /// Per block, the value ra13 holds in the lanes waiting for it (see `wait_ids`).
@@ -270,7 +272,8 @@ struct Emitter<'a> {
     /// Results left in r4, each read by one later operation of the block: a texel channel
     /// with the r4 unpack of its byte (Mesa's `r4.8a` operands, `vc4_qpu_emit.c`), an SFU
     /// result as it is (`Unpack::None`, Mesa's `fmul r0, r4, …`).
-    in_r4: Vec<(kiln_ir::Temp, Unpack)>,
+    /// The reads left of each, counted down.
+    in_r4: Vec<(kiln_ir::Temp, Unpack, u32)>,
     /// The unpack of the r4 result the operation being emitted reads.
     unpack_now: Option<Unpack>,
     /// Operations left to the output that reads them, which writes their result to the VPM
@@ -333,6 +336,7 @@ pub fn emit(func: &Function, info: &ShaderInfo, mode: OutputMode) -> Result<Emit
     let cfg = Cfg::compute(func).map_err(|e| internal(e.message))?;
     let n = func.blocks.len();
     let masked = crate::interface::masked_blocks(func, &cfg);
+    let live_out = register_live_out(func, &cfg);
     let mut wakes = vec![false; n];
     for i in cfg.ifs.iter().filter(|i| i.divergent) {
         if i.else_start < i.endif {
@@ -374,6 +378,7 @@ pub fn emit(func: &Function, info: &ShaderInfo, mode: OutputMode) -> Result<Emit
         info,
         linear: func.linear_temps(),
         cfg,
+        live_out,
         masked,
         wakes,
         wait_ids,
@@ -543,7 +548,7 @@ impl<'a> Emitter<'a> {
             Value::Temp(t) if self.folded.is_some_and(|(f, _)| f == t) => Ok(Src::Stream(
                 Uniform::of_slot(self.folded.expect("folded").1),
             )),
-            Value::Temp(t) if self.in_r4.iter().any(|&(c, _)| c == t) => Ok(Src::Acc(4)),
+            Value::Temp(t) if self.in_r4.iter().any(|&(c, ..)| c == t) => Ok(Src::Acc(4)),
             Value::Temp(t) if self.read_at_use[t.index()] => Ok(Src::Stream(Uniform::of_slot(
                 self.uniform_slot[t.index()]
                     .ok_or_else(|| internal("a uniform read at its use that is none"))?,
@@ -1122,9 +1127,15 @@ impl<'a> Emitter<'a> {
                 if let Some(k) = self
                     .in_r4
                     .iter()
-                    .position(|&(c, _)| inst.used_temps().any(|u| u == c))
+                    .position(|&(c, ..)| inst.used_temps().any(|u| u == c))
                 {
-                    self.unpack_now = Some(self.in_r4.swap_remove(k).1);
+                    let (c, unpack, left) = &mut self.in_r4[k];
+                    let c = *c;
+                    *left -= inst.used_temps().filter(|&u| u == c).count() as u32;
+                    self.unpack_now = Some(*unpack);
+                    if *left == 0 {
+                        self.in_r4.swap_remove(k);
+                    }
                 }
                 self.alu(facts.hw, d, x, y, cond)?;
             }
@@ -1136,7 +1147,8 @@ impl<'a> Emitter<'a> {
                     self.nop();
                 }
                 if std::mem::take(&mut self.channel_in_place) {
-                    self.in_r4.push((inst.defs[0].temp, Unpack::None));
+                    let t = inst.defs[0].temp;
+                    self.in_r4.push((t, Unpack::None, self.uses[t.index()]));
                 } else {
                     let cond = self.write_cond(b, inst)?;
                     self.push_alu(builder::mov(d, Reg::Acc(4))?.cond_add(cond));
@@ -1164,38 +1176,75 @@ impl<'a> Emitter<'a> {
         Ok(())
     }
 
-    /// Whether lookup or SFU operation `inst` leaves its result in r4 for the operation of
-    /// `rest` that reads it, instead of moving (a texel channel: unpacking) it into its
-    /// register first: that operation is the result's only use, an add- or mul-unit operation
-    /// of no other resource, emitted on its own (not deferred into a select), reading no other
-    /// r4 result; nothing before it writes r4 but lookups of the same texel (which load the
-    /// same bytes again). The result's register is then never written (its one reader kills
-    /// it).
+    /// Whether lookup or SFU operation `inst` leaves its result in r4 for the operations of
+    /// `rest` that read it, instead of moving (a texel channel: unpacking) it into its
+    /// register first (Mesa's r4 class for a value no r4 write outlives): every read is in
+    /// `rest` before the next r4 write (lookups of the same texel load the same bytes again),
+    /// by an add- or mul-unit operation of no other resource, emitted on its own (not deferred
+    /// into a select), reading no other r4 result. The result's register is then never written.
     fn reads_channel_in_place(&self, b: Block, inst: &Inst, rest: &[Inst]) -> bool {
         if inst.defs.len() != 1 {
             return false;
         }
         let t = inst.defs[0].temp;
-        let Some(at) = rest.iter().position(|i| i.used_temps().any(|u| u == t)) else {
+        let mut reads = 0;
+        for (k, user) in rest.iter().enumerate() {
+            let n = user.used_temps().filter(|&u| u == t).count() as u32;
+            if n > 0 {
+                let alu = Op::of_opcode(user.op).is_some_and(|op| {
+                    matches!(op.facts().hw, Hw::Add(_) | Hw::Mul(_) | Hw::Either(..))
+                        && op.facts().resources.is_empty()
+                });
+                let other = user.operands.iter().any(|o| {
+                    o.temp_id()
+                        .is_some_and(|u| u != t && self.r4_defined[u.index()])
+                });
+                if !alu || other || user.defs.len() != 1 || self.defers(b, user, &rest[k + 1..])
+                {
+                    return false;
+                }
+                reads += n;
+                if reads == self.uses[t.index()] {
+                    return self.dead_after(b, t, &rest[k + 1..]);
+                }
+            }
+            if crate::narrow::writes_r4(user) && !crate::texture::same_texel(inst, user) {
+                return false;
+            }
+        }
+        false
+    }
+
+    /// Whether the register of `t` (read last before `rest`) holds nothing read later: a
+    /// write replaces it in `rest` before any read, or it is dead at the block's end. (An
+    /// identity copy out of SSA reads nothing, so a use count cannot say.)
+    fn dead_after(&self, b: Block, t: kiln_ir::Temp, rest: &[Inst]) -> bool {
+        let Some(r) = self.func.blocks[b.index()]
+            .insts
+            .iter()
+            .flat_map(|i| &i.defs)
+            .find(|d| d.temp == t)
+            .and_then(|d| d.reg)
+        else {
             return false;
         };
-        let user = &rest[at];
-        let alu = Op::of_opcode(user.op).is_some_and(|op| {
-            matches!(op.facts().hw, Hw::Add(_) | Hw::Mul(_) | Hw::Either(..))
-                && op.facts().resources.is_empty()
-        });
-        let r4_kept = rest[..at]
-            .iter()
-            .all(|i| !crate::narrow::writes_r4(i) || crate::texture::same_texel(inst, i));
-        let other_channel = user.operands.iter().any(|o| {
-            o.temp_id()
-                .is_some_and(|u| u != t && self.r4_defined[u.index()])
-        });
-        alu && r4_kept
-            && !other_channel
-            && user.defs.len() == 1
-            && self.only_use(t, user)
-            && !self.defers(b, user, &rest[at + 1..])
+        let mask = units(r, self.func.class(t).size);
+        for inst in rest {
+            if inst.operands.iter().any(|o| {
+                o.reg
+                    .is_some_and(|q| units(q, o.temp_id().map_or(1, |u| self.func.class(u).size)) & mask != 0)
+            }) {
+                return false;
+            }
+            if inst.defs.iter().any(|d| {
+                    d.reg
+                        .is_some_and(|q| units(q, self.func.class(d.temp).size) & mask == mask)
+                })
+            {
+                return true;
+            }
+        }
+        self.live_out[b.index()] & mask == 0
     }
 
     /// The operation left to the output that reads `op`, if one is.
@@ -1261,7 +1310,7 @@ impl<'a> Emitter<'a> {
                     && self.uniform_slot[u.index()].is_none()
                     && !self.read_at_use[u.index()]
                     && !self.lookup_defined[u.index()]
-                    && !self.in_r4.iter().any(|&(c, _)| c == u)
+                    && !self.in_r4.iter().any(|&(c, ..)| c == u)
             }
             Value::Undef(_) => false,
         });
@@ -1448,7 +1497,8 @@ impl<'a> Emitter<'a> {
         }
         let unpack = [Unpack::U8a, Unpack::U8b, Unpack::U8c, Unpack::U8d][k as usize & 3];
         if std::mem::take(&mut self.channel_in_place) {
-            self.in_r4.push((inst.defs[0].temp, unpack));
+            let t = inst.defs[0].temp;
+            self.in_r4.push((t, unpack, self.uses[t.index()]));
         } else {
             let cond = self.write_cond(b, inst)?;
             self.push_alu(
@@ -2029,6 +2079,56 @@ impl<'a> Emitter<'a> {
 
 /// A comparison's flag-setting operation: the add-unit op, whether the operands swap, and the
 /// condition where the comparison is true.
+/// The `q` units of a value of `size` in `r`, as a mask.
+fn units(r: kiln_ir::PhysReg, size: u8) -> u128 {
+    (r.unit()..r.unit() + size.max(1) as u32)
+        .filter(|&u| u < 128)
+        .fold(0, |m, u| m | 1u128 << u)
+}
+
+/// Per block of allocated `func`, the `q` units live at its end in some lane: a backward
+/// dataflow over registers, as the allocation left them, along the logical CFG — the path of
+/// each lane, on which a masked write is the lane's own.
+fn register_live_out(func: &Function, cfg: &Cfg) -> Vec<u128> {
+    let n = func.blocks.len();
+    let (mut gen_, mut kill) = (vec![0u128; n], vec![0u128; n]);
+    for (b, block) in func.blocks.iter().enumerate() {
+        for inst in block.insts.iter().rev() {
+            for d in &inst.defs {
+                if let Some(r) = d.reg {
+                    let m = units(r, func.class(d.temp).size);
+                    kill[b] |= m;
+                    gen_[b] &= !m;
+                }
+            }
+            for o in &inst.operands {
+                if let Some(r) = o.reg {
+                    let m = units(r, o.temp_id().map_or(1, |t| func.class(t).size));
+                    gen_[b] |= m;
+                }
+            }
+        }
+    }
+    let mut live_in = vec![0u128; n];
+    let mut live_out = vec![0u128; n];
+    let mut changed = true;
+    while changed {
+        changed = false;
+        for b in (0..n).rev() {
+            let out = cfg.logical.succs[b]
+                .iter()
+                .fold(0, |m, s| m | live_in[s.index()]);
+            let inn = gen_[b] | (out & !kill[b]);
+            if out != live_out[b] || inn != live_in[b] {
+                live_out[b] = out;
+                live_in[b] = inn;
+                changed = true;
+            }
+        }
+    }
+    live_out
+}
+
 fn compare_encoding(op: Opcode) -> Option<(AddOp, bool, Cond)> {
     Some(match op {
         Opcode::Ieq => (AddOp::Xor, false, Cond::Zs),
