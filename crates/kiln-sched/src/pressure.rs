@@ -4,9 +4,9 @@
 //! (`aco_scheduler.cpp`). The design is in `docs/sched.md` ("The pre-RA scheduler").
 //!
 //! Instructions that an operation's emission reads together stay together: an instruction
-//! whose results only the next node reads is glued to it (a uniform read folded into its
-//! operation, a comparison into its select, an operation into its output), and so is what the
-//! target glues ([`PreRaTarget::glued`]). The nodes are then scheduled top-down; at each step
+//! whose results the next instruction reads, and nothing after its node, is glued to it (a
+//! uniform read folded into its operation, a comparison into its select, an operation into
+//! its output), and so is what the target glues ([`PreRaTarget::glued`]). The nodes are then scheduled top-down; at each step
 //! the ready node chosen is, in order:
 //!
 //! 1. a reader of the last transient result ([`PreRaTarget::transient`]: on vc4 a texel or an
@@ -38,8 +38,9 @@ pub trait PreRaTarget {
     /// Whether `inst` leaves its results where a reader scheduled before the next transient
     /// instruction reads them directly.
     fn transient(&self, inst: &Inst) -> bool;
-    /// Whether `inst` must stay directly before `next` (the target emits them as one).
-    fn glued(&self, inst: &Inst, next: &Inst) -> bool;
+    /// Whether `insts[k]` must stay directly before `insts[k + 1]` (the target emits them as
+    /// one).
+    fn glued(&self, insts: &[Inst], k: usize) -> bool;
 }
 
 /// What scheduling did to a function.
@@ -158,6 +159,10 @@ pub fn schedule_block(
         let hi = last_use.partition_point(|e| e.0 <= t);
         (hi > 0 && last_use[hi - 1].0 == t).then(|| last_use[hi - 1].1)
     };
+    let first_read = |t: Temp| {
+        let lo = last_use.partition_point(|e| e.0 < t);
+        (lo < last_use.len() && last_use[lo].0 == t).then(|| last_use[lo].1)
+    };
     // Glue, from the end: an instruction whose every result is read, only by the node after
     // it, goes with that node; so does what the target glues.
     let mut node_last = vec![0usize; m];
@@ -165,11 +170,13 @@ pub fn schedule_block(
     for k in (0..m).rev() {
         let inst = &body[k];
         let glue = k + 1 < m
-            && (target.glued(inst, &body[k + 1])
+            && (target.glued(body, k)
                 || (!inst.defs.is_empty()
                     && !target.keeps_order(inst)
                     && inst.defs.iter().all(|d| {
-                        !live_out.contains(d.temp) && last_read(d.temp).is_some_and(|u| u <= cur_last)
+                        !live_out.contains(d.temp)
+                            && first_read(d.temp) == Some(k + 1)
+                            && last_read(d.temp).is_some_and(|u| u <= cur_last)
                     })));
         if !glue {
             cur_last = k;

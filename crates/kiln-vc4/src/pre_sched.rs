@@ -2,7 +2,7 @@
 //! `vc4_qir_schedule.c`): texels and SFU results arrive in r4, where their reader takes them
 //! without a move when it comes before the next r4 write (the emitter's in-place reads), so
 //! the scheduler brings that reader next; the components of one sample stay together (one
-//! TMU request); inputs, outputs, lookups and everything of a FIFO, the VPM or the tile
+//! TMU request), and so do the patterns the emitter reads together; inputs, outputs, lookups and everything of a FIFO, the VPM or the tile
 //! buffer keep their order. The budget is the file registers of the thread mode: a value
 //! live across a thread switch cannot be in an accumulator. The design is in
 //! `docs/sched.md` ("The pre-RA scheduler").
@@ -48,8 +48,21 @@ impl PreRaTarget for Vc4PreRa {
         crate::narrow::writes_r4(inst)
     }
 
-    fn glued(&self, inst: &Inst, next: &Inst) -> bool {
+    fn glued(&self, insts: &[Inst], k: usize) -> bool {
+        // One sample's components; an operation the select after its comparison writes
+        // itself (the emitter's deferred operation).
+        let (inst, next) = (&insts[k], &insts[k + 1]);
         crate::texture::same_texel(inst, next)
+            || (crate::interface::is_comparison(next.op)
+                && insts.get(k + 2).is_some_and(|sel| {
+                    sel.op == Opcode::Sel
+                        && sel.operands.first().and_then(|o| o.temp_id())
+                            == next.defs.first().map(|d| d.temp)
+                        && inst.defs.len() == 1
+                        && sel.operands[1..]
+                            .iter()
+                            .any(|o| o.temp_id() == Some(inst.defs[0].temp))
+                }))
     }
 }
 
