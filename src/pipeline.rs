@@ -92,6 +92,9 @@ pub struct Options {
     pub keep: Vec<Stage>,
     /// Schedule the QPU code (off: the emitter's order, one operation per instruction).
     pub schedule: bool,
+    /// Schedule each block before allocation (`kiln_sched::pressure`; off: the middle end's
+    /// order).
+    pub pre_schedule: bool,
 }
 
 impl Default for Options {
@@ -107,6 +110,7 @@ impl Default for Options {
             debug: DebugFlags::from_env(),
             keep: Vec::new(),
             schedule: true,
+            pre_schedule: true,
         }
     }
 }
@@ -407,7 +411,7 @@ pub fn back_end(
     let modes = vc4::thread_modes(&selected, options.threads)?;
     let mut result = Err(CompileError::Failed("no thread mode to try".into()));
     for (k, &threads) in modes.iter().enumerate() {
-        let func = vc4::lower_interface(&selected, threads)?;
+        let func = vc4::lower_interface(&selected, threads, options.pre_schedule)?;
         kept.record(Stage::Interface, &func);
         result =
             vc4::allocate(&func, options.allocator, options.check).and_then(|(allocated, ra)| {

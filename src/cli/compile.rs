@@ -46,6 +46,9 @@ pub struct CompileArgs {
     /// Leave the QPU code unscheduled: the emitter's order, one operation per instruction.
     #[arg(long)]
     pub no_sched: bool,
+    /// Leave each block in the middle end's order before allocation (no pre-RA scheduler).
+    #[arg(long)]
+    pub no_pre_sched: bool,
 }
 
 /// `kiln compile SHADER`.
@@ -63,6 +66,7 @@ fn compile_on_this_thread(args: CompileArgs) -> miette::Result<String> {
         threads: args.threads,
         keep: args.ir.clone().unwrap_or_default(),
         schedule: !args.no_sched,
+        pre_schedule: !args.no_pre_sched,
         ..Options::default()
     };
     let c = pipeline::compile(&shader, &args.entry.entry_point(), &options)?;
@@ -155,6 +159,9 @@ pub struct CorpusCompileArgs {
     /// Leave the QPU code unscheduled.
     #[arg(long)]
     pub no_sched: bool,
+    /// No pre-RA scheduler.
+    #[arg(long)]
+    pub no_pre_sched: bool,
 }
 
 /// `kiln corpus compile DIR`.
@@ -174,6 +181,7 @@ pub fn corpus_compile(args: CorpusCompileArgs) -> miette::Result<()> {
     let options = Options {
         allocator: args.allocator,
         schedule: !args.no_sched,
+        pre_schedule: !args.no_pre_sched,
         ..Options::default()
     };
     let run = crate::corpus::compile(&args.dir, args.jobs, &options, args.check)

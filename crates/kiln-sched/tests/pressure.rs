@@ -5,8 +5,8 @@
 //! interpreter, the liveness analysis.
 
 use kiln_analysis::{Cfg, compute_liveness};
-use kiln_interp::diff::{compare_outputs, run};
 use kiln_interp::Env;
+use kiln_interp::diff::{compare_outputs, run};
 use kiln_ir::generate::{GenConfig, generate};
 use kiln_ir::{Demand, Function, Inst, Opcode, print_function};
 use kiln_sched::pressure::{PreRaTarget, schedule};
@@ -26,7 +26,11 @@ impl PreRaTarget for Generic {
         false
     }
     fn latency(&self, inst: &Inst) -> u32 {
-        if inst.op == Opcode::TextureSample { 4 } else { 1 }
+        if inst.op == Opcode::TextureSample {
+            4
+        } else {
+            1
+        }
     }
     fn transient(&self, inst: &Inst) -> bool {
         inst.op == Opcode::TextureSample
@@ -91,13 +95,18 @@ fn scheduled_programs_verify_agree_and_stay_within_the_budget() {
                 !(n.exceeds(tight) && n.exceeds(*o)),
                 "seed {seed} bb{b}: demand {n:?} over the budget {tight:?} and the original {o:?}"
             );
-            let (o, n) = (o.0.iter().sum::<i32>() as i64, n.0.iter().sum::<i32>() as i64);
+            let (o, n) = (
+                o.0.iter().sum::<i32>() as i64,
+                n.0.iter().sum::<i32>() as i64,
+            );
             lowered += (o - n).max(0);
             raised += (n - o).max(0);
         }
         for k in 0..2 {
             let env = Env::for_function(&before, 16, seed * 7 + k);
-            let Ok(want) = run(&before, &env) else { continue };
+            let Ok(want) = run(&before, &env) else {
+                continue;
+            };
             let got = run(&after, &env).unwrap_or_else(|e| panic!("seed {seed}: {e}"));
             if let Err(m) = compare_outputs(&want, &got) {
                 panic!(

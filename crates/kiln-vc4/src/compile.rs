@@ -108,10 +108,21 @@ pub fn thread_modes(selected: &Selected, threads: Threads) -> Result<Vec<u32>, C
     }
 }
 
-/// The interface pass for `threads` threads (`crate::interface::lower`).
-pub fn lower_interface(selected: &Selected, threads: u32) -> Result<Function, CompileError> {
+/// The interface pass for `threads` threads (`crate::interface::lower`), with the pre-RA
+/// scheduler when `pre_schedule` says so.
+pub fn lower_interface(
+    selected: &Selected,
+    threads: u32,
+    pre_schedule: bool,
+) -> Result<Function, CompileError> {
     let mut func = selected.func.clone();
-    crate::interface::lower(&mut func, &selected.info, selected.output, threads)?;
+    crate::interface::lower(
+        &mut func,
+        &selected.info,
+        selected.output,
+        threads,
+        pre_schedule,
+    )?;
     Ok(func)
 }
 

@@ -1199,8 +1199,7 @@ impl<'a> Emitter<'a> {
                     o.temp_id()
                         .is_some_and(|u| u != t && self.r4_defined[u.index()])
                 });
-                if !alu || other || user.defs.len() != 1 || self.defers(b, user, &rest[k + 1..])
-                {
+                if !alu || other || user.defs.len() != 1 || self.defers(b, user, &rest[k + 1..]) {
                     return false;
                 }
                 reads += n;
@@ -1231,16 +1230,16 @@ impl<'a> Emitter<'a> {
         let mask = units(r, self.func.class(t).size);
         for inst in rest {
             if inst.operands.iter().any(|o| {
-                o.reg
-                    .is_some_and(|q| units(q, o.temp_id().map_or(1, |u| self.func.class(u).size)) & mask != 0)
+                o.reg.is_some_and(|q| {
+                    units(q, o.temp_id().map_or(1, |u| self.func.class(u).size)) & mask != 0
+                })
             }) {
                 return false;
             }
             if inst.defs.iter().any(|d| {
-                    d.reg
-                        .is_some_and(|q| units(q, self.func.class(d.temp).size) & mask == mask)
-                })
-            {
+                d.reg
+                    .is_some_and(|q| units(q, self.func.class(d.temp).size) & mask == mask)
+            }) {
                 return true;
             }
         }
