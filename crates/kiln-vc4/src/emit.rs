@@ -321,6 +321,11 @@ struct Emitter<'a> {
     tex_in_r4: Option<Inst>,
     /// The function is a threaded fragment shader: lookups switch threads.
     threaded: bool,
+    /// The next lookup of the block whose TMU request the lookup being emitted sends after
+    /// its own, before its load ([`Emitter::prefetch`]).
+    prefetch: Option<&'a Inst>,
+    /// The lookup whose request was sent before the previous load.
+    sent: Option<&'a Inst>,
     /// The last thread switch so far: its instruction and block.
     last_thrsw: Option<(usize, Block)>,
     /// VPM attribute reads: done so far, and in all.
@@ -449,6 +454,8 @@ pub fn emit(func: &Function, info: &ShaderInfo, mode: OutputMode) -> Result<Emit
         w: None,
         mode,
         tex_in_r4: None,
+        prefetch: None,
+        sent: None,
         threaded: func
             .target
             .params()
@@ -838,6 +845,8 @@ impl<'a> Emitter<'a> {
                 self.reset_uniform_stream()?;
             }
             let insts = &block.insts[nphi..];
+            let requests = crate::texture::requests(insts);
+            self.sent = None;
             for (k, inst) in insts.iter().enumerate() {
                 self.origin = Origin::Inst(b, (nphi + k) as u32);
                 if inst.op != Opcode::Input {
@@ -879,6 +888,9 @@ impl<'a> Emitter<'a> {
                 }
                 self.channel_in_place = crate::narrow::writes_r4(inst)
                     && self.reads_channel_in_place(b, inst, &insts[k + 1..]);
+                if requests[k] {
+                    self.prefetch = self.prefetch(insts, &requests, k);
+                }
                 if inst.op.is_terminator() {
                     self.terminator(b, inst, mode)?;
                 } else {
@@ -1428,6 +1440,37 @@ impl<'a> Emitter<'a> {
 
     /// `qpu_tex U, k, s, t`: one TMU0 lookup (t, then s, each taking a configuration uniform),
     /// `ldtmu0`, and byte k of r4 as a float (the r4 unpack).
+    /// A TMU request: each coordinate write takes a configuration uniform, in Mesa's order
+    /// (`ntq_emit_tex`): t with P0, then b with P1, then s with P2 for an explicit level (its
+    /// `BSLOD`), a zero for a bias, or P1 without b.
+    fn request(
+        &mut self,
+        unit: u32,
+        lod: Option<Src>,
+        mode: Option<u32>,
+        srcs: &[Src],
+    ) -> Result<(), EmitError> {
+        self.take_uniform(Uniform::TextureP0(unit))?;
+        self.uniforms.push(Uniform::TextureP1(unit));
+        let t = self.place(&[srcs[3]])?[0];
+        self.push_alu(builder::mov(Reg::Io(waddr::TMU0_T), t)?);
+        if let Some(lod) = lod {
+            self.uniforms.push(if mode == Some(2) {
+                Uniform::TextureP2 {
+                    unit,
+                    explicit_level: true,
+                }
+            } else {
+                Uniform::Constant(0)
+            });
+            let r = self.place(&[lod])?[0];
+            self.push_alu(builder::mov(Reg::Io(waddr::TMU0_B), r)?);
+        }
+        let s = self.place(&[srcs[2]])?[0];
+        self.push_alu(builder::mov(Reg::Io(waddr::TMU0_S), s)?);
+        Ok(())
+    }
+
     fn texture(&mut self, b: Block, inst: &Inst, srcs: &[Src]) -> Result<(), EmitError> {
         let (Some(unit), Some(k)) = (
             crate::texture::constant(&inst.operands[0].value),
@@ -1438,12 +1481,7 @@ impl<'a> Emitter<'a> {
             ));
         };
         let d = self.def_reg(inst, 0)?;
-        // A bias or an explicit level (`qpu_tex_b`): its mode.
-        let lod = srcs.get(4).copied();
-        let mode = inst
-            .operands
-            .get(5)
-            .and_then(|o| crate::texture::constant(&o.value));
+        let (_, lod, mode) = lookup_fields(inst, srcs);
         // The texel of the previous lookup is still in r4 when the previous instruction (but
         // copies) was a lookup at the same coordinates (another component of one sample).
         if !self
@@ -1451,33 +1489,18 @@ impl<'a> Emitter<'a> {
             .as_ref()
             .is_some_and(|p| crate::texture::same_texel(p, inst))
         {
-            // Each coordinate write takes a configuration uniform, in Mesa's order (`ntq_emit_tex`):
-            // t with P0, then b with P1, then s with P2 for an explicit level (its `BSLOD`), a
-            // zero for a bias, or P1 without b.
-            self.take_uniform(Uniform::TextureP0(unit))?;
-            self.uniforms.push(Uniform::TextureP1(unit));
-            let t = self.place(&[srcs[3]])?[0];
-            self.push_alu(builder::mov(Reg::Io(waddr::TMU0_T), t)?);
-            if let Some(lod) = lod {
-                self.uniforms.push(if mode == Some(2) {
-                    Uniform::TextureP2 {
-                        unit,
-                        explicit_level: true,
-                    }
-                } else {
-                    Uniform::Constant(0)
-                });
-                let r = self.place(&[lod])?[0];
-                self.push_alu(builder::mov(Reg::Io(waddr::TMU0_B), r)?);
+            let sent = self.sent.take().is_some_and(|s| std::ptr::eq(s, inst));
+            if !sent {
+                self.request(unit, lod, mode, srcs)?;
             }
-            let s = self.place(&[srcs[2]])?[0];
-            self.push_alu(builder::mov(Reg::Io(waddr::TMU0_S), s)?);
             if self.threaded {
                 // Switch threads while the TMU works: on the request itself when its signal is
                 // free, two delay slots, then `ldtmu0` takes what was requested before.
                 let mut at = self.out.len() - 1;
                 match &mut self.out[at] {
-                    Instr::Alu(a) if a.sig == Signal::None => a.sig = Signal::ThreadSwitch,
+                    Instr::Alu(a) if !sent && a.sig == Signal::None => {
+                        a.sig = Signal::ThreadSwitch
+                    }
                     _ => {
                         let mut sw = AluInstr::nop();
                         sw.sig = Signal::ThreadSwitch;
@@ -1489,6 +1512,18 @@ impl<'a> Emitter<'a> {
                 self.nop();
                 self.last_thrsw = Some((at, b));
                 self.flags = Flags::Unknown;
+            }
+            if let Some(next) = self.prefetch.take() {
+                let srcs: Vec<Src> = next
+                    .operands
+                    .iter()
+                    .map(|o| self.src(o))
+                    .collect::<Result<_, _>>()?;
+                let (Some(unit), lod, mode) = lookup_fields(next, &srcs) else {
+                    return Err(internal("a prefetched lookup whose unit is not constant"));
+                };
+                self.request(unit, lod, mode, &srcs)?;
+                self.sent = Some(next);
             }
             let mut ld = AluInstr::nop();
             ld.sig = Signal::LoadTmu0;
@@ -1509,6 +1544,42 @@ impl<'a> Emitter<'a> {
         }
         self.tex_in_r4 = Some(inst.clone());
         Ok(())
+    }
+
+    /// The next lookup after lookup `k` of `insts` that makes a TMU request, when that request
+    /// can go out after `k`'s own, before `k`'s load (Mesa's `vc4_qir_schedule.c` keeps one
+    /// more request in the FIFO the same way): its coordinates are registers nothing writes
+    /// from `k` to it, or constants; the FIFO holds both requests (a threaded shader has half:
+    /// four coordinates, so no bias or level). With a thread switch before each load, the
+    /// request goes after `k`'s switch, so that every request is collected after the next
+    /// switch (the rule of `vc4_qir_schedule.c` and kiln's validator).
+    fn prefetch(&self, insts: &'a [Inst], requests: &[bool], k: usize) -> Option<&'a Inst> {
+        let j = k + 1 + requests[k + 1..].iter().position(|&r| r)?;
+        let next = &insts[j];
+        if self.threaded && (insts[k].operands.len() > 4 || next.operands.len() > 4) {
+            return None;
+        }
+        let between = &insts[k..j];
+        next.operands[2..]
+            .iter()
+            .all(|o| match o.value {
+                Value::Const(_) => true,
+                Value::Undef(_) => false,
+                Value::Temp(t) => {
+                    let Some(r) = o.reg else { return false };
+                    let mask = units(r, self.func.class(t).size);
+                    !self.r4_defined[t.index()]
+                        && !self.read_at_use[t.index()]
+                        && self.uniform_slot[t.index()].is_none()
+                        && between.iter().flat_map(|i| &i.defs).all(|d| {
+                            d.temp != t
+                                && d.reg.is_none_or(|q| {
+                                    units(q, self.func.class(d.temp).size) & mask == 0
+                                })
+                        })
+                }
+            })
+            .then_some(next)
     }
 
     /// Sets flags so that `cond` holds where the comparison is true.
@@ -2078,6 +2149,17 @@ impl<'a> Emitter<'a> {
 
 /// A comparison's flag-setting operation: the add-unit op, whether the operands swap, and the
 /// condition where the comparison is true.
+/// A lookup's unit, its bias or level operand and that operand's mode (`qpu_tex_b`).
+fn lookup_fields(inst: &Inst, srcs: &[Src]) -> (Option<u32>, Option<Src>, Option<u32>) {
+    (
+        crate::texture::constant(&inst.operands[0].value),
+        srcs.get(4).copied(),
+        inst.operands
+            .get(5)
+            .and_then(|o| crate::texture::constant(&o.value)),
+    )
+}
+
 /// The `q` units of a value of `size` in `r`, as a mask.
 fn units(r: kiln_ir::PhysReg, size: u8) -> u128 {
     (r.unit()..r.unit() + size.max(1) as u32)
