@@ -1498,9 +1498,7 @@ impl<'a> Emitter<'a> {
                 // free, two delay slots, then `ldtmu0` takes what was requested before.
                 let mut at = self.out.len() - 1;
                 match &mut self.out[at] {
-                    Instr::Alu(a) if !sent && a.sig == Signal::None => {
-                        a.sig = Signal::ThreadSwitch
-                    }
+                    Instr::Alu(a) if !sent && a.sig == Signal::None => a.sig = Signal::ThreadSwitch,
                     _ => {
                         let mut sw = AluInstr::nop();
                         sw.sig = Signal::ThreadSwitch;
