@@ -168,7 +168,6 @@ pub fn schedule_with(e: &Emitted, live_at_end: u128) -> Result<Emitted, EmitErro
     position[n] = Some(s.out.len());
 
     // Relocate: relative branches count from the branch + 4 instructions.
-    let out_len = s.out.len();
     let mut out = s.out;
     for (at, &from) in s.from.iter().enumerate() {
         let Some(f) = from else { continue };
@@ -181,14 +180,90 @@ pub fn schedule_with(e: &Emitted, live_at_end: u128) -> Result<Emitted, EmitErro
             nb.imm = 8 * (to as i32 - (at as i32 + 4));
         }
     }
+    let mut origins = s.origins;
+    let excess = s.excess;
+    colour_write_ends(&mut out, &mut origins);
+    let out_len = out.len();
     Ok(Emitted {
         instrs: out,
-        origins: s.origins,
+        origins,
         uniforms: s.uniforms,
         varyings: e.varyings.clone(),
         output_rows: e.output_rows.clone(),
-        bound: (out_len - s.excess) as u32,
+        bound: (out_len - excess).min(out_len) as u32,
     })
+}
+
+/// The colour's tile-buffer write as the program end's own instruction (as Broadcom's own
+/// shaders end: `or tlb_color_all, r0, r0; thrend`): when the instruction before the end is
+/// that write alone, reading an accumulator (the end's instruction and its slots may not touch
+/// register 14), the end's signal goes on it and the `nop` that carried it goes. The write's
+/// scoreboard wait, which the end's instruction may not do itself (both validators), becomes a
+/// `sbwait` signal on the latest instruction before it that has none, after the last thread
+/// switch's slots and not in the first two (unless a tile-buffer access before has waited).
+/// No branch may reach the moved instructions.
+fn colour_write_ends(out: &mut Vec<Instr>, origins: &mut Vec<[Origin; 2]>) {
+    let Some(end) = out
+        .iter()
+        .rposition(|i| matches!(i, Instr::Alu(a) if a.sig == Signal::ProgramEnd))
+    else {
+        return;
+    };
+    if end < 4 || out[end] != end_nop() {
+        return;
+    }
+    let Instr::Alu(write) = out[end - 1] else {
+        return;
+    };
+    let colour = effects::writes(&out[end - 1])
+        .iter()
+        .all(|w| w.waddr == waddr::TLB_COLOR_ALL)
+        && write.op_mul == kiln_qpu::isa::MulOp::Nop
+        && write.sig == Signal::None
+        && effects::regfile_reads(&out[end - 1]) == (None, None)
+        && !effects::takes_uniform(&out[end - 1]);
+    if !colour {
+        return;
+    }
+    let reached = out.iter().enumerate().any(|(b, i)| match i {
+        Instr::Branch(br) => b + 4 > end - 1 || b as i64 + 4 + br.imm as i64 / 8 >= end as i64 - 1,
+        _ => false,
+    });
+    let switch_end = out
+        .iter()
+        .rposition(|i| {
+            matches!(
+                effects::sig(i),
+                Some(Signal::ThreadSwitch | Signal::LastThreadSwitch)
+            )
+        })
+        .map_or(0, |k| k + 3);
+    if reached {
+        return;
+    }
+    // A tile-buffer access before has waited already.
+    if !out[..end - 1].iter().any(effects::is_tlb) {
+        let Some(wait) = (switch_end.max(2)..end - 1)
+            .rev()
+            .find(|&k| matches!(&out[k], Instr::Alu(a) if a.sig == Signal::None))
+        else {
+            return;
+        };
+        if let Instr::Alu(a) = &mut out[wait] {
+            a.sig = Signal::ScoreboardWait;
+        }
+    }
+    let mut merged = write;
+    merged.sig = Signal::ProgramEnd;
+    out[end - 1] = Instr::Alu(merged);
+    out.remove(end);
+    origins.remove(end);
+}
+
+fn end_nop() -> Instr {
+    let mut a = AluInstr::nop();
+    a.sig = Signal::ProgramEnd;
+    Instr::Alu(a)
 }
 
 /// Signals that keep their instruction and the two after it in place.
