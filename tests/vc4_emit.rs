@@ -1671,3 +1671,51 @@ bb0:
         c.stats
     );
 }
+
+/// The colour packed into an accumulator is written to the tile buffer by the program end's
+/// own instruction, with the scoreboard waited for by a signal before it (Broadcom's ending:
+/// `mov tlb_color_all, r1; thrend`). Both validators accept it; without the wait they refuse
+/// it (the end's instruction may not wait itself).
+#[test]
+fn the_colour_write_ends_the_program() {
+    use kiln_qpu::isa::{Instr, Signal, validate::validate_instrs, validate_mesa::validate_mesa};
+    let text = "target generic(v=32, s=16)
+function @main {
+bb0:
+    %0:v1 = input 0
+    %1:v1 = input 1
+    %2:v1 = fadd %0, %1
+    %3:v1 = fmul %0, 0.5
+    %4:v1 = fmul %1, %0
+    output 0, %3
+    output 1, %4
+    output 2, %2
+    output 3, 1.0
+    return
+}
+";
+    agrees(text);
+    let (c, _) = compile_text(text, Allocator::Graph, OutputMode::Tlb);
+    let code = &c.emitted.instrs;
+    let end = code
+        .iter()
+        .position(|i| i.signal() == Some(Signal::ProgramEnd))
+        .expect("an end");
+    assert!(
+        kiln_qpu::isa::effects::is_tlb(&code[end]),
+        "the end writes the colour:\n{}",
+        c.disasm()
+    );
+    assert_eq!(end + 3, code.len(), "{}", c.disasm());
+    let wait = code
+        .iter()
+        .position(|i| i.signal() == Some(Signal::ScoreboardWait))
+        .expect("a scoreboard wait");
+    let mut unwaited = code.clone();
+    if let Instr::Alu(a) = &mut unwaited[wait] {
+        a.sig = Signal::None;
+    }
+    assert!(!validate_instrs(&unwaited).is_empty());
+    let words: Vec<u64> = unwaited.iter().map(|i| i.encode()).collect();
+    assert!(validate_mesa(&words).is_err());
+}

@@ -100,8 +100,8 @@ pub fn fold(code: &mut [Instr], live_at_end: Regs) {
 /// The colour in an accumulator (Mesa packs it into one): where the colour register ra14 is
 /// written — its four bytes packed by the mul unit, or written whole first — and read by the
 /// tile-buffer write all in the straight-line code after the last thread switch, an
-/// accumulator nothing uses there holds it instead, and the write reads it the next
-/// instruction rather than the second.
+/// accumulator nothing uses there holds it instead (one the first write reads last is free),
+/// and the write reads it the next instruction rather than the second.
 pub fn colour_in_accumulator(code: &mut [Instr], live_at_end: Regs) {
     const COLOUR: u32 = 14;
     let mut scratch = Vec::new();
@@ -176,9 +176,14 @@ pub fn colour_in_accumulator(code: &mut [Instr], live_at_end: Regs) {
     }) {
         return;
     }
+    // Free from the colour's first write to its read: dead after each instruction, written by
+    // none, read by none after the first write (which may read it: reads come before writes).
     let mut busy: Regs = live_out[t];
-    for k in first.saturating_sub(1)..=t {
-        busy |= live_out[k] | r[k].reads | r[k].whole | r[k].part;
+    for k in first..=t {
+        busy |= live_out[k] | r[k].whole | r[k].part;
+        if k > first {
+            busy |= r[k].reads;
+        }
     }
     let free = (0..4u32).find(|&a| busy & (1 << (64 + a)) == 0);
     let Some(acc) = free else { return };
