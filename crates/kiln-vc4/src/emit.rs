@@ -1216,7 +1216,7 @@ impl<'a> Emitter<'a> {
                 }
                 reads += n;
                 if reads == self.uses[t.index()] {
-                    return self.dead_after(b, t, &rest[k + 1..]);
+                    return self.dead_after(b, &inst.defs[0], &rest[k + 1..]);
                 }
             }
             if crate::narrow::writes_r4(user) && !crate::texture::same_texel(inst, user) {
@@ -1226,21 +1226,14 @@ impl<'a> Emitter<'a> {
         false
     }
 
-    /// Whether the register of `t` (read last before `rest`) holds nothing read later: a
+    /// Whether the register of `def` (read last before `rest`) holds nothing read later: a
     /// write replaces it in `rest` before any read, or it is dead at the block's end. (An
-    /// identity copy out of SSA reads nothing, so a use count cannot say.)
-    fn dead_after(&self, b: Block, t: kiln_ir::Temp, rest: &[Inst]) -> bool {
-        let Some(r) = self.func.blocks[b.index()]
-            .insts
-            .iter()
-            .flat_map(|i| &i.defs)
-            .find(|d| d.temp == t)
-            .and_then(|d| d.reg)
-        else {
-            return false;
-        };
-        let mask = units(r, self.func.class(t).size);
-        for inst in rest {
+    /// identity copy out of SSA reads nothing, so a use count cannot say.) A search longer
+    /// than [`DEAD_SEARCH`] instructions says no.
+    fn dead_after(&self, b: Block, def: &kiln_ir::Def, rest: &[Inst]) -> bool {
+        let Some(r) = def.reg else { return false };
+        let mask = units(r, self.func.class(def.temp).size);
+        for inst in rest.iter().take(DEAD_SEARCH) {
             if inst.operands.iter().any(|o| {
                 o.reg.is_some_and(|q| {
                     units(q, o.temp_id().map_or(1, |u| self.func.class(u).size)) & mask != 0
@@ -1255,7 +1248,7 @@ impl<'a> Emitter<'a> {
                 return true;
             }
         }
-        self.live_out[b.index()] & mask == 0
+        rest.len() <= DEAD_SEARCH && self.live_out[b.index()] & mask == 0
     }
 
     /// The operation left to the output that reads `op`, if one is.
@@ -2147,6 +2140,9 @@ impl<'a> Emitter<'a> {
 
 /// A comparison's flag-setting operation: the add-unit op, whether the operands swap, and the
 /// condition where the comparison is true.
+/// How far [`Emitter::dead_after`] looks for the next write of a register.
+const DEAD_SEARCH: usize = 256;
+
 /// A lookup's unit, its bias or level operand and that operand's mode (`qpu_tex_b`).
 fn lookup_fields(inst: &Inst, srcs: &[Src]) -> (Option<u32>, Option<Src>, Option<u32>) {
     (
