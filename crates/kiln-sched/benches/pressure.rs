@@ -23,7 +23,11 @@ impl PreRaTarget for Generic {
         inst.op == Opcode::Output
     }
     fn latency(&self, inst: &Inst) -> u32 {
-        if inst.op == Opcode::TextureSample { 4 } else { 1 }
+        if inst.op == Opcode::TextureSample {
+            4
+        } else {
+            1
+        }
     }
     fn transient(&self, inst: &Inst) -> bool {
         inst.op == Opcode::TextureSample
