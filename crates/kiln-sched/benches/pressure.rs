@@ -5,37 +5,10 @@
 //! instruction and the ratio of each size's cost per instruction to the 1k block's, measured
 //! in the same run (1.0 = linear). Run with `cargo bench -p kiln-sched --bench pressure`.
 
-use kiln_ir::{Demand, Function, Inst, Opcode, parse_function};
-use kiln_sched::pressure::{PreRaTarget, schedule};
+use kiln_ir::{Demand, Function, parse_function};
+use kiln_sched::pressure::{GenericPreRa, schedule};
 use std::fmt::Write;
 use std::time::Instant;
-
-struct Generic;
-
-impl PreRaTarget for Generic {
-    fn keeps_order(&self, inst: &Inst) -> bool {
-        inst.op.info().side_effects
-    }
-    fn leads(&self, inst: &Inst) -> bool {
-        inst.op == Opcode::Input
-    }
-    fn ends(&self, inst: &Inst) -> bool {
-        inst.op == Opcode::Output
-    }
-    fn latency(&self, inst: &Inst) -> u32 {
-        if inst.op == Opcode::TextureSample {
-            4
-        } else {
-            1
-        }
-    }
-    fn transient(&self, inst: &Inst) -> bool {
-        inst.op == Opcode::TextureSample
-    }
-    fn glued(&self, _: &[Inst], _: usize) -> bool {
-        false
-    }
-}
 
 fn block(n: usize, seed: u64) -> Function {
     let mut s = seed | 1;
@@ -92,7 +65,7 @@ fn main() {
         for _ in 0..reps {
             let mut f = func.clone();
             let t = Instant::now();
-            schedule(&mut f, &Generic, budget);
+            schedule(&mut f, &GenericPreRa, budget);
             best = best.min(t.elapsed().as_secs_f64());
         }
         let per = best * 1e9 / n as f64;

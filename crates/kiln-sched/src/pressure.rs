@@ -22,7 +22,7 @@
 //! maximum demand went up past the budget keeps its original order.
 
 use kiln_analysis::{Cfg, LiveSet, compute_liveness};
-use kiln_ir::{Block, Demand, Function, Inst, Temp};
+use kiln_ir::{Block, Demand, Function, Inst, Opcode, Temp};
 
 /// What the scheduler needs to know of a target's instructions.
 pub trait PreRaTarget {
@@ -43,6 +43,36 @@ pub trait PreRaTarget {
     /// Whether `insts[k]` must stay directly before `insts[k + 1]` (the target emits them as
     /// one).
     fn glued(&self, insts: &[Inst], k: usize) -> bool;
+}
+
+/// The generic target's facts (`kiln_ir::GenericTarget`), for the scheduler's own tests and
+/// benchmark: side effects keep their order, a texture sample's result is transient and is
+/// read four cycles after it.
+pub struct GenericPreRa;
+
+impl PreRaTarget for GenericPreRa {
+    fn keeps_order(&self, inst: &Inst) -> bool {
+        inst.op.info().side_effects
+    }
+    fn leads(&self, _: &Inst) -> bool {
+        false
+    }
+    fn ends(&self, _: &Inst) -> bool {
+        false
+    }
+    fn latency(&self, inst: &Inst) -> u32 {
+        if inst.op == Opcode::TextureSample {
+            4
+        } else {
+            1
+        }
+    }
+    fn transient(&self, inst: &Inst) -> bool {
+        inst.op == Opcode::TextureSample
+    }
+    fn glued(&self, _: &[Inst], _: usize) -> bool {
+        false
+    }
 }
 
 /// What scheduling did to a function.
@@ -70,12 +100,9 @@ pub fn schedule(func: &mut Function, target: &dyn PreRaTarget, budget: Demand) -
         else {
             continue;
         };
-        let original = insts.clone();
-        let mut slots: Vec<Option<Inst>> = original.iter().cloned().map(Some).collect();
         let block = func.block_mut(b);
-        for (k, &from) in order.iter().enumerate() {
-            block.insts[k] = slots[from].take().expect("a permutation");
-        }
+        let original = std::mem::take(&mut block.insts);
+        block.insts = order.iter().map(|&k| original[k].clone()).collect();
         originals.push((b, original));
     }
     if originals.is_empty() {

@@ -8,37 +8,8 @@ use kiln_analysis::{Cfg, compute_liveness};
 use kiln_interp::Env;
 use kiln_interp::diff::{compare_outputs, run};
 use kiln_ir::generate::{GenConfig, generate};
-use kiln_ir::{Demand, Function, Inst, Opcode, print_function};
-use kiln_sched::pressure::{PreRaTarget, schedule};
-
-/// The generic target's facts: side effects keep their order, a texture sample's result is
-/// transient and takes four cycles.
-struct Generic;
-
-impl PreRaTarget for Generic {
-    fn keeps_order(&self, inst: &Inst) -> bool {
-        inst.op.info().side_effects
-    }
-    fn leads(&self, _: &Inst) -> bool {
-        false
-    }
-    fn ends(&self, _: &Inst) -> bool {
-        false
-    }
-    fn latency(&self, inst: &Inst) -> u32 {
-        if inst.op == Opcode::TextureSample {
-            4
-        } else {
-            1
-        }
-    }
-    fn transient(&self, inst: &Inst) -> bool {
-        inst.op == Opcode::TextureSample
-    }
-    fn glued(&self, _: &[Inst], _: usize) -> bool {
-        false
-    }
-}
+use kiln_ir::{Demand, Function, Inst, print_function};
+use kiln_sched::pressure::{GenericPreRa, schedule};
 
 fn budget(v: i32, s: i32) -> Demand {
     let mut d = Demand::ZERO;
@@ -79,7 +50,7 @@ fn scheduled_programs_verify_agree_and_stay_within_the_budget() {
         let tight = budget(8 + (seed % 3) as i32 * 4, 4);
         let old = block_max(&mut before);
         let mut after = before.clone();
-        let outcome = schedule(&mut after, &Generic, tight);
+        let outcome = schedule(&mut after, &GenericPreRa, tight);
         reordered += outcome.reordered;
         if let Err(e) = kiln_ir::verify(&after) {
             panic!("seed {seed}: {}\n{}", e[0], print_function(&after));
@@ -149,7 +120,7 @@ bb0:
 ";
     let mut func = kiln_ir::parse_function(text).expect("parses");
     let old = block_max(&mut func)[0];
-    let outcome = schedule(&mut func, &Generic, budget(3, 4));
+    let outcome = schedule(&mut func, &GenericPreRa, budget(3, 4));
     let new = block_max(&mut func)[0];
     assert_eq!(outcome.reordered, 1, "{}", print_function(&func));
     assert!(new.0[0] < old.0[0], "demand {new:?} not below {old:?}");

@@ -269,10 +269,9 @@ struct Emitter<'a> {
     /// The lookup or SFU operation being emitted leaves its result in r4 for the operation
     /// that reads it.
     channel_in_place: bool,
-    /// Results left in r4, each read by one later operation of the block: a texel channel
-    /// with the r4 unpack of its byte (Mesa's `r4.8a` operands, `vc4_qpu_emit.c`), an SFU
-    /// result as it is (`Unpack::None`, Mesa's `fmul r0, r4, …`).
-    /// The reads left of each, counted down.
+    /// Results left in r4 for the later operations of the block that read them: a texel
+    /// channel with the r4 unpack of its byte (Mesa's `r4.8a` operands, `vc4_qpu_emit.c`), an
+    /// SFU result as it is (`Unpack::None`, Mesa's `fmul r0, r4, …`), and the reads left.
     in_r4: Vec<(kiln_ir::Temp, Unpack, u32)>,
     /// The unpack of the r4 result the operation being emitted reads.
     unpack_now: Option<Unpack>,
@@ -1489,7 +1488,11 @@ impl<'a> Emitter<'a> {
             .as_ref()
             .is_some_and(|p| crate::texture::same_texel(p, inst))
         {
-            let sent = self.sent.take().is_some_and(|s| std::ptr::eq(s, inst));
+            let sent = match self.sent.take() {
+                Some(s) if std::ptr::eq(s, inst) => true,
+                Some(_) => return Err(internal("a request sent early for another lookup")),
+                None => false,
+            };
             if !sent {
                 self.request(unit, lod, mode, srcs)?;
             }
@@ -1554,7 +1557,8 @@ impl<'a> Emitter<'a> {
     fn prefetch(&self, insts: &'a [Inst], requests: &[bool], k: usize) -> Option<&'a Inst> {
         let j = k + 1 + requests[k + 1..].iter().position(|&r| r)?;
         let next = &insts[j];
-        if self.threaded && (insts[k].operands.len() > 4 || next.operands.len() > 4) {
+        let with_lod = |i: &Inst| Op::of_opcode(i.op) == Some(Op::TexB);
+        if self.threaded && (with_lod(&insts[k]) || with_lod(next)) {
             return None;
         }
         let between = &insts[k..j];
@@ -2172,8 +2176,9 @@ fn lookup_fields(inst: &Inst, srcs: &[Src]) -> (Option<u32>, Option<Src>, Option
 
 /// The `q` units of a value of `size` in `r`, as a mask.
 fn units(r: kiln_ir::PhysReg, size: u8) -> u128 {
-    (r.unit()..r.unit() + size.max(1) as u32)
-        .filter(|&u| u < 128)
+    r.units(size.max(1), crate::target::UNITS)
+        .into_iter()
+        .flatten()
         .fold(0, |m, u| m | 1u128 << u)
 }
 

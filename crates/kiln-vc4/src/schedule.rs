@@ -190,7 +190,7 @@ pub fn schedule_with(e: &Emitted, live_at_end: u128) -> Result<Emitted, EmitErro
         uniforms: s.uniforms,
         varyings: e.varyings.clone(),
         output_rows: e.output_rows.clone(),
-        bound: (out_len - excess).min(out_len) as u32,
+        bound: out_len.saturating_sub(excess) as u32,
     })
 }
 
