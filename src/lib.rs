@@ -3,6 +3,7 @@
 //! set-up ([`run`]), statistics in words ([`report`]) and the QPU tools' input and output ([`qpu`]) — behind the `kiln` command,
 //! whose `cli` module only parses arguments and prints.
 
+pub mod bench;
 pub mod cli;
 pub mod corpus;
 pub mod fuzz;

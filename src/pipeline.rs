@@ -77,7 +77,9 @@ pub struct Options {
     /// Where a fragment shader writes: the tile buffer, or raw values to the VPM (the debug
     /// build the checks compare bit for bit).
     pub output: OutputMode,
-    /// Run the allocation checker.
+    /// Check what each stage made: the verifier after the interface pass, the allocation
+    /// checker, the QPU validators (kiln's rules and Mesa's). On in debug builds (every test),
+    /// with `--check` and with `KILN_DEBUG=verify`; a release compile, like Mesa's, does not.
     pub check: bool,
     /// The middle-end passes, by name (`None`: the default pipeline; empty: none).
     pub passes: Option<Vec<String>>,
@@ -103,7 +105,7 @@ impl Default for Options {
             allocator: Allocator::Graph,
             threads: Threads::Auto,
             output: OutputMode::Tlb,
-            check: true,
+            check: cfg!(debug_assertions) || DebugFlags::from_env().verify,
             passes: None,
             precision: kiln_opt::Precision::Relaxed,
             budget: Vec::new(),
@@ -411,7 +413,7 @@ pub fn back_end(
     let modes = vc4::thread_modes(&selected, options.threads)?;
     let mut result = Err(CompileError::Failed("no thread mode to try".into()));
     for (k, &threads) in modes.iter().enumerate() {
-        let func = vc4::lower_interface(&selected, threads, options.pre_schedule)?;
+        let func = vc4::lower_interface(&selected, threads, options.pre_schedule, options.check)?;
         kept.record(Stage::Interface, &func);
         result =
             vc4::allocate(&func, options.allocator, options.check).and_then(|(allocated, ra)| {
@@ -419,6 +421,7 @@ pub fn back_end(
                 let finish = vc4::Finish {
                     schedule: options.schedule,
                     print: options.debug.print,
+                    check: options.check,
                 };
                 let emitted = vc4::emit(&allocated, &selected.info, selected.output, finish)?;
                 let stats = Stats::of(&emitted, &ra, threads);
@@ -457,10 +460,19 @@ pub fn front(
     options: &Options,
     kept: &mut Kept,
 ) -> Result<Front, Error> {
-    let lowered = lower(shader, entry)?;
+    middle(shader.name(), lower(shader, entry)?, options, kept)
+}
+
+/// The middle end on a lowered entry point (`name` for errors).
+fn middle(
+    name: &str,
+    lowered: Lowered,
+    options: &Options,
+    kept: &mut Kept,
+) -> Result<Front, Error> {
     kept.record(Stage::Lowered, &lowered.function);
     let generic = optimize(lowered.function.clone(), options).map_err(|error| Error::Middle {
-        name: shader.name().to_string(),
+        name: name.to_string(),
         error,
     })?;
     kept.record(Stage::Optimized, &generic);
@@ -491,10 +503,20 @@ pub fn compile(
     entry: &EntryPoint,
     options: &Options,
 ) -> Result<Compilation, Error> {
+    compile_lowered(shader.name(), lower(shader, entry)?, options)
+}
+
+/// The pipeline after the front end: the middle end and the back end on a lowered entry point
+/// (`name` for errors). What a driver's compile costs; `kiln bench compile-cost` measures it.
+pub fn compile_lowered(
+    name: &str,
+    lowered: Lowered,
+    options: &Options,
+) -> Result<Compilation, Error> {
     let mut kept = Kept::new(&options.keep);
-    let mut f = front(shader, entry, options, &mut kept)?;
+    let mut f = middle(name, lowered, options, &mut kept)?;
     let info = shader_info(&f.interface);
-    let name = || shader.name().to_string();
+    let name = || name.to_string();
     let first = back_end(&f.generic, &info, options, &mut kept);
     // The QPU cannot spill, and a threaded shader has half the registers: where the middle
     // end raised the register demand past what the files hold (the allocation spills, or a

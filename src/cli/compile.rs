@@ -67,6 +67,7 @@ fn compile_on_this_thread(args: CompileArgs) -> miette::Result<String> {
         keep: args.ir.clone().unwrap_or_default(),
         schedule: !args.no_sched,
         pre_schedule: !args.no_pre_sched,
+        check: args.check || Options::default().check,
         ..Options::default()
     };
     let c = pipeline::compile(&shader, &args.entry.entry_point(), &options)?;
@@ -182,6 +183,7 @@ pub fn corpus_compile(args: CorpusCompileArgs) -> miette::Result<()> {
         allocator: args.allocator,
         schedule: !args.no_sched,
         pre_schedule: !args.no_pre_sched,
+        check: args.check || Options::default().check,
         ..Options::default()
     };
     let run = crate::corpus::compile(&args.dir, args.jobs, &options, args.check)

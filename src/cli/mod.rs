@@ -1,5 +1,6 @@
 //! Command-line interface: one module per group of subcommands.
 
+pub mod bench;
 pub mod compile;
 pub mod front;
 pub mod fuzz;
@@ -55,6 +56,9 @@ pub enum Command {
     /// Differential campaigns on generated programs.
     #[command(subcommand)]
     Fuzz(fuzz::FuzzCommand),
+    /// Benchmarks against Mesa's vc4.
+    #[command(subcommand)]
+    Bench(bench::BenchCommand),
 }
 
 /// Writes `text` to standard output; a reader that stopped reading (`| head`) is not an error.
@@ -84,6 +88,7 @@ impl Cli {
             Command::Run(a) => run::run(a),
             Command::Corpus(c) => front::corpus(c),
             Command::Fuzz(c) => fuzz::run(c),
+            Command::Bench(c) => bench::run(c),
         }
     }
 }

@@ -41,6 +41,7 @@ pub fn regalloc(args: RegallocArgs) -> miette::Result<()> {
     let options = Options {
         allocator: args.allocator,
         budget,
+        check: true,
         ..Options::default()
     };
     let stats =
@@ -92,6 +93,7 @@ pub struct CorpusRegallocArgs {
 pub fn corpus_regalloc(args: CorpusRegallocArgs) -> miette::Result<()> {
     let options = Options {
         allocator: args.allocator,
+        check: true,
         ..Options::default()
     };
     let run = crate::corpus::regalloc(

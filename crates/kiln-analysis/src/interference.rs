@@ -143,6 +143,100 @@ impl<'l> Interference<'l> {
             || self.all_lanes_hits(b, db, a)
     }
 
+    /// For every temp, the temps it may interfere with where one of the two is written in all
+    /// lanes of a per-lane file: a symmetric superset of the pairs [`Self::interferes`] says yes
+    /// to among them, so a caller asks the query of these candidates only rather than of every
+    /// pair. Found in one backward walk of each block: what is live along the linear CFG after
+    /// an all-lanes definition (and leaves a loop around it, and is defined beside it), and
+    /// what is defined while an all-lanes value is live. Cost: the instructions, plus the live
+    /// sets met at all-lanes definitions, plus the live all-lanes values met at definitions.
+    pub fn all_lanes_candidates(&self, func: &Function) -> Vec<Vec<u32>> {
+        let n = func.temps.len();
+        let mut out: Vec<Vec<u32>> = vec![Vec::new(); n];
+        let Some(wide) = &self.wide_live_out else {
+            return out;
+        };
+        let wide_def =
+            |inst: &kiln_ir::Inst| inst.defs.iter().any(|d| self.all_lanes[d.temp.index()]);
+        let mut live = vec![false; n];
+        let mut list: Vec<u32> = Vec::new();
+        // All-lanes values live (logically) after the instruction being walked.
+        let mut live_wide: Vec<u32> = Vec::new();
+        for b in func.block_ids() {
+            let insts = &func.block(b).insts;
+            let walk_all = insts.iter().any(wide_def);
+            let mut leaving: Vec<u32> = Vec::new();
+            if walk_all {
+                for t in wide[b.index()].iter() {
+                    live[t.index()] = true;
+                    list.push(t.0);
+                }
+                for &l in &self.loops_of[b.index()] {
+                    leaving.extend(self.liveness.loop_leaving[l as usize].iter().map(|t| t.0));
+                }
+            }
+            live_wide.clear();
+            live_wide.extend(
+                self.liveness.live_out[b.index()]
+                    .iter()
+                    .filter(|t| self.all_lanes[t.index()])
+                    .map(|t| t.0),
+            );
+            for inst in insts.iter().rev() {
+                if walk_all {
+                    list.retain(|&t| live[t as usize]);
+                    for d in inst.defs.iter().filter(|d| self.all_lanes[d.temp.index()]) {
+                        let others = inst.defs.iter().map(|e| e.temp.0);
+                        out[d.temp.index()]
+                            .extend(list.iter().chain(&leaving).copied().chain(others));
+                    }
+                    for d in &inst.defs {
+                        live[d.temp.index()] = false;
+                    }
+                    if !inst.op.is_phi() {
+                        for t in inst.used_temps() {
+                            if !live[t.index()] {
+                                live[t.index()] = true;
+                                list.push(t.0);
+                            }
+                        }
+                    }
+                }
+                for d in &inst.defs {
+                    for &w in &live_wide {
+                        out[w as usize].push(d.temp.0);
+                    }
+                }
+                live_wide.retain(|&w| inst.defs.iter().all(|d| d.temp.0 != w));
+                if !inst.op.is_phi() {
+                    for t in inst.used_temps().filter(|t| self.all_lanes[t.index()]) {
+                        if !live_wide.contains(&t.0) {
+                            live_wide.push(t.0);
+                        }
+                    }
+                }
+            }
+            for t in list.drain(..) {
+                live[t as usize] = false;
+            }
+        }
+        // Symmetric, sorted, without repeats or the temp itself.
+        let pairs: Vec<(u32, u32)> = out
+            .iter()
+            .enumerate()
+            .flat_map(|(a, us)| us.iter().map(move |&u| (a as u32, u)))
+            .collect();
+        for (a, u) in pairs {
+            out[u as usize].push(a);
+        }
+        for (a, us) in out.iter_mut().enumerate() {
+            us.sort_unstable();
+            us.dedup();
+            us.retain(|&u| u as usize != a);
+        }
+        out
+    }
+
     /// Whether an all-lanes definition of `w` at `site` overwrites per-lane `t` in a lane where
     /// `t` is still needed.
     fn all_lanes_hits(&self, w: Temp, site: (Block, usize), t: Temp) -> bool {

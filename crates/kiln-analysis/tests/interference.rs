@@ -1,6 +1,7 @@
 //! Interference queries against the path oracle: two temps of one file interfere exactly when
 //! both are live (or one is being defined) at some point after an instruction, by the path
-//! definition of liveness (`oracle/mod.rs`). All-lanes definitions only add interference.
+//! definition of liveness (`oracle/mod.rs`). All-lanes definitions only add interference, and
+//! every pair they make is among `Interference::all_lanes_candidates`.
 
 mod oracle;
 
@@ -40,6 +41,7 @@ proptest! {
         let files = func.target.files();
         let all_lanes = |t: usize| lv.linear[t] && files[func.temps[t].file.index()].lanes == Lanes::PerLane;
         let inter = Interference::new(&func, &cfg, &lv);
+        let candidates = inter.all_lanes_candidates(&func);
         for x in 0..n {
             if func.temps[x].is_none() { continue; }
             for y in x + 1..n {
@@ -49,6 +51,8 @@ proptest! {
                 let expect = want.contains(&(x as u32, y as u32));
                 if all_lanes(x) || all_lanes(y) {
                     prop_assert!(got || !expect, "%{} %{}: all-lanes interference must include the SSA one", x, y);
+                    prop_assert!(!got || candidates[x].binary_search(&(y as u32)).is_ok(), "%{} %{}: interfere, not a candidate", x, y);
+                    prop_assert!(!got || candidates[y].binary_search(&(x as u32)).is_ok(), "%{} %{}: interfere, not a candidate", y, x);
                 } else {
                     prop_assert_eq!(got, expect, "%{} and %{}", x, y);
                 }

@@ -54,6 +54,9 @@ struct Assigner<'f> {
     cfg: &'f Cfg,
     lv: &'f Liveness,
     interference: Interference<'f>,
+    /// Per temp, what it may interfere with through an all-lanes write
+    /// (`Interference::all_lanes_candidates`).
+    all_lanes_candidates: Vec<Vec<u32>>,
     limit: Vec<u32>,
     /// Classes of the temps, the SSA function's first (copies may add none today).
     temps: Vec<RegClass>,
@@ -154,11 +157,13 @@ impl<'f> Assigner<'f> {
                 }
             }
         }
+        let interference = Interference::new(func, cfg, lv);
         Assigner {
             func,
             cfg,
             lv,
-            interference: Interference::new(func, cfg, lv),
+            all_lanes_candidates: interference.all_lanes_candidates(func),
+            interference,
             limit: files
                 .iter()
                 .enumerate()
@@ -310,16 +315,14 @@ impl<'f> Assigner<'f> {
         if !self.per_lane_file.get(file).copied().unwrap_or(false) {
             return;
         }
-        // All-lanes writes against every value; every value against all-lanes writes.
-        // O(values of the file) per all-lanes definition: such definitions are few (seed 003's
-        // loop-header setup), and the general query has no cheaper index.
-        let others = if self.all_lanes[t.index()] {
-            &self.homed[file]
-        } else {
-            &self.all_lanes_temps
-        };
-        for &u in others {
+        // All-lanes writes against every value; every value against all-lanes writes: the
+        // query asked of the candidates only.
+        for u in self.all_lanes_candidates[t.index()]
+            .iter()
+            .map(|&u| Temp(u))
+        {
             if let Some(h) = self.home[u.index()]
+                && h.file().index() == file
                 && self.interference.interferes(self.func, t, u)
             {
                 blocked.push(self.span(u, h));

@@ -7,7 +7,7 @@
 use crate::assign::{VectorUse, vector_uses};
 use crate::regset::{ClassId, RegModel};
 use kiln_analysis::{Interference, Liveness};
-use kiln_ir::{Cfg, FileId, Function, Lanes, Opcode, PhysReg, RegClass, Temp};
+use kiln_ir::{Cfg, FileId, Function, Opcode, PhysReg, RegClass, Temp};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::collections::HashMap;
@@ -801,28 +801,13 @@ fn build(func: &Function, cfg: &Cfg, lv: &Liveness) -> Graph {
         }
     }
     // Seed 003 and docs/ir.md: a value written in all lanes of a per-lane file interferes with
-    // values live in any lane, beyond liveness. O(such values × temps of the file): they are
-    // few (loop-header setup).
-    let per_lane: Vec<bool> = func
-        .target
-        .files()
-        .iter()
-        .map(|f| f.lanes == Lanes::PerLane)
-        .collect();
-    let wide: Vec<Temp> = (0..n)
-        .map(Temp::new)
-        .filter(|&t| {
-            let c = func.temps[t.index()];
-            !c.is_none() && lv.linear[t.index()] && per_lane[c.file.index()]
-        })
-        .collect();
-    if !wide.is_empty() {
-        let interference = Interference::new(func, cfg, lv);
-        for &a in &wide {
-            for u in (0..n).map(Temp::new) {
-                if !func.temps[u.index()].is_none() && interference.interferes(func, a, u) {
-                    add(a, u, &mut edges);
-                }
+    // values live in any lane, beyond liveness: the query, asked of the candidates only.
+    let interference = Interference::new(func, cfg, lv);
+    for (a, us) in interference.all_lanes_candidates(func).iter().enumerate() {
+        let a = Temp::new(a);
+        for &u in us.iter().filter(|&&u| u > a.0) {
+            if interference.interferes(func, a, Temp(u)) {
+                add(a, Temp(u), &mut edges);
             }
         }
     }

@@ -109,11 +109,12 @@ pub fn thread_modes(selected: &Selected, threads: Threads) -> Result<Vec<u32>, C
 }
 
 /// The interface pass for `threads` threads (`crate::interface::lower`), with the pre-RA
-/// scheduler when `pre_schedule` says so.
+/// scheduler when `pre_schedule` says so, and the verifier after it when `check` does.
 pub fn lower_interface(
     selected: &Selected,
     threads: u32,
     pre_schedule: bool,
+    check: bool,
 ) -> Result<Function, CompileError> {
     let mut func = selected.func.clone();
     crate::interface::lower(
@@ -123,6 +124,11 @@ pub fn lower_interface(
         threads,
         pre_schedule,
     )?;
+    if check {
+        kiln_ir::verify(&func).map_err(|e| {
+            CompileError::Failed(format!("the interface pass broke the function: {}", e[0]))
+        })?;
+    }
     Ok(func)
 }
 
@@ -166,10 +172,12 @@ pub struct Finish {
     pub schedule: bool,
     /// Print the code as emitted and as scheduled on standard error (`KILN_DEBUG=print`).
     pub print: bool,
+    /// Run both validators on the program.
+    pub check: bool,
 }
 
-/// Emission (`crate::emit`), scheduling when asked (`crate::schedule`) and both validators:
-/// kiln's rules and Mesa's `vc4_qpu_validate`.
+/// Emission (`crate::emit`), scheduling when asked (`crate::schedule`) and, when `finish.check`
+/// says so, both validators: kiln's rules and Mesa's `vc4_qpu_validate`.
 pub fn emit(
     allocated: &Function,
     info: &ShaderInfo,
@@ -191,6 +199,9 @@ pub fn emit(
         if finish.print {
             eprintln!("# QPU code as scheduled\n{}", listing(&emitted));
         }
+    }
+    if !finish.check {
+        return Ok(emitted);
     }
     let words = emitted.words();
     if let Some(v) = validate(&words).first() {

@@ -324,12 +324,6 @@ pub fn lower(
     }
     crate::narrow::narrow_classes_with(func, false, threads == 2);
     tie_masked_selects(func);
-    kiln_ir::verify(func).map_err(|e| {
-        Unsupported(vec![format!(
-            "(internal) the interface pass broke the function: {}",
-            e[0]
-        )])
-    })?;
     Ok(())
 }
 

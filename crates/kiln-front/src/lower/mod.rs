@@ -22,6 +22,7 @@ use naga::{Handle, ShaderStage};
 use std::collections::{BTreeMap, HashMap};
 
 /// A lowered entry point and its interface.
+#[derive(Clone, Debug)]
 pub struct Lowered {
     pub function: Function,
     pub interface: Interface,

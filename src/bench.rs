@@ -1,0 +1,267 @@
+//! `kiln bench compile-cost`: what a compile costs beside what Mesa's vc4 costs for the same
+//! shader, in instructions executed (callgrind's `Ir`, stable where wall time is not).
+//!
+//! The measured part is [`measured_compile`]: the middle end and the back end on a lowered
+//! entry point (`pipeline::compile_lowered`), the part a driver runs per shader — Mesa's figure
+//! (`corpus/mesa-vc4/compile-cost.tsv`) is its `vc4_shader_ntq`: NIR lowering and optimisation,
+//! NIR→QIR, QIR optimisation, allocation, scheduling, emission. Each shader is compiled twice in
+//! one process under callgrind: the first compile also pays the process's one-time set-up (tables
+//! built once per target, as Mesa builds its register set once per screen), the second is the
+//! figure compared; their difference is reported as the set-up.
+
+use crate::pipeline::{self, EntryPoint, Options};
+use rayon::prelude::*;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The ten largest corpus entry points by lowered IR (not in Mesa's sample; `781.frag` is the
+/// largest, 22k lowered instructions, and the one that cannot be allocated without spilling).
+pub const LARGEST: [&str; 10] = [
+    "wgsl/skia/781.frag.wgsl:main",
+    "wgsl/skia/193-5.frag.wgsl:main",
+    "wgsl/skia/1453.frag.wgsl:main",
+    "wgsl/skia/1684.frag.wgsl:main",
+    "wgsl/skia/1963.frag.wgsl:main",
+    "wgsl/skia/1114.frag.wgsl:main",
+    "wgsl/skia/1051.frag.wgsl:main",
+    "wgsl/skia/1354.frag.wgsl:main",
+    "wgsl/skia/1009.frag.wgsl:main",
+    "wgsl/skia/316-3.frag.wgsl:main",
+];
+
+/// One shader of the benchmark: `path:entry` under the corpus, and Mesa's figures if known.
+#[derive(Clone, Debug)]
+pub struct Sample {
+    pub path: String,
+    pub entry: String,
+    pub mesa_instructions: Option<u64>,
+    pub mesa_ir: Option<u64>,
+}
+
+fn split_entry(path_entry: &str) -> Result<(String, String), String> {
+    let (path, entry) = path_entry
+        .rsplit_once(':')
+        .ok_or_else(|| format!("`{path_entry}`: expected PATH:ENTRY"))?;
+    Ok((path.to_string(), entry.to_string()))
+}
+
+/// Mesa's sample (`compile-cost.tsv`: `path_entry`, `mesa_fs_inst`, `mesa_fs_Ir`) and then
+/// [`LARGEST`].
+pub fn samples(mesa_tsv: &Path) -> Result<Vec<Sample>, String> {
+    let text =
+        std::fs::read_to_string(mesa_tsv).map_err(|e| format!("{}: {e}", mesa_tsv.display()))?;
+    let mut samples = Vec::new();
+    for (k, line) in text.lines().enumerate().skip(1) {
+        let bad = || {
+            format!(
+                "{}:{}: expected PATH:ENTRY, instructions, Ir",
+                mesa_tsv.display(),
+                k + 1
+            )
+        };
+        let cols: Vec<&str> = line.split('\t').collect();
+        let [path_entry, inst, ir] = cols[..] else {
+            return Err(bad());
+        };
+        let (path, entry) = split_entry(path_entry)?;
+        samples.push(Sample {
+            path,
+            entry,
+            mesa_instructions: Some(inst.parse().map_err(|_| bad())?),
+            mesa_ir: Some(ir.parse().map_err(|_| bad())?),
+        });
+    }
+    for path_entry in LARGEST {
+        let (path, entry) = split_entry(path_entry)?;
+        samples.push(Sample {
+            path,
+            entry,
+            mesa_instructions: None,
+            mesa_ir: None,
+        });
+    }
+    Ok(samples)
+}
+
+/// The measured compile: the pipeline after the front end. Never inlined, so that callgrind
+/// can collect it by name.
+#[inline(never)]
+pub fn measured_compile(
+    name: &str,
+    lowered: kiln_front::Lowered,
+    options: &Options,
+) -> Result<pipeline::Compilation, pipeline::Error> {
+    pipeline::compile_lowered(name, lowered, options)
+}
+
+/// `kiln bench compile-one`: one entry point read, parsed and lowered, then compiled twice by
+/// [`measured_compile`] (cold, then warm). The program's size, or what refused it.
+pub fn compile_one(path: &Path, entry: &str) -> Result<String, String> {
+    let shader = pipeline::read_shader(path).map_err(|e| e.to_string())?;
+    let entry = EntryPoint {
+        stage: None,
+        name: Some(entry.to_string()),
+    };
+    let lowered = pipeline::lower(&shader, &entry).map_err(|e| e.to_string())?;
+    let options = Options::default();
+    let mut result = String::new();
+    for _ in 0..2 {
+        result = match measured_compile(shader.name(), lowered.clone(), &options) {
+            Ok(c) => c.compiled.stats.instructions.to_string(),
+            Err(e) => format!("refused: {}", e.to_string().lines().next().unwrap_or("")),
+        };
+    }
+    Ok(result)
+}
+
+/// One shader's measurement.
+#[derive(Clone, Debug)]
+pub struct Measured {
+    pub sample: Sample,
+    /// kiln's instructions, or why it refused the shader.
+    pub outcome: String,
+    /// `Ir` of the second (warm) compile.
+    pub warm: u64,
+    /// `Ir` of the first compile less the second's: the process's one-time set-up.
+    pub setup: i64,
+}
+
+impl Measured {
+    pub fn ratio(&self) -> Option<f64> {
+        self.sample.mesa_ir.map(|m| self.warm as f64 / m as f64)
+    }
+}
+
+/// The `Ir` total of one callgrind dump.
+fn dump_total(path: &Path) -> Result<u64, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    text.lines()
+        .find_map(|l| {
+            l.strip_prefix("summary:")
+                .or_else(|| l.strip_prefix("totals:"))
+                .and_then(|v| v.trim().parse().ok())
+        })
+        .ok_or_else(|| format!("{}: no `summary:` line", path.display()))
+}
+
+/// Runs `exe bench compile-one` under callgrind for one sample.
+pub fn callgrind(
+    exe: &Path,
+    valgrind: &str,
+    corpus: &Path,
+    sample: &Sample,
+    scratch: &Path,
+    id: usize,
+) -> Result<Measured, String> {
+    let out = scratch.join(format!("compile-cost.{id}"));
+    let output = Command::new(valgrind)
+        .arg("--tool=callgrind")
+        .arg("--collect-atstart=no")
+        .arg("--toggle-collect=kiln::bench::measured_compile")
+        .arg("--dump-after=kiln::bench::measured_compile")
+        .arg(format!("--callgrind-out-file={}", out.display()))
+        .arg(exe)
+        .args(["bench", "compile-one"])
+        .arg(corpus.join(&sample.path))
+        .args(["--entry", &sample.entry])
+        .output()
+        .map_err(|e| format!("{valgrind}: {e}"))?;
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    if !output.status.success() {
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        let last = stderr
+            .lines()
+            .rev()
+            .find(|l| !l.starts_with("=="))
+            .unwrap_or("");
+        return Err(format!("{}:{}: {last}", sample.path, sample.entry));
+    }
+    let dump = |k: usize| PathBuf::from(format!("{}.{k}", out.display()));
+    let (cold, warm) = (dump_total(&dump(1))?, dump_total(&dump(2))?);
+    for k in [1, 2] {
+        let _ = std::fs::remove_file(dump(k));
+    }
+    let _ = std::fs::remove_file(&out);
+    Ok(Measured {
+        sample: sample.clone(),
+        outcome: stdout.trim().to_string(),
+        warm,
+        setup: cold as i64 - warm as i64,
+    })
+}
+
+/// Every sample measured, `jobs` at a time (callgrind's counts do not depend on the load).
+pub fn measure_all(
+    exe: &Path,
+    valgrind: &str,
+    corpus: &Path,
+    samples: &[Sample],
+    jobs: usize,
+) -> Result<Vec<Measured>, String> {
+    let scratch = std::env::temp_dir().join(format!("kiln-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&scratch).map_err(|e| format!("{}: {e}", scratch.display()))?;
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(jobs.max(1))
+        .build()
+        .map_err(|e| e.to_string())?;
+    let measured = pool.install(|| {
+        samples
+            .par_iter()
+            .enumerate()
+            .map(|(id, s)| callgrind(exe, valgrind, corpus, s, &scratch, id))
+            .collect::<Result<Vec<_>, _>>()
+    });
+    let _ = std::fs::remove_dir_all(&scratch);
+    measured
+}
+
+fn median(mut v: Vec<f64>) -> Option<f64> {
+    v.sort_by(f64::total_cmp);
+    match v.len() {
+        0 => None,
+        n if n % 2 == 1 => Some(v[n / 2]),
+        n => Some((v[n / 2 - 1] + v[n / 2]) / 2.0),
+    }
+}
+
+/// The table (one row per shader, Mesa's figures beside kiln's) and the summary.
+pub fn report(measured: &[Measured]) -> String {
+    use std::fmt::Write;
+    let mut out = String::from("entry\tkiln_inst\tmesa_inst\tkiln_Ir\tmesa_Ir\tratio\tsetup_Ir\n");
+    let opt = |v: Option<u64>| v.map_or("-".to_string(), |v| v.to_string());
+    for m in measured {
+        let ratio = m.ratio().map_or("-".to_string(), |r| format!("{r:.2}"));
+        let _ = writeln!(
+            out,
+            "{}:{}\t{}\t{}\t{}\t{}\t{ratio}\t{}",
+            m.sample.path,
+            m.sample.entry,
+            m.outcome,
+            opt(m.sample.mesa_instructions),
+            m.warm,
+            opt(m.sample.mesa_ir),
+            m.setup
+        );
+    }
+    let with_mesa: Vec<&Measured> = measured.iter().filter(|m| m.ratio().is_some()).collect();
+    let ratios: Vec<f64> = with_mesa.iter().filter_map(|m| m.ratio()).collect();
+    let (kiln, mesa): (u64, u64) = with_mesa
+        .iter()
+        .map(|m| (m.warm, m.sample.mesa_ir.unwrap_or(0)))
+        .fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1));
+    if let Some(med) = median(ratios.clone()) {
+        let max = ratios.iter().copied().fold(0.0, f64::max);
+        let _ = writeln!(
+            out,
+            "beside Mesa ({} shaders): median ratio {med:.2}, total {kiln} / {mesa} = {:.2}, \
+             max {max:.2}, {} above 2x",
+            ratios.len(),
+            kiln as f64 / mesa.max(1) as f64,
+            ratios.iter().filter(|&&r| r > 2.0).count()
+        );
+    }
+    if let Some(setup) = median(measured.iter().map(|m| m.setup as f64).collect()) {
+        let _ = writeln!(out, "one-time set-up per process: median {setup:.0} Ir");
+    }
+    out
+}
