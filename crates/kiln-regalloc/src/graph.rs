@@ -587,24 +587,33 @@ impl Sets {
                 );
                 continue;
             }
-            // Starts that put no member on a read port an operand read with it takes.
+            // Starts that put no member on a read port an operand read with it takes: per
+            // member, the ports its constants and its coloured companions take, found once.
             let file = class.file;
+            let target = model.target();
+            let taken: Vec<(u32, u8)> = self
+                .temps_of(s)
+                .map(|m| {
+                    let mut ports = graph.constant_ports[m as usize];
+                    for &o in &graph.read_with[m as usize] {
+                        if let Some(co) = colour[self.rep[o as usize] as usize]
+                            && let Some(q) = target.read_port(file, co + self.offset[o as usize])
+                        {
+                            ports |= 1 << q;
+                        }
+                    }
+                    (self.offset[m as usize], ports)
+                })
+                .filter(|&(_, ports)| ports != 0)
+                .collect();
             let port_free = |r: u32| {
-                self.temps_of(s).all(|m| {
-                    let Some(p) = model.target().read_port(file, r + self.offset[m as usize])
-                    else {
-                        return true;
-                    };
-                    graph.constant_ports[m as usize] & (1 << p) == 0
-                        && graph.read_with[m as usize].iter().all(|&o| {
-                            colour[self.rep[o as usize] as usize].is_none_or(|co| {
-                                let u = co + self.offset[o as usize];
-                                model.target().read_port(file, u) != Some(p)
-                            })
-                        })
+                taken.iter().all(|&(offset, ports)| {
+                    target
+                        .read_port(file, r + offset)
+                        .is_none_or(|p| ports & (1 << p) == 0)
                 })
             };
-            if free.iter().any(|&r| port_free(r)) {
+            if !taken.is_empty() && free.iter().any(|&r| port_free(r)) {
                 free.retain(|&r| port_free(r));
             }
             let biased = self.temps_of(s).find_map(|m| {
@@ -691,6 +700,49 @@ fn frequency(cfg: &Cfg, b: kiln_ir::Block) -> f64 {
     10f64.powi(cfg.loop_depth(b).min(8) as i32)
 }
 
+/// What is live while a block is walked backwards: the list, each member's place in it and the
+/// step of the walk at which it became live, so that a value leaves in O(1) and its live-range
+/// length is counted once, when it leaves.
+struct LiveList {
+    list: Vec<u32>,
+    place: Vec<u32>,
+    entered: Vec<i64>,
+}
+
+impl LiveList {
+    const ABSENT: u32 = u32::MAX;
+
+    fn new(n: usize) -> LiveList {
+        LiveList {
+            list: Vec::new(),
+            place: vec![Self::ABSENT; n],
+            entered: vec![0; n],
+        }
+    }
+
+    fn enter(&mut self, t: u32, step: i64) {
+        if self.place[t as usize] == Self::ABSENT {
+            self.place[t as usize] = self.list.len() as u32;
+            self.list.push(t);
+            self.entered[t as usize] = step;
+        }
+    }
+
+    /// `t` leaves at `step`; it was live at every step after the one it entered at, up to and
+    /// including this one.
+    fn leave(&mut self, t: u32, step: i64, length: &mut [u32]) {
+        let k = self.place[t as usize];
+        if k != Self::ABSENT {
+            self.list.swap_remove(k as usize);
+            if let Some(&moved) = self.list.get(k as usize) {
+                self.place[moved as usize] = k;
+            }
+            self.place[t as usize] = Self::ABSENT;
+            length[t as usize] += (step - self.entered[t as usize]) as u32;
+        }
+    }
+}
+
 /// Builds the interference graph, copy partners and live-range lengths of every temp.
 fn build(func: &Function, cfg: &Cfg, lv: &Liveness) -> Graph {
     let n = func.temps.len();
@@ -711,8 +763,7 @@ fn build(func: &Function, cfg: &Cfg, lv: &Liveness) -> Graph {
             order[d.temp.index()] = position as u32;
         }
     }
-    let mut live = vec![false; n];
-    let mut list: Vec<u32> = Vec::new();
+    let mut live = LiveList::new(n);
     let add = |a: Temp, b: Temp, edges: &mut [Vec<u32>]| {
         if a != b && file_of(a) == file_of(b) {
             edges[a.index()].push(b.0);
@@ -721,17 +772,12 @@ fn build(func: &Function, cfg: &Cfg, lv: &Liveness) -> Graph {
     };
     for b in func.block_ids() {
         let freq = frequency(cfg, b);
-        list.clear();
         for t in lv.live_out[b.index()].iter() {
-            live[t.index()] = true;
-            list.push(t.0);
+            live.enter(t.0, -1);
         }
         let insts = &func.block(b).insts;
-        for inst in insts.iter().rev() {
-            list.retain(|&t| live[t as usize]);
-            for &t in &list {
-                length[t as usize] += 1;
-            }
+        for (step, inst) in insts.iter().rev().enumerate() {
+            let step = step as i64;
             for t in inst.used_temps().chain(inst.defs.iter().map(|d| d.temp)) {
                 weight[t.index()] += freq;
             }
@@ -740,13 +786,15 @@ fn build(func: &Function, cfg: &Cfg, lv: &Liveness) -> Graph {
             }
             // Definitions interfere with what is live after them and with each other.
             for (i, d) in inst.defs.iter().enumerate() {
-                for &t in &list {
+                for &t in &live.list {
                     add(d.temp, Temp(t), &mut edges);
                 }
                 for e in &inst.defs[..i] {
                     add(d.temp, e.temp, &mut edges);
                 }
-                live[d.temp.index()] = false;
+            }
+            for d in &inst.defs {
+                live.leave(d.temp.0, step, &mut length);
             }
             // Late-kill operands are still live when the definitions are written.
             for op in inst.operands.iter().filter(|o| o.is_late_kill()) {
@@ -772,10 +820,7 @@ fn build(func: &Function, cfg: &Cfg, lv: &Liveness) -> Graph {
                 );
             }
             for t in inst.used_temps() {
-                if !live[t.index()] {
-                    live[t.index()] = true;
-                    list.push(t.0);
-                }
+                live.enter(t.0, step);
             }
         }
         // Phis: defined together at the block's start, with what is live into it.
@@ -793,11 +838,9 @@ fn build(func: &Function, cfg: &Cfg, lv: &Liveness) -> Graph {
                 partners[t.index()].push((d.0, 0, freq));
             }
         }
-        for &t in &list {
-            live[t as usize] = false;
-        }
-        for t in lv.live_in[b.index()].iter() {
-            live[t.index()] = false;
+        let last = insts.len() as i64 - 1;
+        while let Some(&t) = live.list.last() {
+            live.leave(t, last, &mut length);
         }
     }
     // Seed 003 and docs/ir.md: a value written in all lanes of a per-lane file interferes with
