@@ -7,8 +7,8 @@
 use crate::util::{Avail, reads_other_lanes, set_value};
 use kiln_analysis::{Changed, Context, PassError};
 use kiln_ir::{Block, Inst, Opcode, RegClass, Temp, Value};
+use rustc_hash::FxHashMap as HashMap;
 use smallvec::SmallVec;
-use std::collections::HashMap;
 
 #[derive(Clone, PartialEq, Eq, Hash, Debug)]
 struct Key {
@@ -86,7 +86,7 @@ fn gvn_with(cx: &mut Context, uniforms: bool) -> Result<Changed, PassError> {
     }
     let mut subst: Vec<Option<Value>> = vec![None; func.temps.len()];
     let mut removed: Vec<(Block, usize)> = Vec::new();
-    let mut table: HashMap<Key, SmallVec<[Temp; 1]>> = HashMap::new();
+    let mut table: HashMap<Key, SmallVec<[Temp; 1]>> = HashMap::default();
     // Undo log: (key, previous entry) per scope.
     let mut undo: Vec<(Key, Option<SmallVec<[Temp; 1]>>)> = Vec::new();
     // Iterative dominator-tree walk: Enter(b) then Leave(mark).

@@ -15,7 +15,7 @@ use crate::blocks::remove_blocks;
 use kiln_analysis::{Changed, Context, PassError};
 use kiln_ir::semantics::eval_scalar;
 use kiln_ir::{Block, Cfg, Def, Function, Inst, LoopInfo, Opcode, Operand, Temp, Value};
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 
 /// Most iterations a loop may run to be unrolled.
 pub const MAX_TRIPS: usize = 32;
@@ -123,7 +123,7 @@ fn trip_count(func: &Function, l: &LoopInfo, s: &Shape) -> Option<usize> {
         .iter()
         .take_while(|i| i.op.is_phi())
         .collect();
-    let mut env: HashMap<Temp, Value> = HashMap::new();
+    let mut env: HashMap<Temp, Value> = HashMap::default();
     for p in &phis {
         env.insert(p.defs[0].temp, p.operands[0].value);
     }
@@ -209,7 +209,7 @@ fn unroll_one(func: &mut Function, l: &LoopInfo, s: &Shape, trips: usize) {
         })
         .collect();
     let mut out: Vec<Inst> = Vec::new();
-    let mut map: HashMap<Temp, Value> = HashMap::new();
+    let mut map: HashMap<Temp, Value> = HashMap::default();
     let mut phi_values: Vec<Value> = phis.iter().map(|ph| ph.operands[0].value).collect();
     for it in 0..=trips {
         for (ph, v) in phis.iter().zip(&phi_values) {

@@ -8,9 +8,9 @@ use crate::assign::{VectorUse, vector_uses};
 use crate::regset::{ClassId, RegModel};
 use kiln_analysis::{Interference, Liveness};
 use kiln_ir::{Cfg, FileId, Function, Opcode, PhysReg, RegClass, Temp};
+use rustc_hash::FxHashMap as HashMap;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
 /// The register model of `func`'s target cut to `limit`, from a cache shared by every

@@ -8,7 +8,7 @@
 //! there is one, else with swaps. Sources that are constants are written last (nothing reads
 //! them). Cost: O(units) moves, at most one extra move or swap per cycle.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 
 /// Where a unit's value comes from.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -32,8 +32,8 @@ pub enum Step {
 pub fn sequentialize(copies: &[(u32, Source)], scratch: Option<u32>) -> Vec<Step> {
     let mut steps = Vec::with_capacity(copies.len() + 1);
     // pred[d]: where d's value comes from; readers[s]: how many pending copies read unit s.
-    let mut pred: HashMap<u32, u32> = HashMap::new();
-    let mut readers: HashMap<u32, u32> = HashMap::new();
+    let mut pred: HashMap<u32, u32> = HashMap::default();
+    let mut readers: HashMap<u32, u32> = HashMap::default();
     let mut constants = Vec::new();
     for &(d, s) in copies {
         match s {

@@ -3,7 +3,7 @@
 //! values of the pq test. The design is in `docs/regalloc.md` ("Seed 002's register model").
 
 use kiln_ir::{PhysReg, RegClass, Target};
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 use std::sync::Arc;
 
 /// Index of an interned class in a [`RegModel`].
@@ -29,7 +29,7 @@ impl RegModel {
         RegModel {
             target,
             classes: Vec::new(),
-            ids: HashMap::new(),
+            ids: HashMap::default(),
             starts: Vec::new(),
             below: Vec::new(),
             q: Vec::new(),

@@ -4,7 +4,8 @@ use super::{Defs, FnCx, LoopFrame, LoopKind, Lowerer, Ptr, RetMode, Root, Val, V
 use crate::FrontError;
 use kiln_ir::{Block, Inst, Opcode, Operand, Temp, Value};
 use naga::{Handle, Statement};
-use std::collections::{BTreeSet, HashMap};
+use rustc_hash::FxHashMap as HashMap;
+use std::collections::BTreeSet;
 
 /// The else side of a structured if: told whether it must reach the endif.
 type Side<'m, 'f, 'a> =
@@ -450,7 +451,7 @@ impl<'m, 'f> Lowerer<'m, 'f> {
     /// so the cost is the loop's size per round, not per phi.
     fn remove_trivial_phis(&mut self, header: Block, exit: Block) {
         loop {
-            let mut subst: HashMap<Temp, Operand> = HashMap::new();
+            let mut subst: HashMap<Temp, Operand> = HashMap::default();
             for blk in [header, exit] {
                 for inst in self
                     .b

@@ -19,7 +19,8 @@ use crate::parse::Parsed;
 use kiln_ir::builder::{Builder, LoopScope};
 use kiln_ir::{Block, Function, GenericTarget, Opcode, Operand, RegClass, Temp, Value};
 use naga::{Handle, ShaderStage};
-use std::collections::{BTreeMap, HashMap};
+use rustc_hash::FxHashMap as HashMap;
+use std::collections::BTreeMap;
 
 /// A lowered entry point and its interface.
 #[derive(Clone, Debug)]
@@ -273,8 +274,8 @@ fn lower_inner(
         var_sizes: Vec::new(),
         loops: Vec::new(),
         regions: vec![false],
-        uniform_bases: HashMap::new(),
-        private_vars: HashMap::new(),
+        uniform_bases: HashMap::default(),
+        private_vars: HashMap::default(),
         units: Vec::new(),
         initialised: parsed.initialised_globals.iter().cloned().collect(),
         call_depth: 0,

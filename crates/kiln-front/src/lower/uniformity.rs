@@ -8,7 +8,7 @@ use kiln_analysis::Divergence;
 use kiln_ir::{
     Block, Cfg, Def, Function, GenericTarget, Inst, Lanes, Opcode, Operand, RegClass, Temp,
 };
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 
 /// What the pass changed.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -166,7 +166,7 @@ pub fn make_uniform(func: &mut Function) -> Result<UniformityStats, FrontError> 
     };
     let v1 = func.target.class(GenericTarget::V, 1);
     let s1 = func.target.class(GenericTarget::S, 1);
-    let mut copy_of: HashMap<Temp, Temp> = HashMap::new();
+    let mut copy_of: HashMap<Temp, Temp> = HashMap::default();
     let mut escaping: Vec<(Block, usize, usize, Temp)> = Vec::new();
     for b in func.block_ids() {
         for (i, inst) in func.block(b).insts.iter().enumerate() {
@@ -244,7 +244,7 @@ pub fn make_uniform(func: &mut Function) -> Result<UniformityStats, FrontError> 
 
     // 4. Per-lane phis read per-lane copies of uniform operands, made at the end of the
     // predecessor (one copy per predecessor and value).
-    let mut at_end: HashMap<(Block, Temp), Temp> = HashMap::new();
+    let mut at_end: HashMap<(Block, Temp), Temp> = HashMap::default();
     let mut end_inserts: Vec<(Block, Inst)> = Vec::new();
     for b in (0..func.blocks.len()).map(Block::new) {
         let nphi = func.block(b).phi_count();
@@ -283,7 +283,7 @@ pub fn make_uniform(func: &mut Function) -> Result<UniformityStats, FrontError> 
     }
     // Apply insertions: per block, by position (stable for equal positions).
     inserts.sort_by_key(|(b, at, _)| (*b, *at));
-    let mut by_block: HashMap<Block, Vec<(usize, Inst)>> = HashMap::new();
+    let mut by_block: HashMap<Block, Vec<(usize, Inst)>> = HashMap::default();
     for (b, at, inst) in inserts {
         by_block.entry(b).or_default().push((at, inst));
     }
