@@ -15,7 +15,7 @@
 
 use crate::emit::{EmitError, Emitted, Origin};
 use kiln_qpu::isa::effects::{self, Effect, Resource};
-use kiln_qpu::isa::merge::merge;
+use kiln_qpu::isa::merge::{Pairable, merge_pairable};
 use kiln_qpu::isa::{AddOp, AluInstr, Instr, Signal};
 use kiln_qpu::isa::{latency, waddr};
 use kiln_sched::{Access, Dag};
@@ -482,10 +482,14 @@ impl Scheduler<'_> {
             raise_path(&dag, &mut prio, f, 4);
         }
         let instrs: Vec<Instr> = idx.iter().map(|&i| self.instrs[i]).collect();
+        let pairable: Vec<Option<Pairable>> = instrs.iter().map(Pairable::new).collect();
+        let merge = |a: u32, b: u32| match (&pairable[a as usize], &pairable[b as usize]) {
+            (Some(x), Some(y)) => merge_pairable(x, y),
+            _ => None,
+        };
         // The tile buffer's accesses stay at the end: one is a partner only for another.
         let slots = kiln_sched::schedule(&dag, &earliest, &classes, &prio, |a, b| {
-            (classes[b as usize] != 0 || classes[a as usize] == 0)
-                && merge(&instrs[a as usize], &instrs[b as usize]).is_some()
+            (classes[b as usize] != 0 || classes[a as usize] == 0) && merge(a, b).is_some()
         });
         self.excess += slots
             .len()
@@ -496,7 +500,7 @@ impl Scheduler<'_> {
                 [Some(a), None] => self.put(instrs[a as usize], &[idx[a as usize]])?,
                 [Some(a), Some(b)] => {
                     let (x, y) = (&instrs[a as usize], &instrs[b as usize]);
-                    let m = merge(x, y).ok_or_else(|| internal("a pair that does not merge"))?;
+                    let m = merge(a, b).ok_or_else(|| internal("a pair that does not merge"))?;
                     // The add unit's origin first.
                     let (p, q) = (idx[a as usize], idx[b as usize]);
                     let parts = if adds(x) || !adds(y) { [p, q] } else { [q, p] };

@@ -10,12 +10,38 @@ use super::instr::*;
 /// One instruction doing what `x` and `y` do, when their fields allow it, moving a `mov` to
 /// the other unit if that makes the pair.
 pub fn merge(x: &Instr, y: &Instr) -> Option<Instr> {
-    let (Instr::Alu(x), Instr::Alu(y)) = (x, y) else {
+    merge_pairable(&Pairable::new(x)?, &Pairable::new(y)?)
+}
+
+/// What [`merge`] needs of one instruction, found once: its variants and whether it takes a
+/// uniform. A scheduler asks about many pairs of the same instructions.
+#[derive(Clone, Copy, Debug)]
+pub struct Pairable {
+    variants: [Option<AluInstr>; 4],
+    uniform: bool,
+}
+
+impl Pairable {
+    /// `None` for what never pairs (branches, load-immediates, semaphores).
+    pub fn new(i: &Instr) -> Option<Pairable> {
+        let Instr::Alu(a) = i else {
+            return None;
+        };
+        Some(Pairable {
+            variants: variants(a),
+            uniform: effects::takes_uniform(i),
+        })
+    }
+}
+
+/// [`merge`] of two instructions' [`Pairable`]s.
+pub fn merge_pairable(x: &Pairable, y: &Pairable) -> Option<Instr> {
+    // One uniform read per instruction; no variant changes whether one is taken.
+    if x.uniform && y.uniform {
         return None;
-    };
-    let (xs, ys) = (variants(x), variants(y));
-    for a in xs.iter().flatten() {
-        for b in ys.iter().flatten() {
+    }
+    for a in x.variants.iter().flatten() {
+        for b in y.variants.iter().flatten() {
             if let Some(m) = merge_units(a, b) {
                 return Some(m);
             }
@@ -160,11 +186,11 @@ fn either_file(w: u8) -> bool {
 /// One instruction doing what `x` and `y` do, as they are: one add and one mul operation, one signal, the read ports shared only
 /// for one register or one small immediate, writes to different files, flags set by the
 /// operation that set them, at most one pack or unpack and nothing else it would apply to, at
-/// most one uniform read and one peripheral access.
+/// most one peripheral access (at most one uniform read: the caller's check).
 fn merge_units(x: &AluInstr, y: &AluInstr) -> Option<Instr> {
+    // (At most one uniform read: checked by the caller.)
     if (x.op_add != AddOp::Nop && y.op_add != AddOp::Nop)
         || (x.op_mul != MulOp::Nop && y.op_mul != MulOp::Nop)
-        || (effects::takes_uniform(&Instr::Alu(*x)) && effects::takes_uniform(&Instr::Alu(*y)))
     {
         return None;
     }
