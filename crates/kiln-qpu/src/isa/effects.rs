@@ -6,6 +6,7 @@
 use super::fields::*;
 use super::instr::*;
 use super::latency;
+use smallvec::{SmallVec, smallvec};
 
 #[derive(Clone, Copy, Debug)]
 pub struct Write {
@@ -15,8 +16,8 @@ pub struct Write {
     pub cond: Cond,
 }
 
-pub fn writes(i: &Instr) -> Vec<Write> {
-    let mut out = Vec::new();
+pub fn writes(i: &Instr) -> SmallVec<[Write; 2]> {
+    let mut out = SmallVec::new();
     let mut push = |w: &WriteFields, add: bool, mul: bool| {
         if add && w.waddr_add != waddr::NOP {
             out.push(Write {
@@ -57,8 +58,8 @@ pub fn writes_addr(i: &Instr, w: u8) -> bool {
 }
 
 /// Muxes used by non-nop ops.
-pub fn used_muxes(a: &AluInstr) -> Vec<Mux> {
-    let mut m = Vec::new();
+pub fn used_muxes(a: &AluInstr) -> SmallVec<[Mux; 4]> {
+    let mut m = SmallVec::new();
     if a.op_add != AddOp::Nop {
         m.push(a.add_a);
         if !a.op_add.is_unary() {
@@ -88,16 +89,16 @@ pub fn regfile_reads(i: &Instr) -> (Option<u8>, Option<u8>) {
 }
 
 /// Read addresses encoded (I/O reads happen whether or not a mux uses them).
-pub fn io_reads(i: &Instr) -> Vec<u8> {
+pub fn io_reads(i: &Instr) -> SmallVec<[u8; 2]> {
     match i {
         Instr::Alu(a) => {
-            let mut v = vec![a.raddr_a];
+            let mut v = smallvec![a.raddr_a];
             if a.sig != Signal::SmallImm {
                 v.push(a.raddr_b);
             }
             v
         }
-        _ => vec![],
+        _ => SmallVec::new(),
     }
 }
 
