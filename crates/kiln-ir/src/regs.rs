@@ -419,9 +419,11 @@ pub trait Target: fmt::Debug + Send + Sync {
         // A subset whose every start is misaligned for the class leaves no register either.
         let file_units = self.files().get(a.file.index())?.units;
         let any = match subset {
-            Some(s) => self.subset(s)?.units.iter().any(|u| {
-                PhysReg::try_new(a.file, u).is_some_and(|r| self.check_reg(r, class).is_ok())
-            }),
+            Some(s) => self
+                .subset(s)?
+                .units
+                .iter()
+                .any(|u| PhysReg::try_new(a.file, u).is_some_and(|r| self.reg_fits(r, class))),
             None => file_units >= a.size as u32,
         };
         any.then_some(class)
@@ -469,6 +471,11 @@ pub trait Target: fmt::Debug + Send + Sync {
     fn check_reg(&self, reg: PhysReg, class: RegClass) -> Result<(), String> {
         check_reg_in(self, reg, class)
     }
+
+    /// Whether `reg` can hold a value of `class`: [`Target::check_reg`] without the message.
+    fn reg_fits(&self, reg: PhysReg, class: RegClass) -> bool {
+        reg_mismatch(self, reg, class, true).is_none()
+    }
 }
 
 /// [`Target::check_reg`]'s rules on `target`'s files and subsets: the file, the units inside it,
@@ -478,38 +485,84 @@ pub fn check_reg_in<T: Target + ?Sized>(
     reg: PhysReg,
     class: RegClass,
 ) -> Result<(), String> {
+    match reg_mismatch(target, reg, class, true) {
+        None => Ok(()),
+        Some(m) => Err(m.message(target, reg, class)),
+    }
+}
+
+/// Why `reg` cannot hold `class` on `target` (subsets checked when `subsets` says so), found
+/// without formatting anything: a query answered millions of times whose message is rarely
+/// needed ([`Mismatch::message`]).
+pub fn reg_mismatch<T: Target + ?Sized>(
+    target: &T,
+    reg: PhysReg,
+    class: RegClass,
+    subsets: bool,
+) -> Option<Mismatch> {
     let Some(file) = target.files().get(reg.file().index()) else {
-        return Err(format!("register file {} does not exist", reg.file().0));
+        return Some(Mismatch::NoFile);
     };
-    let unit = reg.unit();
     if reg.file() != class.file {
-        return Err(format!(
-            "register is in file {}, the value's class is not",
-            file.name
-        ));
+        return Some(Mismatch::File);
     }
     if reg.units(class.size, file.units).is_none() {
-        return Err(format!(
-            "{}[{unit}] with {} units runs past the end of file {} ({} units)",
-            file.name, class.size, file.name, file.units
-        ));
+        return Some(Mismatch::PastEnd);
     }
-    if class.align > 1 && unit % class.align as u32 != 0 {
-        return Err(format!(
-            "{}[{unit}] is not aligned to {}",
-            file.name, class.align
-        ));
+    if class.align > 1 && reg.unit() % class.align as u32 != 0 {
+        return Some(Mismatch::Unaligned);
     }
-    if let Some(s) = class.subset
+    if subsets
+        && let Some(s) = class.subset
         && let Some(sub) = target.subset(s)
-        && !sub.units.contains(unit)
+        && !sub.units.contains(reg.unit())
     {
-        return Err(format!(
-            "{}[{unit}] is not in subset {}",
-            file.name, sub.name
-        ));
+        return Some(Mismatch::Subset);
     }
-    Ok(())
+    None
+}
+
+/// Which of [`check_reg_in`]'s rules a register breaks for a class.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mismatch {
+    NoFile,
+    File,
+    PastEnd,
+    Unaligned,
+    Subset,
+}
+
+impl Mismatch {
+    /// The rule in words, naming `reg` and `class` on `target`.
+    pub fn message<T: Target + ?Sized>(self, target: &T, reg: PhysReg, class: RegClass) -> String {
+        let unit = reg.unit();
+        let Some(file) = target.files().get(reg.file().index()) else {
+            return format!("register file {} does not exist", reg.file().0);
+        };
+        match self {
+            Mismatch::NoFile => format!("register file {} does not exist", reg.file().0),
+            Mismatch::File => {
+                format!(
+                    "register is in file {}, the value's class is not",
+                    file.name
+                )
+            }
+            Mismatch::PastEnd => format!(
+                "{}[{unit}] with {} units runs past the end of file {} ({} units)",
+                file.name, class.size, file.name, file.units
+            ),
+            Mismatch::Unaligned => {
+                format!("{}[{unit}] is not aligned to {}", file.name, class.align)
+            }
+            Mismatch::Subset => {
+                let name = class
+                    .subset
+                    .and_then(|s| target.subset(s))
+                    .map_or("?", |sub| sub.name.as_str());
+                format!("{}[{unit}] is not in subset {name}", file.name)
+            }
+        }
+    }
 }
 
 /// The configurable test target: a per-lane file `v` and a uniform file `s`, with vectors of

@@ -100,23 +100,13 @@ impl Target for ResizedTarget {
         (!self.unbounded).then(|| self.inner.reg_by_name(name))?
     }
     fn check_reg(&self, reg: PhysReg, class: RegClass) -> Result<(), String> {
-        if !self.unbounded {
-            return crate::regs::check_reg_in(self, reg, class);
-        }
         // Subsets describe the real file; the unbounded one ignores them.
-        let Some(file) = self.files.get(reg.file().index()) else {
-            return Err(format!("register file {} does not exist", reg.file().0));
-        };
-        if reg.file() != class.file
-            || reg.units(class.size, file.units).is_none()
-            || (class.align > 1 && reg.unit() % class.align as u32 != 0)
-        {
-            return Err(format!(
-                "{}[{}] cannot hold the class",
-                file.name,
-                reg.unit()
-            ));
+        match crate::regs::reg_mismatch(self, reg, class, !self.unbounded) {
+            None => Ok(()),
+            Some(m) => Err(m.message(self, reg, class)),
         }
-        Ok(())
+    }
+    fn reg_fits(&self, reg: PhysReg, class: RegClass) -> bool {
+        crate::regs::reg_mismatch(self, reg, class, !self.unbounded).is_none()
     }
 }

@@ -216,8 +216,7 @@ impl<'f> Assigner<'f> {
         let end = self.limit.get(class.file.index()).copied().unwrap_or(0);
         let starts: Rc<[u32]> = (0..end.saturating_sub(class.size as u32 - 1))
             .filter(|&u| {
-                PhysReg::try_new(class.file, u)
-                    .is_some_and(|r| self.func.target.check_reg(r, class).is_ok())
+                PhysReg::try_new(class.file, u).is_some_and(|r| self.func.target.reg_fits(r, class))
             })
             .collect();
         self.starts.push((class, starts.clone()));

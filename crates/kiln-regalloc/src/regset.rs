@@ -48,8 +48,7 @@ impl RegModel {
             .map_or(0, |f| f.units);
         let starts: Vec<u32> = (0..units)
             .filter(|&u| {
-                PhysReg::try_new(class.file, u)
-                    .is_some_and(|r| self.target.check_reg(r, class).is_ok())
+                PhysReg::try_new(class.file, u).is_some_and(|r| self.target.reg_fits(r, class))
             })
             .collect();
         let mut below = Vec::with_capacity(units as usize + 1);

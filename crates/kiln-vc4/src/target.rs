@@ -252,7 +252,7 @@ mod tests {
 
     fn regs(t: &Vc4Target, c: RegClass) -> Vec<QpuReg> {
         (0..UNITS)
-            .filter(|&u| t.check_reg(PhysReg::new(Q, u), c).is_ok())
+            .filter(|&u| t.reg_fits(PhysReg::new(Q, u), c))
             .map(|u| QpuReg::from_unit(u).unwrap())
             .collect()
     }
