@@ -176,6 +176,7 @@ pub fn run_case(case: &Case, allocator: Allocator) -> Outcome {
         allocator,
         budget: case.budget.clone(),
         check: true,
+        refuse_spilling: false,
     };
     let env = Env::for_function(&func, case.lanes, case.seed);
     let attempt = |options: &RaOptions| {

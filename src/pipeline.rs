@@ -301,6 +301,7 @@ pub fn allocate(func: &mut Function, options: &Options) -> Result<RaStats, RaErr
         allocator: options.allocator,
         budget: options.budget.clone(),
         check: options.check || options.debug.verify,
+        refuse_spilling: false,
     };
     kiln_regalloc::allocate(func, &opts)
 }

@@ -50,6 +50,10 @@ pub struct RaOptions {
     pub budget: Vec<Option<u32>>,
     /// Run the checker on the result (tests and `KILN_DEBUG=verify` do).
     pub check: bool,
+    /// The target cannot spill (vc4): [`RaError::WouldSpill`] as soon as the register demand
+    /// exceeds the budget, and graph colouring that cannot colour gives way to the SSA
+    /// allocator's assignment without spill rounds. Bounded work for a hopeless attempt.
+    pub refuse_spilling: bool,
 }
 
 impl RaOptions {
@@ -150,6 +154,12 @@ pub enum RaError {
         inst: usize,
         message: String,
     },
+    /// The function needs more registers than the budget and the options refuse spilling.
+    WouldSpill {
+        /// The maximum register demand, per file.
+        demand: Vec<u32>,
+        budget: Vec<u32>,
+    },
     /// The function's structure (CFG) is invalid.
     Structure(String),
     /// An allocator invariant failed (a bug).
@@ -180,6 +190,10 @@ impl fmt::Display for RaError {
                 inst,
                 message,
             } => write!(f, "{block}:{inst}: unsupported: {message}"),
+            RaError::WouldSpill { demand, budget } => write!(
+                f,
+                "spilling: the register demand {demand:?} exceeds the budget {budget:?}"
+            ),
             RaError::Structure(m) => write!(f, "{m}"),
             RaError::Internal {
                 block,
@@ -236,6 +250,13 @@ pub fn allocate_with_input(
         if attempt == 0 {
             stats.max_demand = per_file(lv.max, &limits);
         }
+        let over = (0..limits.len()).any(|f| lv.max.0[f] > budget[f] as i32);
+        if options.refuse_spilling && over {
+            return Err(RaError::WouldSpill {
+                demand: per_file(lv.max, &limits),
+                budget: budget.clone(),
+            });
+        }
         let t0 = Instant::now();
         let mut versions = None;
         // After spilling, the input the checker compares with (its edges split the same way).
@@ -243,7 +264,8 @@ pub fn allocate_with_input(
         let mut cfg = cfg;
         let mut preferred = None;
         if options.allocator == Allocator::Graph && !graph_fallback {
-            match colour_and_spill(&mut work, &cfg, &mut lv, &budget, &mut stats) {
+            let rounds = if options.refuse_spilling { 1 } else { SPILL_ROUNDS };
+            match colour_and_spill(&mut work, &cfg, &mut lv, &budget, &mut stats, rounds) {
                 Some((homes, v)) => {
                     if let Some(v) = v {
                         versions = Some(v);
@@ -369,7 +391,7 @@ pub fn allocate_with_input(
 
 /// Rounds of colouring and spilling everywhere before the graph allocator gives up on its own
 /// spilling and falls back to the SSA spiller.
-const SPILL_ROUNDS: u32 = 6;
+const SPILL_ROUNDS: usize = 6;
 
 /// The graph allocator's build–colour–spill loop (Chaitin–Briggs): colour `work` within
 /// `budget`; while some nodes find no colour, spill them everywhere and colour again. Returns
@@ -383,13 +405,14 @@ fn colour_and_spill(
     lv: &mut kiln_analysis::Liveness,
     budget: &[u32],
     stats: &mut RaStats,
+    max_rounds: usize,
 ) -> Option<(Vec<Option<kiln_ir::PhysReg>>, Option<Vec<kiln_ir::Temp>>)> {
     let mut rounds = spill_everywhere::Rounds::new(work);
     stats.spills = 0;
     stats.reloads = 0;
     stats.remats = 0;
     stats.spill_rounds = 0;
-    for _ in 0..SPILL_ROUNDS {
+    for round in 0..max_rounds {
         let c = graph::colour(work, cfg, lv, budget, &rounds.unspillable);
         stats.uncoloured = c.stats.uncoloured;
         stats.coalesced = c.stats.coalesced;
@@ -400,7 +423,7 @@ fn colour_and_spill(
             let spilled = stats.spill_rounds > 0;
             return Some((c.homes, spilled.then_some(rounds.versions)));
         }
-        if c.spill.is_empty() {
+        if c.spill.is_empty() || round + 1 == max_rounds {
             return None;
         }
         let s = spill_everywhere::spill_everywhere(

@@ -9,7 +9,7 @@ use crate::emit::{Emitted, OutputMode};
 use crate::interface::{ShaderInfo, Stage};
 use kiln_ir::Function;
 use kiln_qpu::isa::{Instr, validate, validate_mesa};
-use kiln_regalloc::{Allocator, RaOptions, RaStats};
+use kiln_regalloc::{Allocator, RaError, RaOptions, RaStats};
 use std::fmt;
 
 /// Why a shader did not compile.
@@ -133,9 +133,10 @@ pub fn lower_interface(
 }
 
 /// Register allocation with `allocator`, checked when `check` says so. The QPU has no spill
-/// path: an allocation that spills is refused. Where graph colouring spills, the SSA
-/// allocator is tried on the same function first — it spills only where the register demand
-/// exceeds the file, which colouring may not reach.
+/// path: the allocator refuses as soon as the register demand exceeds the files
+/// (`RaOptions::refuse_spilling`), and graph colouring that cannot colour gives way to the SSA
+/// allocator's assignment; where colouring refuses at a lowered budget, the SSA allocator is
+/// tried on the same function — it needs no more than the demand, which colouring may not reach.
 pub fn allocate(
     func: &Function,
     allocator: Allocator,
@@ -147,22 +148,27 @@ pub fn allocate(
             allocator,
             budget: Vec::new(),
             check,
+            refuse_spilling: true,
         };
-        kiln_regalloc::allocate(&mut f, &options)
-            .map(|ra| (f, ra))
-            .map_err(|e| CompileError::Failed(format!("allocation: {e}")))
+        kiln_regalloc::allocate(&mut f, &options).map(|ra| (f, ra))
     };
-    let mut result = run(allocator)?;
-    if result.1.spills > 0 && allocator == Allocator::Graph {
-        let ssa = run(Allocator::Ssa)?;
-        if ssa.1.spills == 0 {
-            result = ssa;
+    let refused = |e: RaError| match e {
+        RaError::WouldSpill { .. } => CompileError::Unsupported(vec!["spilling".into()]),
+        e => CompileError::Failed(format!("allocation: {e}")),
+    };
+    match run(allocator) {
+        Err(RaError::WouldSpill { budget, .. })
+            if allocator == Allocator::Graph && budget != full_files(func) =>
+        {
+            run(Allocator::Ssa).map_err(refused)
         }
+        result => result.map_err(refused),
     }
-    if result.1.spills > 0 {
-        return Err(CompileError::Unsupported(vec!["spilling".into()]));
-    }
-    Ok(result)
+}
+
+/// The units of every register file of `func`'s target: the budget of a first attempt.
+fn full_files(func: &Function) -> Vec<u32> {
+    func.target.files().iter().map(|f| f.units).collect()
 }
 
 /// How [`emit`] finishes the code.
