@@ -3,7 +3,7 @@
 //! endif phi becoming a `sel`; the limits per side are [`DIVERGENT_LIMIT`] and
 //! [`UNIFORM_LIMIT`]. The design and its cost model are in `docs/middle.md` ("If-conversion").
 
-use crate::blocks::remove_blocks;
+use crate::blocks::remove_merged;
 use crate::util::is_uniform_file;
 use kiln_analysis::{Changed, Context, PassError};
 use kiln_ir::cfg::IfInfo;
@@ -38,8 +38,14 @@ fn movable(func: &Function, b: Block, endif: Block, limit: usize) -> Option<usiz
         .then_some(body.len())
 }
 
-/// Whether `info`'s if can be flattened, and its side blocks.
-fn candidate(func: &Function, cfg: &Cfg, info: &IfInfo) -> Option<(Block, Option<Block>)> {
+/// Whether `info`'s if can be flattened, and its side blocks (`holder`: the block that holds the
+/// head's instructions, which end in the if).
+fn candidate(
+    func: &Function,
+    cfg: &Cfg,
+    info: &IfInfo,
+    holder: Block,
+) -> Option<(Block, Option<Block>)> {
     let (h, t, e, m) = (info.head, info.then_start, info.else_start, info.endif);
     let limit = if info.divergent {
         DIVERGENT_LIMIT
@@ -67,7 +73,7 @@ fn candidate(func: &Function, cfg: &Cfg, info: &IfInfo) -> Option<(Block, Option
     if preds.len() != 2 || !preds.contains(&t) || !preds.contains(&else_pred) {
         return None;
     }
-    let cond = func.block(h).insts.last()?.operands[0];
+    let cond = func.block(holder).insts.last()?.operands[0];
     let cond_per_lane = cond.temp_id().is_some_and(|c| !is_uniform_file(func, c));
     for phi in func.block(m).insts.iter().take_while(|i| i.op.is_phi()) {
         let d = phi.defs[0].temp;
@@ -83,10 +89,18 @@ fn candidate(func: &Function, cfg: &Cfg, info: &IfInfo) -> Option<(Block, Option
     Some((t, else_block))
 }
 
-/// Flattens one if.
-fn flatten(func: &mut Function, cfg: &Cfg, info: &IfInfo, t: Block, e: Option<Block>) {
-    let (h, m) = (info.head, info.endif);
-    let preds = cfg.logical.preds[m.index()].clone();
+/// Flattens one if: the sides and the endif go into `h`, the block that holds the head's
+/// instructions; `merged` records them as gone into it.
+fn flatten(
+    func: &mut Function,
+    cfg: &Cfg,
+    (info, h): (&IfInfo, Block),
+    t: Block,
+    e: Option<Block>,
+    merged: &mut Vec<(Block, Block)>,
+) {
+    let m = info.endif;
+    let preds = &cfg.logical.preds[m.index()];
     let then_k = preds
         .iter()
         .position(|&p| p == t)
@@ -118,26 +132,37 @@ fn flatten(func: &mut Function, cfg: &Cfg, info: &IfInfo, t: Block, e: Option<Bl
         }
     }
     func.block_mut(h).insts = head;
-    let mut gone = vec![t, m];
-    gone.extend(e);
-    remove_blocks(func, &gone, h);
+    merged.extend([t, m].into_iter().chain(e).map(|b| (b, h)));
 }
 
-/// Flattens small ifs, innermost first, until none is left.
+/// Flattens small ifs, innermost first, until none is left. One round flattens every candidate
+/// of one CFG in layout order: an if whose head an earlier flattening took (it was that if's
+/// endif) flattens into the block that took it, so a chain of n sequential ifs is one round
+/// and each block's instructions move once; an if that becomes a candidate only once an inner
+/// one is flattened waits for the next round. Each round renumbers the blocks once and computes
+/// the CFG once.
 pub fn if_convert(cx: &mut Context) -> Result<Changed, PassError> {
     let mut changed = Changed::Nothing;
     loop {
         let cfg = cx.cfg()?;
         let func = cx.func_mut();
-        let found = cfg
-            .ifs
-            .iter()
-            .rev()
-            .find_map(|info| candidate(func, &cfg, info).map(|c| (info.clone(), c)));
-        let Some((info, (t, e))) = found else {
+        let mut merged: Vec<(Block, Block)> = Vec::new();
+        // The block that holds each block's instructions.
+        let mut holder: Vec<Block> = func.block_ids().collect();
+        for info in &cfg.ifs {
+            let h = holder[info.head.index()];
+            if let Some((t, e)) = candidate(func, &cfg, info, h) {
+                let before = merged.len();
+                flatten(func, &cfg, (info, h), t, e, &mut merged);
+                for &(b, into) in &merged[before..] {
+                    holder[b.index()] = into;
+                }
+            }
+        }
+        if merged.is_empty() {
             break;
-        };
-        flatten(func, &cfg, &info, t, e);
+        }
+        remove_merged(func, &merged);
         cx.invalidate(Changed::Cfg);
         changed = Changed::Cfg;
     }
@@ -231,6 +256,81 @@ bb2:
         for u in [0u32, 7] {
             let mut env = Env::for_function(&before, 16, 1);
             env.uniforms.insert(0, u);
+            compare(&before, &after, &env).unwrap();
+        }
+    }
+
+    /// A chain of sequential ifs (each endif the next head), some with an else side, and one
+    /// nested if: the chain flattens in one round into one block (the nested one in the next),
+    /// and runs as before.
+    #[test]
+    fn a_chain_of_ifs_flattens_into_one_block() {
+        use std::fmt::Write;
+        let mut src =
+            String::from("target generic(v=16, s=8)\nfunction @f {\nbb0:\n    %0:v1 = input 0\n");
+        let (mut t, mut b, mut prev) = (1, 0, 0);
+        for i in 0..40 {
+            let (c, x, y, p) = (t, t + 1, t + 2, t + 3);
+            t += 4;
+            let _ = write!(src, "    %{c}:v1 = flt %{prev}, 0.{}\n", i % 9 + 1);
+            if i % 3 == 0 {
+                let _ = write!(
+                    src,
+                    "    if.divergent %{c}, bb{}, bb{}, bb{}\nbb{}:\n    %{x}:v1 = fmul %{prev}, 0.5\n    jump bb{}\nbb{}:\n    %{y}:v1 = fadd %{prev}, 0.25\n    jump bb{}\nbb{}:\n    %{p}:v1 = phi %{x}, %{y}\n",
+                    b + 1,
+                    b + 2,
+                    b + 3,
+                    b + 1,
+                    b + 3,
+                    b + 2,
+                    b + 3,
+                    b + 3
+                );
+                b += 3;
+            } else {
+                let _ = write!(
+                    src,
+                    "    if.divergent %{c}, bb{}, bb{}, bb{}\nbb{}:\n    %{x}:v1 = fmul %{prev}, 0.5\n    jump bb{}\nbb{}:\n    %{p}:v1 = phi %{prev}, %{x}\n",
+                    b + 1,
+                    b + 2,
+                    b + 2,
+                    b + 1,
+                    b + 2,
+                    b + 2
+                );
+                b += 2;
+            }
+            prev = p;
+        }
+        // One nested if: its outer if flattens only once the inner one has.
+        let (c, d, x, p, q) = (t, t + 1, t + 2, t + 3, t + 4);
+        let _ = write!(
+            src,
+            "    %{c}:v1 = flt %{prev}, 0.5\n    if.divergent %{c}, bb{}, bb{}, bb{}\nbb{}:\n    %{d}:v1 = flt %{prev}, 0.25\n    if.divergent %{d}, bb{}, bb{}, bb{}\nbb{}:\n    %{x}:v1 = fmul %{prev}, 3.0\n    jump bb{}\nbb{}:\n    %{p}:v1 = phi %{prev}, %{x}\n    jump bb{}\nbb{}:\n    %{q}:v1 = phi %{prev}, %{p}\n    output 0, %{q}\n    return\n}}\n",
+            b + 1,
+            b + 4,
+            b + 4,
+            b + 1,
+            b + 2,
+            b + 3,
+            b + 3,
+            b + 2,
+            b + 3,
+            b + 3,
+            b + 4,
+            b + 4
+        );
+        let before = parse_function(&src).unwrap_or_else(|e| panic!("{e}\n{src}"));
+        kiln_ir::verify(&before).unwrap();
+        let mut cx = Context::new(before.clone());
+        assert_eq!(cx.run("if_convert", if_convert).unwrap(), Changed::Cfg);
+        let after = cx.into_func();
+        kiln_ir::verify(&after).unwrap();
+        assert_eq!(after.blocks.len(), 1, "{}", print_function(&after));
+        for seed in 0..4 {
+            let mut env = Env::for_function(&before, 16, seed);
+            env.inputs
+                .insert(0, (0..16).map(|l| (l as f32 / 16.0).to_bits()).collect());
             compare(&before, &after, &env).unwrap();
         }
     }

@@ -264,7 +264,11 @@ pub fn allocate_with_input(
         let mut cfg = cfg;
         let mut preferred = None;
         if options.allocator == Allocator::Graph && !graph_fallback {
-            let rounds = if options.refuse_spilling { 1 } else { SPILL_ROUNDS };
+            let rounds = if options.refuse_spilling {
+                1
+            } else {
+                SPILL_ROUNDS
+            };
             match colour_and_spill(&mut work, &cfg, &mut lv, &budget, &mut stats, rounds) {
                 Some((homes, v)) => {
                     if let Some(v) = v {
