@@ -146,19 +146,7 @@ pub fn if_convert(cx: &mut Context) -> Result<Changed, PassError> {
     loop {
         let cfg = cx.cfg()?;
         let func = cx.func_mut();
-        let mut merged: Vec<(Block, Block)> = Vec::new();
-        // The block that holds each block's instructions.
-        let mut holder: Vec<Block> = func.block_ids().collect();
-        for info in &cfg.ifs {
-            let h = holder[info.head.index()];
-            if let Some((t, e)) = candidate(func, &cfg, info, h) {
-                let before = merged.len();
-                flatten(func, &cfg, (info, h), t, e, &mut merged);
-                for &(b, into) in &merged[before..] {
-                    holder[b.index()] = into;
-                }
-            }
-        }
+        let merged = round(func, &cfg);
         if merged.is_empty() {
             break;
         }
@@ -167,6 +155,25 @@ pub fn if_convert(cx: &mut Context) -> Result<Changed, PassError> {
         changed = Changed::Cfg;
     }
     Ok(changed)
+}
+
+/// One round: flattens every candidate of `cfg`; the blocks gone and where their instructions
+/// went.
+fn round(func: &mut Function, cfg: &Cfg) -> Vec<(Block, Block)> {
+    let mut merged: Vec<(Block, Block)> = Vec::new();
+    // The block that holds each block's instructions.
+    let mut holder: Vec<Block> = func.block_ids().collect();
+    for info in &cfg.ifs {
+        let h = holder[info.head.index()];
+        if let Some((t, e)) = candidate(func, cfg, info, h) {
+            let before = merged.len();
+            flatten(func, cfg, (info, h), t, e, &mut merged);
+            for &(b, into) in &merged[before..] {
+                holder[b.index()] = into;
+            }
+        }
+    }
+    merged
 }
 
 #[cfg(test)]
@@ -322,6 +329,14 @@ bb2:
         );
         let before = parse_function(&src).unwrap_or_else(|e| panic!("{e}\n{src}"));
         kiln_ir::verify(&before).unwrap();
+        // The first round takes the 40 ifs of the chain and the inner if.
+        let mut one = before.clone();
+        let cfg = Cfg::compute(&one).unwrap();
+        let merged = round(&mut one, &cfg);
+        let blocks: usize = 40 * 2 + 40 / 3 + 1 + 2;
+        assert_eq!(merged.len(), blocks, "{merged:?}");
+        remove_merged(&mut one, &merged);
+        kiln_ir::verify(&one).unwrap();
         let mut cx = Context::new(before.clone());
         assert_eq!(cx.run("if_convert", if_convert).unwrap(), Changed::Cfg);
         let after = cx.into_func();
