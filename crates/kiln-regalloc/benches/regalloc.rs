@@ -511,6 +511,7 @@ fn kiln_options(alloc: Alloc, v: u32, s: u32) -> RaOptions {
         },
         budget: vec![Some(v), Some(s)],
         check: false,
+        refuse_spilling: false,
     }
 }
 

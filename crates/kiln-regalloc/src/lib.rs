@@ -257,6 +257,14 @@ pub fn allocate_with_input(
                 budget: budget.clone(),
             });
         }
+        // Far over the budget, the interference graph grows with the square of the demand and
+        // most of it is values that must be spilled anyway: the SSA spiller brings the demand
+        // to the budget first and colouring colours what it leaves (decoupled allocation), a
+        // graph of at most budget-many neighbours per value.
+        if (0..limits.len()).any(|f| lv.max.0[f] > FAR_OVER * budget[f] as i32) {
+            graph_fallback = true;
+            stats.graph_fallback = options.allocator == Allocator::Graph;
+        }
         let t0 = Instant::now();
         let mut versions = None;
         // After spilling, the input the checker compares with (its edges split the same way).
@@ -392,6 +400,10 @@ pub fn allocate_with_input(
     }
     unreachable!("the loop returns or fails")
 }
+
+/// The demand, as a multiple of the budget, past which graph colouring spills with the SSA
+/// spiller before it builds its graph.
+const FAR_OVER: i32 = 2;
 
 /// Rounds of colouring and spilling everywhere before the graph allocator gives up on its own
 /// spilling and falls back to the SSA spiller.

@@ -287,6 +287,7 @@ fn graph_programs_agree(first: u64, count: u64) -> (u32, u32) {
             allocator: kiln_regalloc::Allocator::Graph,
             budget: vec![Some(v), Some(v / 2)],
             check: true,
+            refuse_spilling: false,
         };
         let mut alloc = func.clone();
         match allocate(&mut alloc, &options) {

@@ -207,6 +207,7 @@ fn campaign_reproducers_allocate_and_agree() {
             allocator: r.allocator,
             budget: vec![Some(r.v), Some(r.v / 2 + 4)],
             check: true,
+            refuse_spilling: false,
         };
         let mut allocated = func.clone();
         match allocate(&mut allocated, &options) {
