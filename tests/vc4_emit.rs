@@ -1190,6 +1190,7 @@ fn thread_switch_narrowing_is_needed() {
                 allocator,
                 budget: Vec::new(),
                 check: true,
+                refuse_spilling: false,
             },
         )
         .unwrap();
