@@ -265,3 +265,267 @@ pub fn report(measured: &[Measured]) -> String {
     }
     out
 }
+
+// ---- scaling --------------------------------------------------------------------------------
+
+/// A family of generated programs that grows with one parameter: the shapes that found
+/// quadratic corners (`../shared/repro/gen.py`), each compiled by one stage of the pipeline.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Family {
+    /// n sequential small ifs in a fragment shader (WGSL), the whole compile.
+    SequentialIfs,
+    /// n values live at once in a fragment shader (WGSL): refused (spilling), after bounded work.
+    LiveValues,
+    /// n if/else diamonds with a phi each (`.kir`, generic target): the SSA allocator.
+    DiamondsSsa,
+    /// n values live at once (`.kir`, generic target, 32 registers): the SSA allocator, spilling.
+    WideSsa,
+    /// The same through graph colouring.
+    WideGraph,
+    /// A chain of n dependent operations (`.kir`): the middle end.
+    ChainOpt,
+}
+
+impl Family {
+    pub const ALL: [Family; 6] = [
+        Family::SequentialIfs,
+        Family::LiveValues,
+        Family::DiamondsSsa,
+        Family::WideSsa,
+        Family::WideGraph,
+        Family::ChainOpt,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Family::SequentialIfs => "seqif",
+            Family::LiveValues => "live",
+            Family::DiamondsSsa => "diamonds-ssa",
+            Family::WideSsa => "wide-ssa",
+            Family::WideGraph => "wide-graph",
+            Family::ChainOpt => "chain-opt",
+        }
+    }
+
+    pub fn by_name(name: &str) -> Option<Family> {
+        Family::ALL.into_iter().find(|f| f.name() == name)
+    }
+
+    /// The program of size `n`, as source text.
+    pub fn source(self, n: usize) -> String {
+        use std::fmt::Write;
+        let mut s = String::new();
+        const FS: &str =
+            "@fragment\nfn main(@location(0) uv: vec2<f32>) -> @location(0) vec4<f32> {\n";
+        const KIR: &str =
+            "target generic(v=32, s=16)\n\nfunction @main {\nbb0:\n    %0:v1 = input 0\n";
+        match self {
+            Family::SequentialIfs => {
+                s.push_str(FS);
+                s.push_str("    var a = uv.y;\n");
+                for _ in 0..n {
+                    s.push_str("    if (a > uv.x) { a = a * 0.5 + sin(a); }\n");
+                }
+                s.push_str("    return vec4<f32>(a);\n}\n");
+            }
+            Family::LiveValues => {
+                s.push_str(FS);
+                for i in 0..n {
+                    let _ = writeln!(s, "    let v{i} = uv.x * {}.0 + uv.y;", i + 1);
+                }
+                s.push_str("    var s = 0.0;\n");
+                for i in 0..n {
+                    let _ = writeln!(s, "    s = s + v{i} * v{};", n - 1 - i);
+                }
+                s.push_str("    return vec4<f32>(s);\n}\n");
+            }
+            Family::DiamondsSsa => {
+                s.push_str(KIR);
+                let (mut t, mut b, mut prev) = (1, 0, 0);
+                for _ in 0..n {
+                    let (c, x, p) = (t, t + 1, t + 2);
+                    t += 3;
+                    let _ = write!(
+                        s,
+                        "    %{c}:v1 = flt %{prev}, 0.5\n    if.divergent %{c}, bb{}, bb{}, bb{}\n\
+                         bb{}:\n    %{x}:v1 = fmul %{prev}, 0.5\n    jump bb{}\n\
+                         bb{}:\n    %{p}:v1 = phi %{prev}, %{x}\n",
+                        b + 1,
+                        b + 2,
+                        b + 2,
+                        b + 1,
+                        b + 2,
+                        b + 2
+                    );
+                    prev = p;
+                    b += 2;
+                }
+                let _ = write!(s, "    output 0, %{prev}\n    return\n}}\n");
+            }
+            Family::WideSsa | Family::WideGraph => {
+                s.push_str(KIR);
+                for k in 1..n {
+                    let _ = writeln!(s, "    %{k}:v1 = fadd %0, {k}.0");
+                }
+                let _ = writeln!(s, "    %{n}:v1 = fadd %1, %2");
+                for k in 3..n {
+                    let _ = writeln!(s, "    %{}:v1 = fadd %{}, %{k}", n + k - 2, n + k - 3);
+                }
+                let _ = write!(s, "    output 0, %{}\n    return\n}}\n", 2 * n - 3);
+            }
+            Family::ChainOpt => {
+                s.push_str(KIR);
+                for k in 1..n {
+                    let _ = writeln!(s, "    %{k}:v1 = fadd %{}, 1.0", k - 1);
+                }
+                let _ = write!(s, "    output 0, %{}\n    return\n}}\n", n - 1);
+            }
+        }
+        s
+    }
+}
+
+/// One run of a family at one size, in this process: what it compiled (IR instructions given
+/// to the measured stage) and how it ended, with the time of the measured stage.
+pub fn scaling_one(family: Family, n: usize) -> Result<(usize, String, f64), String> {
+    let text = family.source(n);
+    let start;
+    let (insts, outcome) = match family {
+        Family::SequentialIfs | Family::LiveValues => {
+            let source = kiln_front::Source::from_path(Path::new("gen.wgsl"), text.into_bytes())
+                .map_err(|e| e.reason())?;
+            let shader = pipeline::parse(source).map_err(|e| e.to_string())?;
+            let entry = EntryPoint::default();
+            let lowered = pipeline::lower(&shader, &entry).map_err(|e| e.to_string())?;
+            let insts = lowered.function.inst_count();
+            start = std::time::Instant::now();
+            let outcome = match pipeline::compile_lowered("gen", lowered, &Options::default()) {
+                Ok(c) => format!("{} QPU instructions", c.compiled.stats.instructions),
+                Err(e) => format!("refused: {}", e.to_string().lines().next().unwrap_or("")),
+            };
+            (insts, outcome)
+        }
+        Family::DiamondsSsa | Family::WideSsa | Family::WideGraph | Family::ChainOpt => {
+            let mut func = kiln_ir::parse_function(&text).map_err(|e| e.to_string())?;
+            let insts = func.inst_count();
+            start = std::time::Instant::now();
+            let outcome = if family == Family::ChainOpt {
+                let options = Options {
+                    check: false,
+                    ..Options::default()
+                };
+                let out = pipeline::optimize(func, &options).map_err(|e| e.to_string())?;
+                format!("{} instructions after", out.inst_count())
+            } else {
+                let options = Options {
+                    allocator: if family == Family::WideGraph {
+                        kiln_regalloc::Allocator::Graph
+                    } else {
+                        kiln_regalloc::Allocator::Ssa
+                    },
+                    check: false,
+                    ..Options::default()
+                };
+                let stats = pipeline::allocate(&mut func, &options).map_err(|e| e.to_string())?;
+                format!("{} spills", stats.spills)
+            };
+            (insts, outcome)
+        }
+    };
+    Ok((insts, outcome, start.elapsed().as_secs_f64()))
+}
+
+/// This process's peak resident memory in KiB (Linux: `VmHWM`).
+pub fn peak_kib() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// One row of the scaling table, measured in a child process (`kiln bench scaling-one`) so
+/// that its peak memory is its own.
+#[derive(Clone, Debug)]
+pub struct ScalingRow {
+    pub family: Family,
+    pub n: usize,
+    pub insts: usize,
+    pub outcome: String,
+    pub seconds: f64,
+    pub peak_kib: Option<u64>,
+}
+
+/// Runs `exe bench scaling-one` for every family and size.
+pub fn scaling(
+    exe: &Path,
+    families: &[Family],
+    sizes: &[usize],
+) -> Result<Vec<ScalingRow>, String> {
+    let mut rows = Vec::new();
+    for &family in families {
+        for &n in sizes {
+            let out = Command::new(exe)
+                .args(["bench", "scaling-one", family.name(), &n.to_string()])
+                .output()
+                .map_err(|e| format!("{}: {e}", exe.display()))?;
+            let stdout = String::from_utf8_lossy(&out.stdout);
+            if !out.status.success() {
+                let stderr = String::from_utf8_lossy(&out.stderr);
+                return Err(format!("{} {n}: {}", family.name(), stderr.trim()));
+            }
+            // insts \t seconds \t peak \t outcome
+            let cols: Vec<&str> = stdout.trim().splitn(4, '\t').collect();
+            let [insts, seconds, peak, outcome] = cols[..] else {
+                return Err(format!(
+                    "{} {n}: unexpected output `{stdout}`",
+                    family.name()
+                ));
+            };
+            rows.push(ScalingRow {
+                family,
+                n,
+                insts: insts.parse().map_err(|_| format!("bad count `{insts}`"))?,
+                outcome: outcome.to_string(),
+                seconds: seconds
+                    .parse()
+                    .map_err(|_| format!("bad time `{seconds}`"))?,
+                peak_kib: peak.parse().ok(),
+            });
+        }
+    }
+    Ok(rows)
+}
+
+/// The scaling table: time per IR instruction at each size and its growth from the size
+/// before (1.0: linear; 10: quadratic for a ×10 step).
+pub fn scaling_report(rows: &[ScalingRow]) -> String {
+    use std::fmt::Write;
+    let mut out = String::from(
+        "family        n        IR insts   time (s)   µs/inst   growth   peak MB   outcome\n",
+    );
+    for (k, r) in rows.iter().enumerate() {
+        let per = r.seconds * 1e6 / r.insts.max(1) as f64;
+        let growth = match k.checked_sub(1).map(|j| &rows[j]) {
+            Some(p) if p.family == r.family => {
+                let before = p.seconds * 1e6 / p.insts.max(1) as f64;
+                format!("{:.2}", per / before.max(1e-9))
+            }
+            _ => "-".into(),
+        };
+        let peak = r
+            .peak_kib
+            .map_or("-".to_string(), |k| format!("{:.0}", k as f64 / 1024.0));
+        let _ = writeln!(
+            out,
+            "{:<13} {:<8} {:<10} {:<10.3} {:<9.2} {:<8} {:<9} {}",
+            r.family.name(),
+            r.n,
+            r.insts,
+            r.seconds,
+            per,
+            growth,
+            peak,
+            r.outcome
+        );
+    }
+    out
+}

@@ -14,6 +14,29 @@ pub enum BenchCommand {
     /// One entry point lowered, then compiled twice (what `compile-cost` runs under callgrind).
     #[command(hide = true)]
     CompileOne(CompileOneArgs),
+    /// Generated programs grown ×10 at a time (sequential ifs, values live at once, diamonds,
+    /// chains), each through the stage it stresses in a process of its own: time per IR
+    /// instruction, its growth from the size before, peak memory.
+    Scaling(ScalingArgs),
+    /// One family at one size (what `scaling` runs in a child process).
+    #[command(hide = true)]
+    ScalingOne(ScalingOneArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ScalingArgs {
+    /// The sizes, each the family's parameter (ifs, live values, diamonds, operations).
+    #[arg(long, value_delimiter = ',', default_values_t = [1000usize, 10000])]
+    pub sizes: Vec<usize>,
+    /// Only these families (seqif, live, diamonds-ssa, wide-ssa, wide-graph, chain-opt).
+    #[arg(long, value_delimiter = ',')]
+    pub families: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct ScalingOneArgs {
+    pub family: String,
+    pub n: usize,
 }
 
 #[derive(Debug, Args)]
@@ -45,6 +68,31 @@ pub struct CompileOneArgs {
 pub fn run(command: BenchCommand) -> miette::Result<()> {
     match command {
         BenchCommand::CompileCost(a) => compile_cost(a),
+        BenchCommand::Scaling(a) => {
+            let families = if a.families.is_empty() {
+                bench::Family::ALL.to_vec()
+            } else {
+                a.families
+                    .iter()
+                    .map(|n| family(n))
+                    .collect::<miette::Result<Vec<_>>>()?
+            };
+            let exe = std::env::current_exe().map_err(|e| miette::miette!("{e}"))?;
+            let rows =
+                bench::scaling(&exe, &families, &a.sizes).map_err(|e| miette::miette!("{e}"))?;
+            print(&bench::scaling_report(&rows));
+            Ok(())
+        }
+        BenchCommand::ScalingOne(a) => {
+            let f = family(&a.family)?;
+            let (insts, outcome, seconds) =
+                crate::pipeline::with_stack(move || bench::scaling_one(f, a.n))
+                    .and_then(|r| r)
+                    .map_err(|e| miette::miette!("{e}"))?;
+            let peak = bench::peak_kib().map_or("-".to_string(), |k| k.to_string());
+            print(&format!("{insts}\t{seconds}\t{peak}\t{outcome}\n"));
+            Ok(())
+        }
         BenchCommand::CompileOne(a) => {
             let result =
                 crate::pipeline::with_stack(move || bench::compile_one(&a.shader, &a.entry))
@@ -69,4 +117,11 @@ fn compile_cost(args: CompileCostArgs) -> miette::Result<()> {
         .map_err(|e| miette::miette!("{e}"))?;
     print(&bench::report(&measured));
     Ok(())
+}
+
+fn family(name: &str) -> miette::Result<bench::Family> {
+    bench::Family::by_name(name).ok_or_else(|| {
+        let names: Vec<&str> = bench::Family::ALL.iter().map(|f| f.name()).collect();
+        miette::miette!("`{name}`: the families are {}", names.join(", "))
+    })
 }

@@ -4,7 +4,7 @@
 
 use kiln_interp::{Env, compare, run_ssa};
 use kiln_ir::generate::{GenConfig, generate};
-use kiln_ir::layout::split_edge;
+use kiln_ir::layout::{split_edge, split_edges};
 use kiln_ir::{Block, Cfg, Opcode, print_function, verify};
 use proptest::prelude::*;
 
@@ -109,4 +109,54 @@ fn back_edges_are_refused() {
         split_edge(&mut f, &cfg, Block(0), Block(3)).is_err(),
         "not an edge"
     );
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 60, ..ProptestConfig::default() })]
+
+    /// Splitting a batch of edges at once (`split_edges`) makes the function that splitting
+    /// them one at a time makes (`split_edge`, the remaining edges renumbered after each), and
+    /// keeps its meaning.
+    #[test]
+    fn a_batch_of_splits_is_the_splits_one_at_a_time(seed in any::<u64>(), size in 10usize..120, pick in any::<u64>()) {
+        let func = generate(&GenConfig { size, ..GenConfig::new(seed) });
+        let env = Env::for_function(&func, 16, seed);
+        prop_assume!(run_ssa(&func, &env).is_ok());
+        let cfg = Cfg::compute(&func).unwrap();
+        // Edges the structured form can split, about half of their sources.
+        let mut edges: Vec<(Block, Block)> = Vec::new();
+        for b in func.block_ids() {
+            for s in cfg.logical.succs[b.index()].iter().chain(&cfg.linear.succs[b.index()]) {
+                let fits = split_edge(&mut func.clone(), &cfg, b, *s).is_ok();
+                // One edge per source: a block's splittable edges are one split.
+                let fresh = !edges.iter().any(|e| e.0 == b);
+                if fits && fresh && (pick >> (b.index() % 64)) & 1 == 1 {
+                    edges.push((b, *s));
+                }
+            }
+        }
+        let mut one = func.clone();
+        let mut left = edges.clone();
+        while let Some((from, to)) = (!left.is_empty()).then(|| left.remove(0)) {
+            let c = Cfg::compute(&one).unwrap();
+            let new = split_edge(&mut one, &c, from, to).unwrap();
+            for e in &mut left {
+                for x in [&mut e.0, &mut e.1] {
+                    if *x >= new {
+                        *x = Block::new(x.index() + 1);
+                    }
+                }
+            }
+        }
+        let mut batch = func.clone();
+        let news = split_edges(&mut batch, &cfg, &edges).unwrap();
+        prop_assert_eq!(news.len(), edges.len());
+        prop_assert!(batch.blocks == one.blocks, "{} edges {:?}\nbatch:\n{}\none at a time:\n{}", edges.len(), edges, print_function(&batch), print_function(&one));
+        if let Err(e) = verify(&batch) {
+            return Err(TestCaseError::fail(format!("{}\n{}", e[0], print_function(&batch))));
+        }
+        if let Err(m) = compare(&func, &batch, &env) {
+            return Err(TestCaseError::fail(format!("{m}\n{}", print_function(&batch))));
+        }
+    }
 }

@@ -235,7 +235,10 @@ pub fn allocate_with_input(
         insts_before: count_insts(func),
         ..RaStats::default()
     };
-    stats.split_edges = split_critical_edges(func)?.len() as u32;
+    stats.split_edges = split_critical_edges(func)?
+        .iter()
+        .map(Vec::len)
+        .sum::<usize>() as u32;
     to_assignment_form(func, Opcode::Mov)?;
     let original = func.clone();
     let mut budget = limits.clone();
@@ -319,17 +322,17 @@ pub fn allocate_with_input(
             // the input gets the same blocks.
             let splits = split_critical_edges(&mut work)?;
             let mut checked = original.clone();
-            for &(p, s) in &splits {
+            for round in &splits {
                 let c = Cfg::compute(&checked).map_err(structure)?;
-                kiln_ir::layout::split_edge(&mut checked, &c, p, s).map_err(|m| {
+                kiln_ir::layout::split_edges(&mut checked, &c, round).map_err(|m| {
                     RaError::Internal {
-                        block: p,
+                        block: round[0].0,
                         inst: 0,
-                        message: format!("cannot split {p} → {s} again: {m}"),
+                        message: format!("cannot split {round:?} again: {m}"),
                     }
                 })?;
             }
-            stats.split_edges += splits.len() as u32;
+            stats.split_edges += splits.iter().map(Vec::len).sum::<usize>() as u32;
             checked_input = Some(checked);
             // The spiller's phis in blocks of one predecessor become moves of the values
             // they copy (the checker sees the program before spilling).
@@ -533,13 +536,13 @@ pub fn registers_used(func: &Function) -> Vec<u32> {
 /// Splits the edges that would carry phi copies but have no place for them: from a block with
 /// several successors into a block with several predecessors and phis of that CFG (an `if`
 /// with no else into its endif). A divergent loop's back edge is left (see [`assign`]).
-fn split_critical_edges(func: &mut Function) -> Result<Vec<(Block, Block)>, RaError> {
-    let mut splits = Vec::new();
+fn split_critical_edges(func: &mut Function) -> Result<Vec<Vec<(Block, Block)>>, RaError> {
+    let mut rounds = Vec::new();
     loop {
         let cfg = Cfg::compute(func)
             .map_err(|e| RaError::Structure(format!("{}: {}", e.block, e.message)))?;
-        let mut found = None;
-        'blocks: for s in func.block_ids() {
+        let mut found: Vec<(Block, Block)> = Vec::new();
+        for s in func.block_ids() {
             for phi in func.block(s).insts.iter().take_while(|i| i.op.is_phi()) {
                 let edges = if phi.op == Opcode::LinearPhi {
                     &cfg.linear
@@ -558,22 +561,21 @@ fn split_critical_edges(func: &mut Function) -> Result<Vec<(Block, Block)>, RaEr
                             cfg.loops[l].exit == s
                                 && cfg.linear.succs[p.index()].contains(&cfg.loops[l].header)
                         });
-                    if critical && !exit_of_latch {
-                        found = Some((p, s));
-                        break 'blocks;
+                    if critical && !exit_of_latch && !found.iter().any(|e| e.0 == p) {
+                        found.push((p, s));
                     }
                 }
             }
         }
-        let Some((p, s)) = found else {
-            return Ok(splits);
-        };
-        kiln_ir::layout::split_edge(func, &cfg, p, s).map_err(|m| RaError::Internal {
-            block: p,
+        if found.is_empty() {
+            return Ok(rounds);
+        }
+        kiln_ir::layout::split_edges(func, &cfg, &found).map_err(|m| RaError::Internal {
+            block: found[0].0,
             inst: 0,
-            message: format!("cannot split the critical edge {p} → {s}: {m}"),
+            message: format!("cannot split the critical edges {found:?}: {m}"),
         })?;
-        splits.push((p, s));
+        rounds.push(found);
     }
 }
 
