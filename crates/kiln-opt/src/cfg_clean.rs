@@ -4,7 +4,7 @@
 //! straight-line blocks merge. The design is in `docs/middle.md` ("CFG clean-up and
 //! uniformity").
 
-use crate::blocks::{copies_after_phis, remove_blocks};
+use crate::blocks::{copies_after_phis, remove_blocks, remove_merged};
 use crate::util::is_uniform_file;
 use kiln_analysis::{Changed, Context, PassError};
 use kiln_ir::{Block, Cfg, Function, Inst, Opcode, Operand, Value};
@@ -147,14 +147,21 @@ fn fold_constant_if(func: &mut Function, cfg: &Cfg) -> bool {
     false
 }
 
-/// Merges one straight-line pair of blocks; returns whether it did.
+/// Merges every straight-line pair of blocks (a block whose only successor, in both CFGs, is
+/// the next block, which has it as its only predecessor and is no endif): a chain goes into
+/// its first block in one round, each block's instructions moving once. Returns whether it
+/// merged any.
 fn merge_straight(func: &mut Function, cfg: &Cfg) -> bool {
     let mut endif = vec![false; func.blocks.len()];
     for i in &cfg.ifs {
         endif[i.endif.index()] = true;
     }
-    for b in cfg.rpo().rev() {
-        let Some(term) = func.block(b).insts.last() else {
+    // The block that holds each block's instructions.
+    let mut holder: Vec<Block> = func.block_ids().collect();
+    let mut merged: Vec<(Block, Block)> = Vec::new();
+    for b in (0..func.blocks.len()).map(Block::new) {
+        let at = holder[b.index()];
+        let Some(term) = func.block(at).insts.last() else {
             continue;
         };
         if term.op != Opcode::Jump {
@@ -172,13 +179,17 @@ fn merge_straight(func: &mut Function, cfg: &Cfg) -> bool {
         }
         let mut tail = std::mem::take(&mut func.block_mut(next).insts);
         phis_to_copies(&mut tail, 0);
-        let insts = &mut func.block_mut(b).insts;
+        let insts = &mut func.block_mut(at).insts;
         insts.pop();
         insts.extend(tail);
-        remove_blocks(func, &[next], b);
-        return true;
+        holder[next.index()] = at;
+        merged.push((next, at));
     }
-    false
+    if merged.is_empty() {
+        return false;
+    }
+    remove_merged(func, &merged);
+    true
 }
 
 /// Removes one one-trip loop; returns whether it did. The loop's only `break` is the then
@@ -241,12 +252,44 @@ fn remove_one_trip_loop(func: &mut Function, cfg: &Cfg) -> bool {
     false
 }
 
+/// The blocks each temp is read in, as the lowest and highest block number (`u32::MAX, 0`
+/// for a temp nothing reads): one walk, so that whether a region's values are read outside it
+/// costs the region, not the function.
+pub(crate) struct Readers {
+    lo: Vec<u32>,
+    hi: Vec<u32>,
+}
+
+impl Readers {
+    pub(crate) fn new(func: &Function) -> Readers {
+        let n = func.temps.len();
+        let (mut lo, mut hi) = (vec![u32::MAX; n], vec![0u32; n]);
+        for b in func.block_ids() {
+            for t in func.block(b).insts.iter().flat_map(|i| i.used_temps()) {
+                lo[t.index()] = lo[t.index()].min(b.0);
+                hi[t.index()] = hi[t.index()].max(b.0);
+            }
+        }
+        Readers { lo, hi }
+    }
+
+    /// Whether some block outside `region` reads `t`.
+    fn outside(&self, t: kiln_ir::Temp, region: &std::ops::Range<u32>) -> bool {
+        let (lo, hi) = (self.lo[t.index()], self.hi[t.index()]);
+        lo != u32::MAX && (lo < region.start || hi >= region.end)
+    }
+}
+
 /// Whether the blocks `region` do nothing observable from outside it when it is left for
 /// `exit`: no instruction in it has a side effect, no terminator returns or leaves for a block
 /// other than `exit` or one of the region's own, and no instruction outside reads a value the
 /// region defines (NIR's `nir_opt_dead_cf`, `cf_node_has_side_effects` and `node_is_dead`).
-fn unobserved(func: &Function, region: std::ops::Range<u32>, exit: Block) -> bool {
-    let mut defined = vec![false; func.temps.len()];
+fn unobserved(
+    func: &Function,
+    readers: &Readers,
+    region: std::ops::Range<u32>,
+    exit: Block,
+) -> bool {
     for b in region.clone() {
         for inst in &func.block(Block(b)).insts {
             let info = inst.op.info();
@@ -259,27 +302,21 @@ fn unobserved(func: &Function, region: std::ops::Range<u32>, exit: Block) -> boo
             } else {
                 info.side_effects
             };
-            if effect {
+            if effect || inst.defs.iter().any(|d| readers.outside(d.temp, &region)) {
                 return false;
-            }
-            for d in &inst.defs {
-                defined[d.temp.index()] = true;
             }
         }
     }
-    (0..func.blocks.len() as u32)
-        .filter(|b| !region.contains(b))
-        .flat_map(|b| &func.block(Block(b)).insts)
-        .all(|inst| !inst.used_temps().any(|t| defined[t.index()]))
+    true
 }
 
 /// Removes one loop that does nothing observable: its exit has no phis and the loop is
 /// [`unobserved`]. A shader's loops end (an endless one is undefined behaviour, as NIR takes
 /// it), so the loop may as well not run. Returns whether it removed one.
-fn remove_dead_loop(func: &mut Function, cfg: &Cfg) -> bool {
+fn remove_dead_loop(func: &mut Function, cfg: &Cfg, readers: &Readers) -> bool {
     for l in &cfg.loops {
         let (p, x) = (l.preheader, l.exit);
-        if func.block(x).phi_count() > 0 || !unobserved(func, l.header.0..x.0, x) {
+        if func.block(x).phi_count() > 0 || !unobserved(func, readers, l.header.0..x.0, x) {
             continue;
         }
         let mut jump = Inst::new(Opcode::Jump);
@@ -296,10 +333,10 @@ fn remove_dead_loop(func: &mut Function, cfg: &Cfg) -> bool {
 /// phis and both sides are [`unobserved`]. What simplification leaves of a branchy shader
 /// (sides emptied by folding, values nobody reads any more) goes with it. Returns whether it
 /// removed one.
-fn remove_dead_if(func: &mut Function, cfg: &Cfg) -> bool {
+fn remove_dead_if(func: &mut Function, cfg: &Cfg, readers: &Readers) -> bool {
     for info in &cfg.ifs {
         let (h, m) = (info.head, info.endif);
-        if func.block(m).phi_count() > 0 || !unobserved(func, info.then_start.0..m.0, m) {
+        if func.block(m).phi_count() > 0 || !unobserved(func, readers, info.then_start.0..m.0, m) {
             continue;
         }
         let mut jump = Inst::new(Opcode::Jump);
@@ -329,15 +366,20 @@ pub fn cfg_clean_with(
     // been all that kept another region alive).
     let mut dce_due = true;
     loop {
-        let uni = oracle(cx)?;
         let cfg = cx.cfg()?;
+        let readers = Readers::new(cx.func());
         let func = cx.func_mut();
-        let dead_region = remove_dead_loop(func, &cfg) || remove_dead_if(func, &cfg);
-        let step = dead_region
-            || mark_uniform(func, &cfg, &*uni)
-            || fold_constant_if(func, &cfg)
-            || remove_one_trip_loop(func, &cfg)
-            || merge_straight(func, &cfg);
+        let dead_region =
+            remove_dead_loop(func, &cfg, &readers) || remove_dead_if(func, &cfg, &readers);
+        // The uniformity oracle (a divergence analysis) only when a step asks it.
+        let step = dead_region || {
+            let uni = oracle(cx)?;
+            let func = cx.func_mut();
+            mark_uniform(func, &cfg, &*uni)
+                || fold_constant_if(func, &cfg)
+                || remove_one_trip_loop(func, &cfg)
+                || merge_straight(func, &cfg)
+        };
         if step {
             dce_due |= dead_region;
             cx.invalidate(Changed::Cfg);
