@@ -10,9 +10,16 @@ use kiln_ir::{Block, Cfg, Function, Lanes, Opcode, Temp};
 const NONE: u32 = u32::MAX;
 
 /// Interference queries over one function and its liveness.
-#[derive(Clone, Debug)]
+#[derive(Clone, Copy, Debug)]
 pub struct Interference<'l> {
     liveness: &'l Liveness,
+    data: &'l InterferenceData,
+}
+
+/// What the queries read, computed once per liveness result and kept in it
+/// (`Liveness::interference`): the allocators that ask about one function share it.
+#[derive(Clone, Debug, Default)]
+pub struct InterferenceData {
     /// (block, index) of each temp's definition.
     def_site: Vec<(u32, u32)>,
     /// Per temp, `uses[use_start[t]..use_start[t + 1]]`: (block, index of the last non-phi use in
@@ -27,13 +34,26 @@ pub struct Interference<'l> {
     wide_live_out: Option<Vec<LiveSet>>,
     /// Loops of each block, innermost first, as indices into `cfg.loops`.
     loops_of: Vec<Vec<u32>>,
+    /// [`Interference::all_lanes_candidates`], once asked.
+    candidates: std::sync::OnceLock<Vec<Vec<u32>>>,
 }
 
 impl<'l> Interference<'l> {
-    /// Precomputes definition sites, last uses per block and, when the function writes some
-    /// per-lane temp in all lanes, liveness along the linear CFG. Cost: linear in the
-    /// instructions plus the uses sorted once (O(U log U)), plus one dataflow when needed.
+    /// The queries on `func` with `liveness`, its liveness on `cfg`: definition sites, last uses
+    /// per block and, when the function writes some per-lane temp in all lanes, liveness along
+    /// the linear CFG, computed on the first call for this liveness result and kept in it.
+    /// Cost: linear in the instructions plus the uses sorted once (O(U log U)), plus one
+    /// dataflow when needed.
     pub fn new(func: &Function, cfg: &Cfg, liveness: &'l Liveness) -> Interference<'l> {
+        let data = liveness
+            .interference
+            .get_or_init(|| InterferenceData::compute(func, cfg, liveness));
+        Interference { liveness, data }
+    }
+}
+
+impl InterferenceData {
+    fn compute(func: &Function, cfg: &Cfg, liveness: &Liveness) -> InterferenceData {
         let n = func.temps.len();
         let files = func.target.files();
         let per_lane: Vec<bool> = func
@@ -87,8 +107,7 @@ impl<'l> Interference<'l> {
             .block_ids()
             .map(|b| cfg.enclosing_loops(b).map(|l| l as u32).collect())
             .collect();
-        Interference {
-            liveness,
+        InterferenceData {
             def_site,
             use_start,
             uses,
@@ -96,19 +115,23 @@ impl<'l> Interference<'l> {
             per_lane,
             wide_live_out,
             loops_of,
+            candidates: Default::default(),
         }
     }
+}
 
+impl<'l> Interference<'l> {
     /// The block and index of `t`'s definition.
     pub fn def_site(&self, t: Temp) -> Option<(Block, usize)> {
-        let (b, k) = *self.def_site.get(t.index())?;
+        let (b, k) = *self.data.def_site.get(t.index())?;
         (b != NONE).then_some((Block(b), k as usize))
     }
 
     /// Index of the last non-phi use of `t` in `block`.
     pub fn last_use_in(&self, t: Temp, block: Block) -> Option<usize> {
-        let range = self.use_start[t.index()] as usize..self.use_start[t.index() + 1] as usize;
-        let uses = &self.uses[range];
+        let range =
+            self.data.use_start[t.index()] as usize..self.data.use_start[t.index() + 1] as usize;
+        let uses = &self.data.uses[range];
         let i = uses.binary_search_by_key(&block.0, |u| u.0).ok()?;
         Some(uses[i].1 as usize)
     }
@@ -119,7 +142,7 @@ impl<'l> Interference<'l> {
     }
 
     fn live_after_in(&self, live_out: &[LiveSet], t: Temp, block: Block, index: usize) -> bool {
-        let (db, dk) = self.def_site[t.index()];
+        let (db, dk) = self.data.def_site[t.index()];
         if db == block.0 && dk as usize > index {
             return false;
         }
@@ -150,14 +173,22 @@ impl<'l> Interference<'l> {
     /// an all-lanes definition (and leaves a loop around it, and is defined beside it), and
     /// what is defined while an all-lanes value is live. Cost: the instructions, plus the live
     /// sets met at all-lanes definitions, plus the live all-lanes values met at definitions.
-    pub fn all_lanes_candidates(&self, func: &Function) -> Vec<Vec<u32>> {
+    pub fn all_lanes_candidates(&self, func: &Function) -> &'l [Vec<u32>] {
+        let data: &'l InterferenceData = self.data;
+        data.candidates.get_or_init(|| self.find_candidates(func))
+    }
+
+    fn find_candidates(&self, func: &Function) -> Vec<Vec<u32>> {
         let n = func.temps.len();
         let mut out: Vec<Vec<u32>> = vec![Vec::new(); n];
-        let Some(wide) = &self.wide_live_out else {
+        let Some(wide) = &self.data.wide_live_out else {
             return out;
         };
-        let wide_def =
-            |inst: &kiln_ir::Inst| inst.defs.iter().any(|d| self.all_lanes[d.temp.index()]);
+        let wide_def = |inst: &kiln_ir::Inst| {
+            inst.defs
+                .iter()
+                .any(|d| self.data.all_lanes[d.temp.index()])
+        };
         let mut live = vec![false; n];
         let mut list: Vec<u32> = Vec::new();
         // All-lanes values live (logically) after the instruction being walked.
@@ -171,7 +202,7 @@ impl<'l> Interference<'l> {
                     live[t.index()] = true;
                     list.push(t.0);
                 }
-                for &l in &self.loops_of[b.index()] {
+                for &l in &self.data.loops_of[b.index()] {
                     leaving.extend(self.liveness.loop_leaving[l as usize].iter().map(|t| t.0));
                 }
             }
@@ -179,13 +210,17 @@ impl<'l> Interference<'l> {
             live_wide.extend(
                 self.liveness.live_out[b.index()]
                     .iter()
-                    .filter(|t| self.all_lanes[t.index()])
+                    .filter(|t| self.data.all_lanes[t.index()])
                     .map(|t| t.0),
             );
             for inst in insts.iter().rev() {
                 if walk_all {
                     list.retain(|&t| live[t as usize]);
-                    for d in inst.defs.iter().filter(|d| self.all_lanes[d.temp.index()]) {
+                    for d in inst
+                        .defs
+                        .iter()
+                        .filter(|d| self.data.all_lanes[d.temp.index()])
+                    {
                         let others = inst.defs.iter().map(|e| e.temp.0);
                         out[d.temp.index()]
                             .extend(list.iter().chain(&leaving).copied().chain(others));
@@ -209,7 +244,7 @@ impl<'l> Interference<'l> {
                 }
                 live_wide.retain(|&w| inst.defs.iter().all(|d| d.temp.0 != w));
                 if !inst.op.is_phi() {
-                    for t in inst.used_temps().filter(|t| self.all_lanes[t.index()]) {
+                    for t in inst.used_temps().filter(|t| self.data.all_lanes[t.index()]) {
                         if !live_wide.contains(&t.0) {
                             live_wide.push(t.0);
                         }
@@ -240,18 +275,19 @@ impl<'l> Interference<'l> {
     /// Whether an all-lanes definition of `w` at `site` overwrites per-lane `t` in a lane where
     /// `t` is still needed.
     fn all_lanes_hits(&self, w: Temp, site: (Block, usize), t: Temp) -> bool {
-        if !self.all_lanes[w.index()]
-            || !self.per_lane[t.index()]
+        if !self.data.all_lanes[w.index()]
+            || !self.data.per_lane[t.index()]
             || self.liveness.linear[t.index()]
         {
             return false;
         }
         let wide = self
+            .data
             .wide_live_out
             .as_ref()
             .expect("computed whenever a temp is written in all lanes");
         self.live_after_in(wide, t, site.0, site.1)
-            || self.loops_of[site.0.index()]
+            || self.data.loops_of[site.0.index()]
                 .iter()
                 .any(|&l| self.liveness.loop_leaving[l as usize].contains(t))
     }

@@ -25,6 +25,8 @@ pub struct Liveness {
     pub block_max: Vec<Demand>,
     /// Maximum register demand of the function.
     pub max: Demand,
+    /// The interference queries' data, computed on the first query (`Interference::new`).
+    pub(crate) interference: std::sync::OnceLock<crate::interference::InterferenceData>,
 }
 
 impl Liveness {
@@ -165,6 +167,7 @@ pub fn compute_liveness(func: &mut Function, cfg: &Cfg) -> Liveness {
         register_demand: Vec::with_capacity(n),
         block_max: Vec::with_capacity(n),
         max: Demand::ZERO,
+        interference: Default::default(),
     };
     let mut live = vec![false; func.temps.len()];
     for b in (0..n).map(Block::new) {

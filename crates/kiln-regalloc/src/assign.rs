@@ -56,7 +56,7 @@ struct Assigner<'f> {
     interference: Interference<'f>,
     /// Per temp, what it may interfere with through an all-lanes write
     /// (`Interference::all_lanes_candidates`).
-    all_lanes_candidates: Vec<Vec<u32>>,
+    all_lanes_candidates: &'f [Vec<u32>],
     limit: Vec<u32>,
     /// Classes of the temps, the SSA function's first (copies may add none today).
     temps: Vec<RegClass>,
