@@ -240,7 +240,8 @@ pub fn allocate_with_input(
         .map(Vec::len)
         .sum::<usize>() as u32;
     to_assignment_form(func, Opcode::Mov)?;
-    let original = func.clone();
+    // The input, unchanged until the result replaces it.
+    let original: &Function = func;
     let mut budget = limits.clone();
     let mut graph_fallback = false;
     // Assignment can need more than the demand the spiller meets (a vector finding no aligned
