@@ -198,13 +198,13 @@ pub fn split_edges(
     let mut new_block = vec![Block(0); plans.len()];
     let mut next = 0usize;
     let mut k = 0;
-    for b in 0..=n {
+    for (b, slot) in new_of_old.iter_mut().enumerate() {
         while k < order.len() && plans[order[k]].at == b {
             new_block[order[k]] = Block::new(next);
             next += 1;
             k += 1;
         }
-        new_of_old[b] = Block::new(next);
+        *slot = Block::new(next);
         next += 1;
     }
     let old_blocks = std::mem::take(&mut func.blocks);

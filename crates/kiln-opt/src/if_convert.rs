@@ -279,7 +279,7 @@ bb2:
         for i in 0..40 {
             let (c, x, y, p) = (t, t + 1, t + 2, t + 3);
             t += 4;
-            let _ = write!(src, "    %{c}:v1 = flt %{prev}, 0.{}\n", i % 9 + 1);
+            let _ = writeln!(src, "    %{c}:v1 = flt %{prev}, 0.{}", i % 9 + 1);
             if i % 3 == 0 {
                 let _ = write!(
                     src,
