@@ -532,7 +532,20 @@ pub fn compile_lowered(
         }
         Err(_) => false,
     };
-    let compiled = if over && options.passes.is_none() {
+    // The retry's middle end keeps the demand within the lowered function's; when the default
+    // pipeline already did, it would give the same function again (bounded work: the
+    // largest shaders that run one thread are not compiled twice for nothing).
+    let raised = || {
+        let demand = |func: &Function| {
+            let mut cx = Context::with_debug(func.clone(), options.debug);
+            cx.liveness().map(|lv| lv.max)
+        };
+        match (demand(&f.lowered), demand(&f.generic)) {
+            (Ok(limit), Ok(now)) => !kiln_opt::demand_within(now, limit),
+            _ => true,
+        }
+    };
+    let compiled = if over && options.passes.is_none() && raised() {
         let mut cx = Context::with_debug(f.lowered.clone(), options.debug);
         kiln_opt::optimize_within_demand(&mut cx, options.precision).map_err(|error| {
             Error::Middle {
