@@ -543,6 +543,8 @@ fn split_critical_edges(func: &mut Function) -> Result<Vec<Vec<(Block, Block)>>,
         let cfg = Cfg::compute(func)
             .map_err(|e| RaError::Structure(format!("{}: {}", e.block, e.message)))?;
         let mut found: Vec<(Block, Block)> = Vec::new();
+        // A block's splittable edges are one split: one edge per source.
+        let mut split_from = vec![false; func.blocks.len()];
         for s in func.block_ids() {
             for phi in func.block(s).insts.iter().take_while(|i| i.op.is_phi()) {
                 let edges = if phi.op == Opcode::LinearPhi {
@@ -562,7 +564,8 @@ fn split_critical_edges(func: &mut Function) -> Result<Vec<Vec<(Block, Block)>>,
                             cfg.loops[l].exit == s
                                 && cfg.linear.succs[p.index()].contains(&cfg.loops[l].header)
                         });
-                    if critical && !exit_of_latch && !found.iter().any(|e| e.0 == p) {
+                    if critical && !exit_of_latch && !split_from[p.index()] {
+                        split_from[p.index()] = true;
                         found.push((p, s));
                     }
                 }

@@ -49,6 +49,8 @@ const LOOP_EXIT: u32 = 1 << 24;
 const INF: u32 = u32::MAX;
 /// Runs with a larger entry reserve before keeping nothing in registers at block entries.
 const ATTEMPTS: usize = 6;
+/// Open slots of its file a spilled value is checked against before it opens its own.
+const SLOT_SEARCH: usize = 64;
 
 /// Inserts spills, reloads and rematerialisations into the SSA function `func` so that seed
 /// 000's register demand (kiln_analysis liveness: `Liveness::register_demand`, `max`) is at most
@@ -972,9 +974,10 @@ impl<'a> Spiller<'a> {
     }
 
     /// Slots for the reloaded values: a value joins the first slot of its file whose values it
-    /// does not interfere with. Quadratic in the number of spilled values in the worst case (each
-    /// is checked against the members of the slots before it); spilled values are few next to
-    /// the program.
+    /// does not interfere with, among the first [`SLOT_SEARCH`] open slots of its file it is
+    /// checked against; past them it opens a slot of its own. Bounded: each value is checked
+    /// against the members of at most that many slots, so thousands of values live at once
+    /// (each in a slot of its own) cost linear work, not a query per pair.
     fn assign_slots(&self, reloaded: &[bool], stats: &mut SpillStats) -> Vec<u32> {
         let func = self.func;
         let interference = Interference::new(func, self.cfg, self.lv);
@@ -990,14 +993,15 @@ impl<'a> Spiller<'a> {
             let shared = !self.memory_phi[t.index()];
             let k = slots
                 .iter()
-                .position(|(f, members, open)| {
-                    shared
-                        && *open
-                        && *f == file
-                        && members
-                            .iter()
-                            .all(|&m| !interference.interferes(func, t, m))
+                .enumerate()
+                .filter(|(_, (f, _, open))| shared && *open && *f == file)
+                .take(SLOT_SEARCH)
+                .find(|(_, (_, members, _))| {
+                    members
+                        .iter()
+                        .all(|&m| !interference.interferes(func, t, m))
                 })
+                .map(|(k, _)| k)
                 .unwrap_or_else(|| {
                     slots.push((file, Vec::new(), shared));
                     slots.len() - 1
