@@ -335,11 +335,33 @@ fn remove_loop(func: &Function, cfg: &Cfg, k: usize) -> Result<Function, Refused
     let (p, h, x) = (l.preheader, l.header, l.exit);
     let n = func.blocks.len();
     let nexit = func.block(x).phi_count();
+    // The working copy holds the blocks from the preheader to the exit, all the rebuild reads
+    // and changes; the others are copied only when the loop goes (a refused loop costs its
+    // own blocks, not the function).
+    let around = p.index()..=x.index();
+    let mut g = Function {
+        blocks: Vec::new(),
+        ..Function::new(func.name.clone(), func.target.clone())
+    };
+    g.temps = func.temps.clone();
+    g.allocated = func.allocated;
+    g.blocks = func
+        .blocks
+        .iter()
+        .enumerate()
+        .map(|(b, data)| {
+            if around.contains(&b) {
+                data.clone()
+            } else {
+                Default::default()
+            }
+        })
+        .collect();
     let mut r = Rebuild {
         f: func,
         cfg,
         k,
-        g: func.clone(),
+        g,
         n,
         order: Vec::new(),
         emitted: vec![false; n],
@@ -379,7 +401,11 @@ fn remove_loop(func: &Function, cfg: &Cfg, k: usize) -> Result<Function, Refused
     let mut old = std::mem::take(&mut r.g.blocks);
     let mut blocks = Vec::with_capacity(layout.len());
     for b in &layout {
-        let mut data = std::mem::take(&mut old[b.index()]);
+        let mut data = if b.index() >= n || around.contains(&b.index()) {
+            std::mem::take(&mut old[b.index()])
+        } else {
+            func.blocks[b.index()].clone()
+        };
         if let Some(t) = data.insts.last_mut() {
             for target in t.targets.iter_mut() {
                 let to = new_of[target.index()];
