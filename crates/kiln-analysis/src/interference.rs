@@ -222,8 +222,10 @@ impl<'l> Interference<'l> {
                         .filter(|d| self.data.all_lanes[d.temp.index()])
                     {
                         let others = inst.defs.iter().map(|e| e.temp.0);
-                        out[d.temp.index()]
-                            .extend(list.iter().chain(&leaving).copied().chain(others));
+                        for u in list.iter().chain(&leaving).copied().chain(others) {
+                            out[d.temp.index()].push(u);
+                            out[u as usize].push(d.temp.0);
+                        }
                     }
                     for d in &inst.defs {
                         live[d.temp.index()] = false;
@@ -240,6 +242,7 @@ impl<'l> Interference<'l> {
                 for d in &inst.defs {
                     for &w in &live_wide {
                         out[w as usize].push(d.temp.0);
+                        out[d.temp.index()].push(w);
                     }
                 }
                 live_wide.retain(|&w| inst.defs.iter().all(|d| d.temp.0 != w));
@@ -255,15 +258,8 @@ impl<'l> Interference<'l> {
                 live[t as usize] = false;
             }
         }
-        // Symmetric, sorted, without repeats or the temp itself.
-        let pairs: Vec<(u32, u32)> = out
-            .iter()
-            .enumerate()
-            .flat_map(|(a, us)| us.iter().map(move |&u| (a as u32, u)))
-            .collect();
-        for (a, u) in pairs {
-            out[u as usize].push(a);
-        }
+        // Symmetric (each pair entered both ways above), sorted, without repeats or the temp
+        // itself.
         for (a, us) in out.iter_mut().enumerate() {
             us.sort_unstable();
             us.dedup();
