@@ -274,7 +274,8 @@ pub fn report(measured: &[Measured]) -> String {
 pub enum Family {
     /// n sequential small ifs in a fragment shader (WGSL), the whole compile.
     SequentialIfs,
-    /// n values live at once in a fragment shader (WGSL): refused (spilling), after bounded work.
+    /// n values live at once in a fragment shader (WGSL): from about a thousand, more than the
+    /// pre-RA scheduler can bring within the registers, refused (spilling) after bounded work.
     LiveValues,
     /// n if/else diamonds with a phi each (`.kir`, generic target): the SSA allocator.
     DiamondsSsa,
