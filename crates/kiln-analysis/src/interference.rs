@@ -2,7 +2,7 @@
 //! the SIMT rules for values written in all lanes and for values leaving divergent loops
 //! ([`Liveness::loop_leaving`]). The design is in `docs/ir.md` ("Interference").
 
-use crate::live_set::LiveSet;
+use crate::live_set::{LiveList, LiveSet};
 use crate::liveness::{BlockSets, Liveness, phi_preds, solve};
 use kiln_ir::{Block, Cfg, Function, Lanes, Opcode, Temp};
 
@@ -189,8 +189,7 @@ impl<'l> Interference<'l> {
                 .iter()
                 .any(|d| self.data.all_lanes[d.temp.index()])
         };
-        let mut live = vec![false; n];
-        let mut list: Vec<u32> = Vec::new();
+        let mut live = LiveList::new(n);
         // All-lanes values live (logically) after the instruction being walked.
         let mut live_wide: Vec<u32> = Vec::new();
         for b in func.block_ids() {
@@ -199,8 +198,7 @@ impl<'l> Interference<'l> {
             let mut leaving: Vec<u32> = Vec::new();
             if walk_all {
                 for t in wide[b.index()].iter() {
-                    live[t.index()] = true;
-                    list.push(t.0);
+                    live.enter(t.0, 0);
                 }
                 for &l in &self.data.loops_of[b.index()] {
                     leaving.extend(self.liveness.loop_leaving[l as usize].iter().map(|t| t.0));
@@ -215,27 +213,23 @@ impl<'l> Interference<'l> {
             );
             for inst in insts.iter().rev() {
                 if walk_all {
-                    list.retain(|&t| live[t as usize]);
                     for d in inst
                         .defs
                         .iter()
                         .filter(|d| self.data.all_lanes[d.temp.index()])
                     {
                         let others = inst.defs.iter().map(|e| e.temp.0);
-                        for u in list.iter().chain(&leaving).copied().chain(others) {
+                        for u in live.list().iter().chain(&leaving).copied().chain(others) {
                             out[d.temp.index()].push(u);
                             out[u as usize].push(d.temp.0);
                         }
                     }
                     for d in &inst.defs {
-                        live[d.temp.index()] = false;
+                        live.leave(d.temp.0, 0);
                     }
                     if !inst.op.is_phi() {
                         for t in inst.used_temps() {
-                            if !live[t.index()] {
-                                live[t.index()] = true;
-                                list.push(t.0);
-                            }
+                            live.enter(t.0, 0);
                         }
                     }
                 }
@@ -254,9 +248,7 @@ impl<'l> Interference<'l> {
                     }
                 }
             }
-            for t in list.drain(..) {
-                live[t as usize] = false;
-            }
+            live.clear();
         }
         // Symmetric (each pair entered both ways above), sorted, without repeats or the temp
         // itself.

@@ -148,3 +148,63 @@ impl LiveSet {
         )
     }
 }
+
+/// What is live while a block is walked backwards: the values in a list, each with its place in
+/// it and the step of the walk at which it became live, so that a value leaves in O(1) and the
+/// steps it was live are known when it leaves (graph colouring's live-range lengths).
+#[derive(Clone, Debug)]
+pub struct LiveList {
+    list: Vec<u32>,
+    place: Vec<u32>,
+    entered: Vec<i64>,
+}
+
+impl LiveList {
+    const ABSENT: u32 = u32::MAX;
+
+    /// An empty list for temps numbered below `n`.
+    pub fn new(n: usize) -> LiveList {
+        LiveList {
+            list: Vec::new(),
+            place: vec![Self::ABSENT; n],
+            entered: vec![0; n],
+        }
+    }
+
+    /// The live values, in no particular order.
+    pub fn list(&self) -> &[u32] {
+        &self.list
+    }
+
+    /// `t` becomes live at `step` (nothing if it is).
+    pub fn enter(&mut self, t: u32, step: i64) {
+        if self.place[t as usize] == Self::ABSENT {
+            self.place[t as usize] = self.list.len() as u32;
+            self.list.push(t);
+            self.entered[t as usize] = step;
+        }
+    }
+
+    /// `t` leaves at `step`: the steps it was live, after the one it entered at up to and
+    /// including this one (`None` if it was not live).
+    pub fn leave(&mut self, t: u32, step: i64) -> Option<u32> {
+        let k = self.place[t as usize];
+        if k == Self::ABSENT {
+            return None;
+        }
+        self.list.swap_remove(k as usize);
+        if let Some(&moved) = self.list.get(k as usize) {
+            self.place[moved as usize] = k;
+        }
+        self.place[t as usize] = Self::ABSENT;
+        Some((step - self.entered[t as usize]) as u32)
+    }
+
+    /// Everything leaves.
+    pub fn clear(&mut self) {
+        for &t in &self.list {
+            self.place[t as usize] = Self::ABSENT;
+        }
+        self.list.clear();
+    }
+}

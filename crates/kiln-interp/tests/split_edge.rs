@@ -17,14 +17,7 @@ proptest! {
         let env = Env::for_function(&func, 16, seed);
         prop_assume!(run_ssa(&func, &env).is_ok());
         let cfg = Cfg::compute(&func).unwrap();
-        let mut edges: Vec<(Block, Block)> = Vec::new();
-        for b in func.block_ids() {
-            for s in cfg.logical.succs[b.index()].iter().chain(&cfg.linear.succs[b.index()]) {
-                if !edges.contains(&(b, *s)) {
-                    edges.push((b, *s));
-                }
-            }
-        }
+        let edges = edges_of(&func, &cfg);
         let mut split = 0;
         for (from, to) in edges {
             let mut f = func.clone();
@@ -123,16 +116,14 @@ proptest! {
         let env = Env::for_function(&func, 16, seed);
         prop_assume!(run_ssa(&func, &env).is_ok());
         let cfg = Cfg::compute(&func).unwrap();
-        // Edges the structured form can split, about half of their sources.
+        // Edges the structured form can split, about half of their sources, one edge per
+        // source (a block's splittable edges are one split).
         let mut edges: Vec<(Block, Block)> = Vec::new();
-        for b in func.block_ids() {
-            for s in cfg.logical.succs[b.index()].iter().chain(&cfg.linear.succs[b.index()]) {
-                let fits = split_edge(&mut func.clone(), &cfg, b, *s).is_ok();
-                // One edge per source: a block's splittable edges are one split.
-                let fresh = !edges.iter().any(|e| e.0 == b);
-                if fits && fresh && (pick >> (b.index() % 64)) & 1 == 1 {
-                    edges.push((b, *s));
-                }
+        for (b, s) in edges_of(&func, &cfg) {
+            let fits = split_edge(&mut func.clone(), &cfg, b, s).is_ok();
+            let fresh = !edges.iter().any(|e| e.0 == b);
+            if fits && fresh && (pick >> (b.index() % 64)) & 1 == 1 {
+                edges.push((b, s));
             }
         }
         let mut one = func.clone();
@@ -159,4 +150,20 @@ proptest! {
             return Err(TestCaseError::fail(format!("{m}\n{}", print_function(&batch))));
         }
     }
+}
+
+/// Every edge of either CFG, once.
+fn edges_of(func: &kiln_ir::Function, cfg: &Cfg) -> Vec<(Block, Block)> {
+    let mut edges: Vec<(Block, Block)> = Vec::new();
+    for b in func.block_ids() {
+        for s in cfg.logical.succs[b.index()]
+            .iter()
+            .chain(&cfg.linear.succs[b.index()])
+        {
+            if !edges.contains(&(b, *s)) {
+                edges.push((b, *s));
+            }
+        }
+    }
+    edges
 }

@@ -54,9 +54,6 @@ struct Assigner<'f> {
     cfg: &'f Cfg,
     lv: &'f Liveness,
     interference: Interference<'f>,
-    /// Per temp, what it may interfere with through an all-lanes write
-    /// (`Interference::all_lanes_candidates`).
-    all_lanes_candidates: &'f [Vec<u32>],
     limit: Vec<u32>,
     /// Classes of the temps, the SSA function's first (copies may add none today).
     temps: Vec<RegClass>,
@@ -71,10 +68,9 @@ struct Assigner<'f> {
     /// Allowed start units of each class, below the file's limit, ascending.
     /// The classes met so far (few: a linear search beats hashing).
     starts: Vec<(RegClass, Rc<[u32]>)>,
-    /// Per-lane-file temps written in all lanes, and every temp of a per-lane file with a home.
+    /// Per-lane-file temps written in all lanes, and those of them with a home.
     all_lanes: Vec<bool>,
     all_lanes_temps: Vec<Temp>,
-    homed: Vec<Vec<Temp>>,
     per_lane_file: Vec<bool>,
     def_block: Vec<u32>,
     /// Logical phis and the blocks the wave runs between a copy for them and their block
@@ -157,13 +153,11 @@ impl<'f> Assigner<'f> {
                 }
             }
         }
-        let interference = Interference::new(func, cfg, lv);
         Assigner {
             func,
             cfg,
             lv,
-            all_lanes_candidates: interference.all_lanes_candidates(func),
-            interference,
+            interference: Interference::new(func, cfg, lv),
             limit: files
                 .iter()
                 .enumerate()
@@ -177,7 +171,6 @@ impl<'f> Assigner<'f> {
             starts: Vec::new(),
             all_lanes,
             all_lanes_temps: Vec::new(),
-            homed: vec![Vec::new(); files.len()],
             per_lane_file,
             def_block,
             gaps,
@@ -249,11 +242,8 @@ impl<'f> Assigner<'f> {
             self.stats.preferred_refused += (p != reg) as u32;
         }
         let file = reg.file().index();
-        if self.per_lane_file[file] {
-            self.homed[file].push(t);
-            if self.all_lanes[t.index()] {
-                self.all_lanes_temps.push(t);
-            }
+        if self.per_lane_file[file] && self.all_lanes[t.index()] {
+            self.all_lanes_temps.push(t);
         }
     }
 
@@ -316,7 +306,7 @@ impl<'f> Assigner<'f> {
         }
         // All-lanes writes against every value; every value against all-lanes writes: the
         // query asked of the candidates only.
-        for u in self.all_lanes_candidates[t.index()]
+        for u in self.interference.all_lanes_candidates(self.func)[t.index()]
             .iter()
             .map(|&u| Temp(u))
         {

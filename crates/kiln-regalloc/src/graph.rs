@@ -6,6 +6,7 @@
 
 use crate::assign::{VectorUse, vector_uses};
 use crate::regset::{ClassId, RegModel};
+use kiln_analysis::live_set::LiveList;
 use kiln_analysis::{Interference, Liveness};
 use kiln_ir::{Cfg, FileId, Function, Opcode, PhysReg, RegClass, Temp};
 use rustc_hash::FxHashMap as HashMap;
@@ -700,49 +701,6 @@ fn frequency(cfg: &Cfg, b: kiln_ir::Block) -> f64 {
     10f64.powi(cfg.loop_depth(b).min(8) as i32)
 }
 
-/// What is live while a block is walked backwards: the list, each member's place in it and the
-/// step of the walk at which it became live, so that a value leaves in O(1) and its live-range
-/// length is counted once, when it leaves.
-struct LiveList {
-    list: Vec<u32>,
-    place: Vec<u32>,
-    entered: Vec<i64>,
-}
-
-impl LiveList {
-    const ABSENT: u32 = u32::MAX;
-
-    fn new(n: usize) -> LiveList {
-        LiveList {
-            list: Vec::new(),
-            place: vec![Self::ABSENT; n],
-            entered: vec![0; n],
-        }
-    }
-
-    fn enter(&mut self, t: u32, step: i64) {
-        if self.place[t as usize] == Self::ABSENT {
-            self.place[t as usize] = self.list.len() as u32;
-            self.list.push(t);
-            self.entered[t as usize] = step;
-        }
-    }
-
-    /// `t` leaves at `step`; it was live at every step after the one it entered at, up to and
-    /// including this one.
-    fn leave(&mut self, t: u32, step: i64, length: &mut [u32]) {
-        let k = self.place[t as usize];
-        if k != Self::ABSENT {
-            self.list.swap_remove(k as usize);
-            if let Some(&moved) = self.list.get(k as usize) {
-                self.place[moved as usize] = k;
-            }
-            self.place[t as usize] = Self::ABSENT;
-            length[t as usize] += (step - self.entered[t as usize]) as u32;
-        }
-    }
-}
-
 /// Builds the interference graph, copy partners and live-range lengths of every temp.
 fn build(func: &Function, cfg: &Cfg, lv: &Liveness) -> Graph {
     let n = func.temps.len();
@@ -786,7 +744,7 @@ fn build(func: &Function, cfg: &Cfg, lv: &Liveness) -> Graph {
             }
             // Definitions interfere with what is live after them and with each other.
             for (i, d) in inst.defs.iter().enumerate() {
-                for &t in &live.list {
+                for &t in live.list() {
                     add(d.temp, Temp(t), &mut edges);
                 }
                 for e in &inst.defs[..i] {
@@ -794,7 +752,9 @@ fn build(func: &Function, cfg: &Cfg, lv: &Liveness) -> Graph {
                 }
             }
             for d in &inst.defs {
-                live.leave(d.temp.0, step, &mut length);
+                if let Some(steps) = live.leave(d.temp.0, step) {
+                    length[d.temp.index()] += steps;
+                }
             }
             // Late-kill operands are still live when the definitions are written.
             for op in inst.operands.iter().filter(|o| o.is_late_kill()) {
@@ -839,8 +799,8 @@ fn build(func: &Function, cfg: &Cfg, lv: &Liveness) -> Graph {
             }
         }
         let last = insts.len() as i64 - 1;
-        while let Some(&t) = live.list.last() {
-            live.leave(t, last, &mut length);
+        while let Some(&t) = live.list().last() {
+            length[t as usize] += live.leave(t, last).expect("listed");
         }
     }
     // Seed 003 and docs/ir.md: a value written in all lanes of a per-lane file interferes with

@@ -254,8 +254,7 @@ pub fn allocate_with_input(
         if attempt == 0 {
             stats.max_demand = per_file(lv.max, &limits);
         }
-        let over = (0..limits.len()).any(|f| lv.max.0[f] > budget[f] as i32);
-        if options.refuse_spilling && over {
+        if options.refuse_spilling && over(lv.max, &budget, 1) {
             return Err(RaError::WouldSpill {
                 demand: per_file(lv.max, &limits),
                 budget: budget.clone(),
@@ -265,9 +264,9 @@ pub fn allocate_with_input(
         // most of it is values that must be spilled anyway: the SSA spiller brings the demand
         // to the budget first and colouring colours what it leaves (decoupled allocation), a
         // graph of at most budget-many neighbours per value.
-        if (0..limits.len()).any(|f| lv.max.0[f] > FAR_OVER * budget[f] as i32) {
+        if options.allocator == Allocator::Graph && over(lv.max, &budget, FAR_OVER) {
             graph_fallback = true;
-            stats.graph_fallback = options.allocator == Allocator::Graph;
+            stats.graph_fallback = true;
         }
         let t0 = Instant::now();
         let mut versions = None;
@@ -299,7 +298,7 @@ pub fn allocate_with_input(
                 }
             }
         }
-        if preferred.is_none() && (0..limits.len()).any(|f| lv.max.0[f] > budget[f] as i32) {
+        if preferred.is_none() && over(lv.max, &budget, 1) {
             let (s, v) =
                 spill::spill_with_versions(&mut work, &budget).map_err(|e| RaError::Budget {
                     block: e.block,
@@ -408,6 +407,14 @@ pub fn allocate_with_input(
 /// The demand, as a multiple of the budget, past which graph colouring spills with the SSA
 /// spiller before it builds its graph.
 const FAR_OVER: i32 = 2;
+
+/// Whether `demand` exceeds `times` the budget in some file.
+fn over(demand: kiln_ir::Demand, budget: &[u32], times: i32) -> bool {
+    budget
+        .iter()
+        .enumerate()
+        .any(|(f, &b)| demand.0[f] > times * b as i32)
+}
 
 /// Rounds of colouring and spilling everywhere before the graph allocator gives up on its own
 /// spilling and falls back to the SSA spiller.

@@ -156,19 +156,15 @@ pub fn allocate(
         RaError::WouldSpill { .. } => CompileError::Unsupported(vec!["spilling".into()]),
         e => CompileError::Failed(format!("allocation: {e}")),
     };
+    let full = RaOptions::default().limits(&*func.target);
     match run(allocator) {
         Err(RaError::WouldSpill { budget, .. })
-            if allocator == Allocator::Graph && budget != full_files(func) =>
+            if allocator == Allocator::Graph && budget != full =>
         {
             run(Allocator::Ssa).map_err(refused)
         }
         result => result.map_err(refused),
     }
-}
-
-/// The units of every register file of `func`'s target: the budget of a first attempt.
-fn full_files(func: &Function) -> Vec<u32> {
-    func.target.files().iter().map(|f| f.units).collect()
 }
 
 /// How [`emit`] finishes the code.
