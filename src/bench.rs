@@ -13,6 +13,7 @@ use crate::pipeline::{self, EntryPoint, Options};
 use rayon::prelude::*;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::time::Instant;
 
 /// The ten largest corpus entry points by lowered IR (not in Mesa's sample; `781.frag` is the
 /// largest, 22k lowered instructions, and the one that cannot be allocated without spilling).
@@ -529,4 +530,85 @@ pub fn scaling_report(rows: &[ScalingRow]) -> String {
         );
     }
     out
+}
+
+// ---- the shader cache ------------------------------------------------------------------------
+
+/// Wall times of `kiln corpus compile` over a corpus, each run a process of its own: without
+/// the cache, with an empty cache (every program compiled and stored) and with the cache the
+/// cold run filled (every program read back); the median of `runs` of each.
+#[derive(Clone, Copy, Debug)]
+pub struct CacheTimes {
+    pub uncached: f64,
+    pub cold: f64,
+    pub warm: f64,
+}
+
+pub fn cache_times(
+    exe: &Path,
+    corpus: &Path,
+    jobs: usize,
+    runs: usize,
+) -> Result<CacheTimes, String> {
+    let dir = std::env::temp_dir().join(format!("kiln-bench-cache-{}", std::process::id()));
+    let time = |cache: Option<&Path>| -> Result<f64, String> {
+        let mut cmd = std::process::Command::new(exe);
+        cmd.arg("corpus")
+            .arg("compile")
+            .arg(corpus)
+            .arg("-j")
+            .arg(jobs.to_string());
+        match cache {
+            Some(d) => cmd.arg("--cache").arg(d),
+            None => cmd.arg("--no-cache"),
+        };
+        let start = Instant::now();
+        let out = cmd
+            .output()
+            .map_err(|e| format!("{}: {e}", exe.display()))?;
+        let seconds = start.elapsed().as_secs_f64();
+        if !out.status.success() {
+            return Err(format!(
+                "corpus compile failed: {}",
+                String::from_utf8_lossy(&out.stderr)
+            ));
+        }
+        Ok(seconds)
+    };
+    let median = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let (mut uncached, mut cold, mut warm) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..runs.max(1) {
+        uncached.push(time(None)?);
+        let _ = std::fs::remove_dir_all(&dir);
+        cold.push(time(Some(&dir))?);
+        warm.push(time(Some(&dir))?);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(CacheTimes {
+        uncached: median(uncached),
+        cold: median(cold),
+        warm: median(warm),
+    })
+}
+
+impl std::fmt::Display for CacheTimes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        writeln!(f, "corpus compile, wall seconds (median)")?;
+        writeln!(f, "  no cache      {:8.3}", self.uncached)?;
+        writeln!(
+            f,
+            "  cold cache    {:8.3}  ({:+.1} % against no cache: hashing and storing)",
+            self.cold,
+            100.0 * (self.cold / self.uncached - 1.0)
+        )?;
+        writeln!(
+            f,
+            "  warm cache    {:8.3}  ({:.1}× faster than cold)",
+            self.warm,
+            self.cold / self.warm
+        )
+    }
 }

@@ -2,6 +2,7 @@
 //! cores, through the pipeline: lowering (with the front end's verdicts), allocation and
 //! compilation with their shader-db-style summaries.
 
+use crate::cache::Cache;
 use crate::pipeline::{self, EntryPoint, Options};
 use indicatif::{ProgressBar, ProgressStyle};
 use kiln_front::corpus::{Checked, Verdict};
@@ -447,44 +448,116 @@ impl AllocationRun {
 /// What became of one entry point.
 pub enum Outcome {
     Compiled {
-        name: String,
-        /// Its key in Mesa's `stats.tsv`.
-        key: crate::mesa::Key,
-        stats: Stats,
+        program: Box<pipeline::Program>,
         /// What the program is made of.
         census: Box<kiln_qpu::isa::census::Census>,
-        /// Its operations per origin (`Emitted::operations_by_origin`).
-        origins: Vec<(String, u64)>,
         /// The check's first difference, if it found one.
         mismatch: Option<String>,
         /// The interpreter could not run the reference (e.g. its step limit).
         unchecked: bool,
+        /// The program came from the shader cache.
+        cached: bool,
     },
     NotLowered,
     Unsupported(Vec<String>),
     Failed(String),
 }
 
+/// One entry point of a corpus run: `path:entry`, its key in Mesa's `stats.tsv` (a file that
+/// does not parse has an empty stage and entry), the time it took and what became of it.
+pub struct EntryOutcome {
+    pub name: String,
+    pub key: crate::mesa::Key,
+    pub time: Duration,
+    pub outcome: Outcome,
+}
+
+/// The `format` of `kiln corpus compile --json`'s document.
+pub const REPORT_FORMAT: &str = "kiln corpus compile 1";
+
 /// A compile run over a corpus.
 pub struct CompileRun {
-    pub outcomes: Vec<Outcome>,
+    pub outcomes: Vec<EntryOutcome>,
     pub elapsed: Duration,
 }
 
 /// `kiln corpus compile`: every entry point compiled with `options` and, with `check`, run
-/// against the interpreter.
+/// against the interpreter; programs (and each file's entry points) come from `cache` when it
+/// has them, and what is compiled is stored there.
 pub fn compile(
     dir: &Path,
     jobs: Option<usize>,
     options: &Options,
     check: bool,
+    cache: &Cache,
 ) -> Result<CompileRun, String> {
     let files = files(dir)?;
     let start = Instant::now();
-    let outcomes = each_file(&files, jobs, false, |path| {
-        let one = |shader: &pipeline::Shader, entry: EntryPoint, entry_name: &str| {
-            let name = format!("{}:{entry_name}", path.display());
-            let run = || match pipeline::compile(shader, &entry, options) {
+    let outcomes = each_file(&files, jobs, true, |path| {
+        compile_file(dir, path, options, check, cache)
+    })?;
+    Ok(CompileRun {
+        outcomes,
+        elapsed: start.elapsed(),
+    })
+}
+
+/// Every entry point of one file; the file is parsed once, and only when the cache lacks one
+/// of its programs.
+fn compile_file(
+    dir: &Path,
+    path: &Path,
+    options: &Options,
+    check: bool,
+    cache: &Cache,
+) -> Vec<EntryOutcome> {
+    let start = Instant::now();
+    let rel = path
+        .strip_prefix(dir)
+        .unwrap_or(path)
+        .to_string_lossy()
+        .into_owned();
+    let entries = pipeline::read(path).and_then(|source| {
+        let entries = pipeline::entry_points(&source, cache)?;
+        Ok((source, entries))
+    });
+    let (source, entries) = match entries {
+        Ok(found) => found,
+        Err(_) => {
+            return vec![EntryOutcome {
+                name: path.display().to_string(),
+                key: (rel, String::new(), String::new()),
+                time: start.elapsed(),
+                outcome: Outcome::NotLowered,
+            }];
+        }
+    };
+    let parsed = std::cell::OnceCell::new();
+    let shader = || {
+        parsed
+            .get_or_init(|| pipeline::parse(source.clone()))
+            .as_ref()
+            .ok()
+    };
+    let mut out = Vec::with_capacity(entries.len());
+    for (entry_name, stage) in entries {
+        let start = Instant::now();
+        let name = format!("{}:{entry_name}", path.display());
+        let entry = EntryPoint {
+            stage: Some(stage),
+            name: Some(entry_name.clone()),
+        };
+        let run = || {
+            let key = options
+                .cacheable()
+                .then(|| pipeline::program_key(cache, &source, &entry, options));
+            if !check && let Some(program) = key.as_ref().and_then(|k| cache.get_json(k)) {
+                return compiled(program, None, false, true);
+            }
+            let Some(shader) = shader() else {
+                return Outcome::NotLowered;
+            };
+            match pipeline::compile(shader, &entry, options) {
                 Err(e @ pipeline::Error::Back { .. }) => match e.unsupported() {
                     Some(reasons) => Outcome::Unsupported(reasons),
                     None => Outcome::Failed(format!("{name}: {e}")),
@@ -500,47 +573,52 @@ pub fn compile(
                     } else {
                         (None, false)
                     };
-                    let rel = path
-                        .strip_prefix(dir)
-                        .unwrap_or(path)
-                        .to_string_lossy()
-                        .into_owned();
-                    let stage = match entry.stage {
-                        Some(Stage::Vertex) => "vert",
-                        _ => "frag",
-                    };
-                    Outcome::Compiled {
-                        name: name.clone(),
-                        key: (rel, stage.to_string(), entry_name.to_string()),
-                        census: Box::new(kiln_qpu::isa::census::Census::of(&c.compiled.words)),
-                        origins: c
-                            .compiled
-                            .emitted
-                            .operations_by_origin(&c.compiled.allocated),
-                        stats: c.compiled.stats,
-                        mismatch,
-                        unchecked,
+                    let program = pipeline::Program::of(&c);
+                    if let Some(k) = &key
+                        && mismatch.is_none()
+                    {
+                        cache.put_json(k, &program);
                     }
+                    compiled(program, mismatch, unchecked, false)
                 }
-            };
-            std::panic::catch_unwind(std::panic::AssertUnwindSafe(run))
-                .unwrap_or_else(|_| Outcome::Failed(format!("{name}: panic")))
+            }
         };
-        each_entry(path, one).unwrap_or_else(|_| vec![Outcome::NotLowered])
-    })?;
-    Ok(CompileRun {
-        outcomes,
-        elapsed: start.elapsed(),
-    })
+        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(run))
+            .unwrap_or_else(|_| Outcome::Failed(format!("{name}: panic")));
+        let stage = match stage {
+            Stage::Vertex => "vert",
+            _ => "frag",
+        };
+        out.push(EntryOutcome {
+            name,
+            key: (rel.clone(), stage.to_string(), entry_name),
+            time: start.elapsed(),
+            outcome,
+        });
+    }
+    out
+}
+
+fn compiled(
+    program: pipeline::Program,
+    mismatch: Option<String>,
+    unchecked: bool,
+    cached: bool,
+) -> Outcome {
+    Outcome::Compiled {
+        census: Box::new(kiln_qpu::isa::census::Census::of(&program.words)),
+        program: Box::new(program),
+        mismatch,
+        unchecked,
+        cached,
+    }
 }
 
 impl CompileRun {
     /// The compiled entry points' names and statistics, in corpus order.
     pub fn compiled(&self) -> impl Iterator<Item = (&String, &crate::mesa::Key, &Stats)> {
-        self.outcomes.iter().filter_map(|o| match o {
-            Outcome::Compiled {
-                name, key, stats, ..
-            } => Some((name, key, stats)),
+        self.outcomes.iter().filter_map(|o| match &o.outcome {
+            Outcome::Compiled { program, .. } => Some((&o.name, &o.key, &program.stats)),
             _ => None,
         })
     }
@@ -549,8 +627,8 @@ impl CompileRun {
     pub fn censuses(&self) -> Vec<(crate::mesa::Key, kiln_qpu::isa::census::Census)> {
         self.outcomes
             .iter()
-            .filter_map(|o| match o {
-                Outcome::Compiled { key, census, .. } => Some((key.clone(), **census)),
+            .filter_map(|o| match &o.outcome {
+                Outcome::Compiled { census, .. } => Some((o.key.clone(), **census)),
                 _ => None,
             })
             .collect()
@@ -561,8 +639,8 @@ impl CompileRun {
     pub fn breakdown(&self) -> String {
         let mut by: BTreeMap<&str, u64> = BTreeMap::new();
         for o in &self.outcomes {
-            if let Outcome::Compiled { origins, .. } = o {
-                for (name, n) in origins {
+            if let Outcome::Compiled { program, .. } = &o.outcome {
+                for (name, n) in &program.origins {
                     *by.entry(name).or_default() += n;
                 }
             }
@@ -586,13 +664,11 @@ impl CompileRun {
         let mut failed = Vec::new();
         let mut mismatched = Vec::new();
         for o in &self.outcomes {
-            match o {
+            match &o.outcome {
                 Outcome::Failed(m) => failed.push(m.clone()),
                 Outcome::Compiled {
-                    name,
-                    mismatch: Some(m),
-                    ..
-                } => mismatched.push(format!("{name}: {m}")),
+                    mismatch: Some(m), ..
+                } => mismatched.push(format!("{}: {m}", o.name)),
                 _ => {}
             }
         }
@@ -605,14 +681,14 @@ impl CompileRun {
         let failed = self
             .outcomes
             .iter()
-            .filter(|o| matches!(o, Outcome::Failed(_)))
+            .filter(|o| matches!(o.outcome, Outcome::Failed(_)))
             .count();
         let mismatched = self
             .outcomes
             .iter()
             .filter(|o| {
                 matches!(
-                    o,
+                    o.outcome,
                     Outcome::Compiled {
                         mismatch: Some(_),
                         ..
@@ -630,7 +706,7 @@ impl CompileRun {
         let mut reasons: BTreeMap<&str, usize> = BTreeMap::new();
         let (mut not_lowered, mut unsupported, mut unchecked) = (0, 0, 0);
         for o in &self.outcomes {
-            match o {
+            match &o.outcome {
                 Outcome::NotLowered => not_lowered += 1,
                 Outcome::Unsupported(rs) => {
                     unsupported += 1;
@@ -700,6 +776,69 @@ impl CompileRun {
         }
         let _ = writeln!(out, "time             {:?}", self.elapsed);
         out
+    }
+
+    /// Every entry point's status and figures as JSON (`kiln report` reads it): the
+    /// directory, the options, and one object per entry point in corpus order.
+    pub fn json(&self, dir: &Path, options: &Options) -> String {
+        let entries: Vec<serde_json::Value> = self
+            .outcomes
+            .iter()
+            .map(|o| {
+                let mut e = serde_json::json!({
+                    "name": o.name,
+                    "path": o.key.0,
+                    "stage": o.key.1,
+                    "entry": o.key.2,
+                    "compile_time_us": o.time.as_micros() as u64,
+                });
+                let (status, more) = match &o.outcome {
+                    Outcome::Compiled {
+                        program,
+                        census,
+                        mismatch,
+                        cached,
+                        ..
+                    } => {
+                        let s = &program.stats;
+                        let figures = serde_json::json!({
+                            "instructions": s.instructions,
+                            "operations": census.operations,
+                            "nops": s.nops,
+                            "threads": s.threads,
+                            "uniforms": s.uniforms,
+                            "max_temps": s.max_temps,
+                            "estimated_cycles": s.estimated_cycles,
+                            "registers": s.registers_used,
+                            "copies": s.parallel_copies,
+                            "spills": s.spills,
+                            "cached": cached,
+                            "mismatch": mismatch,
+                        });
+                        ("compiled", figures)
+                    }
+                    Outcome::Unsupported(reasons) => (
+                        "unsupported",
+                        serde_json::json!({ "reason": reasons.join("; ") }),
+                    ),
+                    Outcome::Failed(m) => ("failed", serde_json::json!({ "reason": m })),
+                    Outcome::NotLowered => ("not lowered", serde_json::json!({})),
+                };
+                if let (Some(map), Some(more)) = (e.as_object_mut(), more.as_object()) {
+                    map.insert("status".into(), status.into());
+                    map.extend(more.clone());
+                }
+                e
+            })
+            .collect();
+        let doc = serde_json::json!({
+            "format": REPORT_FORMAT,
+            "kiln": env!("CARGO_PKG_VERSION"),
+            "dir": dir.display().to_string(),
+            "options": options.code_key(),
+            "entries": entries,
+        });
+        serde_json::to_string_pretty(&doc).expect("JSON") + "\n"
     }
 
     /// One line per compiled entry point, sorted by name: every statistic.

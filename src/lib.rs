@@ -4,6 +4,7 @@
 //! whose `cli` module only parses arguments and prints.
 
 pub mod bench;
+pub mod cache;
 pub mod cli;
 pub mod corpus;
 pub mod fuzz;
@@ -13,6 +14,7 @@ pub mod pipeline;
 pub mod qpu;
 pub mod report;
 pub mod run;
+pub mod shader_db;
 
 /// The targets `.kir` text may name: the generic test target and `vc4(threads=1|2)`.
 pub fn targets() -> kiln_ir::TargetRegistry {

@@ -8,6 +8,7 @@
 //!      → select (vc4) → for each thread mode: interface → allocate → emit (+ validate)
 //! ```
 
+use crate::cache::{Cache, Key};
 use kiln_analysis::{Context, DebugFlags, PassError};
 use kiln_front::interface::{Interface, SlotKind};
 use kiln_front::{FrontError, Lowered, Parsed, Source};
@@ -586,6 +587,116 @@ pub fn compile_lowered(
         compiled,
         stages: kept.stages,
     })
+}
+
+/// A compiled program as a driver keeps it, and as the shader cache stores it: the QPU code,
+/// its uniform table and input slots, its statistics and its operations by origin.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Program {
+    pub entry_point: String,
+    pub stage: kiln_front::interface::Stage,
+    pub words: Vec<u64>,
+    pub uniforms: Vec<kiln_vc4::uniforms::Uniform>,
+    pub varyings: Vec<u32>,
+    pub stats: Stats,
+    /// Operations per origin (`Emitted::operations_by_origin`).
+    pub origins: Vec<(String, u64)>,
+}
+
+impl Program {
+    pub fn of(c: &Compilation) -> Program {
+        let compiled = &c.compiled;
+        Program {
+            entry_point: c.interface.entry_point.clone(),
+            stage: c.interface.stage,
+            words: compiled.words.clone(),
+            uniforms: compiled.emitted.uniforms.clone(),
+            varyings: compiled.emitted.varyings.clone(),
+            stats: compiled.stats.clone(),
+            origins: compiled.emitted.operations_by_origin(&compiled.allocated),
+        }
+    }
+
+    /// Mesa-style disassembly.
+    pub fn disasm(&self) -> String {
+        kiln_qpu::isa::disasm_program(&self.words, kiln_qpu::isa::Style::Mesa)
+    }
+}
+
+impl Options {
+    /// Whether a compile with these options may be answered from the shader cache: not when
+    /// it must keep the IR of its stages or trace them (`KILN_DEBUG=print,time,ra`).
+    pub fn cacheable(&self) -> bool {
+        self.keep.is_empty() && !self.debug.print && !self.debug.time && !self.debug.ra
+    }
+
+    /// Everything in the options that changes the code (not `check`, `keep`, `debug`).
+    pub fn code_key(&self) -> String {
+        format!(
+            "{:?} {:?} {:?} {:?} {:?} {:?} {} {}",
+            self.allocator,
+            self.threads,
+            self.output,
+            self.passes,
+            self.precision,
+            self.budget,
+            self.schedule,
+            self.pre_schedule
+        )
+    }
+}
+
+/// The cache key of a compile: the build, the target, the options that change the code, the
+/// shader's language and bytes, and the entry point as asked for.
+pub fn program_key(cache: &Cache, source: &Source, entry: &EntryPoint, options: &Options) -> Key {
+    cache
+        .key("program")
+        .field(b"vc4")
+        .field(options.code_key().as_bytes())
+        .field(format!("{:?}", source.language).as_bytes())
+        .field(&source.bytes)
+        .field(format!("{:?}", entry.stage).as_bytes())
+        .field(entry.name.as_deref().unwrap_or("\0").as_bytes())
+        .finish()
+}
+
+/// A shader's vertex and fragment entry points, from the cache when it has them.
+pub fn entry_points(
+    source: &Source,
+    cache: &Cache,
+) -> Result<Vec<(String, kiln_front::interface::Stage)>, Error> {
+    let key = cache
+        .key("entry points")
+        .field(format!("{:?}", source.language).as_bytes())
+        .field(&source.bytes)
+        .finish();
+    if let Some(list) = cache.get_json(&key) {
+        return Ok(list);
+    }
+    let list = parse(source.clone())?.entry_points();
+    cache.put_json(&key, &list);
+    Ok(list)
+}
+
+/// The pipeline through the shader cache: the program of `entry`, and whether the cache had
+/// it. A miss parses and compiles `source` and stores the program.
+pub fn compile_program(
+    source: &Source,
+    entry: &EntryPoint,
+    options: &Options,
+    cache: &Cache,
+) -> Result<(Program, bool), Error> {
+    let cached = options.cacheable() && cache.is_enabled();
+    let key = cached.then(|| program_key(cache, source, entry, options));
+    if let Some(p) = key.as_ref().and_then(|k| cache.get_json(k)) {
+        return Ok((p, true));
+    }
+    let shader = parse(source.clone())?;
+    let program = Program::of(&compile(&shader, entry, options)?);
+    if let Some(k) = &key {
+        cache.put_json(k, &program);
+    }
+    Ok((program, false))
 }
 
 /// The differential check of a compilation: the program against the interpreter on the

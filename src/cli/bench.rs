@@ -18,6 +18,9 @@ pub enum BenchCommand {
     /// chains), each through the stage it stresses in a process of its own: time per IR
     /// instruction, its growth from the size before, peak memory.
     Scaling(ScalingArgs),
+    /// `kiln corpus compile` over the corpus without the shader cache, with an empty one and
+    /// with the one that filled: wall times, each run a process of its own.
+    Cache(CacheArgs),
     /// One family at one size (what `scaling` runs in a child process).
     #[command(hide = true)]
     ScalingOne(ScalingOneArgs),
@@ -31,6 +34,19 @@ pub struct ScalingArgs {
     /// Only these families (seqif, live, diamonds-ssa, wide-ssa, wide-graph, chain-opt).
     #[arg(long, value_delimiter = ',')]
     pub families: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct CacheArgs {
+    /// The corpus directory.
+    #[arg(long, default_value = "../shared/corpus")]
+    pub corpus: PathBuf,
+    /// Worker threads of each run.
+    #[arg(short = 'j', long, default_value_t = 2)]
+    pub jobs: usize,
+    /// Runs of each kind (the median is reported).
+    #[arg(long, default_value_t = 3)]
+    pub runs: usize,
 }
 
 #[derive(Debug, Args)]
@@ -68,6 +84,13 @@ pub struct CompileOneArgs {
 pub fn run(command: BenchCommand) -> miette::Result<()> {
     match command {
         BenchCommand::CompileCost(a) => compile_cost(a),
+        BenchCommand::Cache(a) => {
+            let exe = std::env::current_exe().map_err(|e| miette::miette!("{e}"))?;
+            let times = bench::cache_times(&exe, &a.corpus, a.jobs, a.runs)
+                .map_err(|e| miette::miette!("{e}"))?;
+            print(&times.to_string());
+            Ok(())
+        }
         BenchCommand::Scaling(a) => {
             let families = if a.families.is_empty() {
                 bench::Family::ALL.to_vec()

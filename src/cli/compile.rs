@@ -49,6 +49,8 @@ pub struct CompileArgs {
     /// Leave each block in the middle end's order before allocation (no pre-RA scheduler).
     #[arg(long)]
     pub no_pre_sched: bool,
+    #[command(flatten)]
+    pub cache: crate::cli::cache::CacheArgs,
 }
 
 /// `kiln compile SHADER`.
@@ -60,7 +62,7 @@ pub fn compile(args: CompileArgs) -> miette::Result<()> {
 }
 
 fn compile_on_this_thread(args: CompileArgs) -> miette::Result<String> {
-    let shader = pipeline::read_shader(&args.shader)?;
+    let source = pipeline::read(&args.shader)?;
     let options = Options {
         allocator: args.allocator,
         threads: args.threads,
@@ -70,31 +72,35 @@ fn compile_on_this_thread(args: CompileArgs) -> miette::Result<String> {
         check: args.check || Options::default().check,
         ..Options::default()
     };
-    let c = pipeline::compile(&shader, &args.entry.entry_point(), &options)?;
-    let compiled = &c.compiled;
-    if let Some(path) = &args.output {
-        let bytes = kiln_qpu::words::to_binary(&compiled.words);
-        std::fs::write(path, bytes).map_err(|e| miette::miette!("{}: {e}", path.display()))?;
-    }
+    let entry = args.entry.entry_point();
     let mut out = String::new();
-    for (stage, func) in &c.stages {
-        let _ = writeln!(out, "; after {}", stage.name());
-        out.push_str(&kiln_ir::print_function(func));
+    // What needs the IR (its stages, the check) compiles; the rest may come from the cache.
+    let (program, compilation) = if args.check || !options.cacheable() {
+        let c = pipeline::compile(&pipeline::parse(source.clone())?, &entry, &options)?;
+        for (stage, func) in &c.stages {
+            let _ = writeln!(out, "; after {}", stage.name());
+            out.push_str(&kiln_ir::print_function(func));
+        }
+        (pipeline::Program::of(&c), Some(c))
+    } else {
+        let cache = args.cache.open()?;
+        let compiled = pipeline::compile_program(&source, &entry, &options, &cache);
+        crate::cli::cache::warn(&cache);
+        (compiled?.0, None)
+    };
+    if let Some(path) = &args.output {
+        let bytes = kiln_qpu::words::to_binary(&program.words);
+        std::fs::write(path, bytes).map_err(|e| miette::miette!("{}: {e}", path.display()))?;
     }
     if args.disasm
         || (args.output.is_none() && !args.stats && !args.json && !args.check && args.ir.is_none())
     {
-        out.push_str(&compiled.disasm());
-        for (k, u) in compiled.emitted.uniforms.iter().enumerate() {
+        out.push_str(&program.disasm());
+        for (k, u) in program.uniforms.iter().enumerate() {
             let _ = writeln!(out, "# uniform stream [{k}]: {u}");
         }
-        if !compiled.emitted.varyings.is_empty() {
-            let slots: Vec<String> = compiled
-                .emitted
-                .varyings
-                .iter()
-                .map(u32::to_string)
-                .collect();
+        if !program.varyings.is_empty() {
+            let slots: Vec<String> = program.varyings.iter().map(u32::to_string).collect();
             let _ = writeln!(
                 out,
                 "# varyings (input slots, in read order): {}",
@@ -103,24 +109,26 @@ fn compile_on_this_thread(args: CompileArgs) -> miette::Result<String> {
         }
     }
     if args.json {
-        let mut stats = serde_json::to_value(&compiled.stats).expect("statistics serialize");
+        let mut stats = serde_json::to_value(&program.stats).expect("statistics serialize");
         if let Some(map) = stats.as_object_mut() {
-            map.insert("shader".into(), shader.name().into());
-            map.insert("entry_point".into(), c.interface.entry_point.clone().into());
+            map.insert("shader".into(), source.name.clone().into());
+            map.insert("entry_point".into(), program.entry_point.clone().into());
             map.insert(
                 "stage".into(),
-                serde_json::to_value(c.interface.stage).expect("a stage"),
+                serde_json::to_value(program.stage).expect("a stage"),
             );
         }
         let _ = writeln!(out, "{stats}");
     } else if args.stats {
-        let _ = writeln!(out, "{}", compiled.stats);
+        let _ = writeln!(out, "{}", program.stats);
     }
-    if args.check {
+    if let Some(c) = &compilation
+        && args.check
+    {
         print(&out);
         out.clear();
-        pipeline::check(&c, &options)
-            .map_err(|m| miette::miette!("{}: mismatch: {m}", shader.name()))?;
+        pipeline::check(c, &options)
+            .map_err(|m| miette::miette!("{}: mismatch: {m}", source.name))?;
         out.push_str("check: the simulator agrees with the interpreter (16 pixels)\n");
     }
     Ok(out)
@@ -144,6 +152,11 @@ pub struct CorpusCompileArgs {
     /// Write one line per compiled entry point (TSV: entry and every statistic) to this file.
     #[arg(long)]
     pub tsv: Option<PathBuf>,
+    /// Write every entry point's status and figures (instructions, operations, nops, threads,
+    /// uniforms, max-temps, estimated cycles, registers, copies, spills, compile time) as JSON
+    /// to this file, for `kiln report`.
+    #[arg(long, value_name = "OUT.json")]
+    pub json: Option<PathBuf>,
     /// Compare with Mesa's vc4 figures (`mesa-vc4/stats.tsv` of the shared corpus; its paths
     /// are relative to DIR) on the entry points both compile.
     #[arg(long)]
@@ -163,6 +176,8 @@ pub struct CorpusCompileArgs {
     /// No pre-RA scheduler.
     #[arg(long)]
     pub no_pre_sched: bool,
+    #[command(flatten)]
+    pub cache: crate::cli::cache::CacheArgs,
 }
 
 /// `kiln corpus compile DIR`.
@@ -186,9 +201,26 @@ pub fn corpus_compile(args: CorpusCompileArgs) -> miette::Result<()> {
         check: args.check || Options::default().check,
         ..Options::default()
     };
-    let run = crate::corpus::compile(&args.dir, args.jobs, &options, args.check)
+    let cache = args.cache.open()?;
+    let run = crate::corpus::compile(&args.dir, args.jobs, &options, args.check, &cache)
         .map_err(|e| miette::miette!("{e}"))?;
     print(&run.summary(args.check));
+    if cache.is_enabled() {
+        let c = cache.counts();
+        print(&format!(
+            "cache            {} hits ({} from memory), {} misses, {} written, {} damaged entries removed\n",
+            c.memory_hits + c.disk_hits,
+            c.memory_hits,
+            c.misses,
+            c.writes,
+            c.damaged
+        ));
+    }
+    crate::cli::cache::warn(&cache);
+    if let Some(path) = &args.json {
+        let json = run.json(&args.dir, &options);
+        crate::cli::write_new(path, &[&args.dir], json.as_bytes())?;
+    }
     if args.breakdown {
         print(&run.breakdown());
     }

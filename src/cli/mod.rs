@@ -1,6 +1,7 @@
 //! Command-line interface: one module per group of subcommands.
 
 pub mod bench;
+pub mod cache;
 pub mod compile;
 pub mod front;
 pub mod fuzz;
@@ -8,6 +9,7 @@ pub mod interp;
 pub mod ir;
 pub mod opt;
 pub mod regalloc;
+pub mod report;
 pub mod run;
 pub mod vc4;
 
@@ -59,11 +61,49 @@ pub enum Command {
     /// Benchmarks against Mesa's vc4.
     #[command(subcommand)]
     Bench(bench::BenchCommand),
+    /// Compare two corpus runs (`corpus compile --json`, or Mesa's stats.tsv) as shader-db's
+    /// report.py does: totals, helped and hurt, the most changed programs, status changes.
+    Report(report::ReportArgs),
+    /// The shader cache: its size, clearing it, verifying its entries.
+    #[command(subcommand)]
+    Cache(cache::CacheCommand),
 }
 
 /// Writes `text` to standard output; a reader that stopped reading (`| head`) is not an error.
 pub fn print(text: &str) {
     let _ = std::io::Write::write_all(&mut std::io::stdout(), text.as_bytes());
+}
+
+/// Writes `bytes` to the file `path`, which must not be one of `inputs` nor lie inside one
+/// of them (nothing the user gave is overwritten).
+pub fn write_new(
+    path: &std::path::Path,
+    inputs: &[&std::path::Path],
+    bytes: &[u8],
+) -> miette::Result<()> {
+    let out = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .map_or_else(
+            || std::path::PathBuf::from("."),
+            std::path::Path::to_path_buf,
+        )
+        .canonicalize()
+        .map(|dir| dir.join(path.file_name().unwrap_or_default()));
+    if let Ok(out) = &out {
+        for input in inputs {
+            if let Ok(input) = input.canonicalize()
+                && out.starts_with(&input)
+            {
+                return Err(miette::miette!(
+                    "{}: refusing to write over or inside the input {}",
+                    path.display(),
+                    input.display()
+                ));
+            }
+        }
+    }
+    std::fs::write(path, bytes).map_err(|e| miette::miette!("{}: {e}", path.display()))
 }
 
 /// Writes `text` to standard error.
@@ -89,6 +129,8 @@ impl Cli {
             Command::Corpus(c) => front::corpus(c),
             Command::Fuzz(c) => fuzz::run(c),
             Command::Bench(c) => bench::run(c),
+            Command::Cache(c) => cache::run(c),
+            Command::Report(a) => report::report(a),
         }
     }
 }

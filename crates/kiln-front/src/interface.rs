@@ -19,7 +19,7 @@ pub struct Slot {
 }
 
 /// The shader stage of an entry point.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Stage {
     Vertex,

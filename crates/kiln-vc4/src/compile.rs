@@ -224,7 +224,7 @@ macro_rules! stats {
     ($($(#[$doc:meta])* $field:ident $label:literal,)*) => {
         /// Statistics of one compiled shader: Mesa's shader-db figures first (`vc4_qpu_emit.c`'s
         /// `shaderdb` line), then kiln's.
-        #[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+        #[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
         pub struct Stats {
             $($(#[$doc])* pub $field: u32,)*
         }

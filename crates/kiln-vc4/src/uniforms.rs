@@ -7,10 +7,10 @@
 //! stream. Blocks that control can reach other than by falling through point the stream back at
 //! their own entries first ([`Uniform::StreamAddress`], see `crate::emit`).
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// What one uniform-stream word holds (Mesa `enum quniform_contents`, the kinds kiln uses).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Uniform {
     /// A fixed 32-bit value (Mesa `QUNIFORM_CONSTANT`).
     Constant(u32),
