@@ -63,6 +63,10 @@ pub struct Parsed {
     /// GLSL only: file-scope declarators written with an initialiser, with the span of each
     /// name ([`crate::glsl_globals`]); naga drops initialisers it cannot make constant.
     pub initialised_globals: Vec<(String, std::ops::Range<usize>)>,
+    /// GLSL only: the text naga read when initialisers it drops were moved into `main`; the
+    /// module's spans are offsets into it ([`crate::glsl_globals::Hoisted::original`] maps
+    /// them back).
+    pub hoisted: Option<crate::glsl_globals::Hoisted>,
 }
 
 /// Parses and validates; naga's panics become errors.
@@ -77,21 +81,25 @@ pub fn parse(source: &Source) -> Result<Parsed, FrontError> {
 }
 
 fn parse_inner(source: &Source) -> Result<Parsed, FrontError> {
+    let text = || {
+        std::str::from_utf8(&source.bytes)
+            .map_err(|e| FrontError::Input(format!("{}: not UTF-8: {e}", source.name)))
+    };
     let module = match source.language {
         Language::Wgsl => {
-            let text = std::str::from_utf8(&source.bytes)
-                .map_err(|e| FrontError::Input(format!("{}: not UTF-8: {e}", source.name)))?;
+            let text = text()?;
             crate::nesting::check_text(text)?;
             naga::front::wgsl::parse_str(text)
                 .map_err(|e| FrontError::Parse(e.emit_to_string(text)))?
         }
         Language::Glsl(stage) => {
-            let text = std::str::from_utf8(&source.bytes)
-                .map_err(|e| FrontError::Input(format!("{}: not UTF-8: {e}", source.name)))?;
+            let text = text()?;
             crate::nesting::check_text(text)?;
-            naga::front::glsl::Frontend::default()
-                .parse(&naga::front::glsl::Options::from(stage), text)
-                .map_err(|e| FrontError::Parse(e.emit_to_string(text)))?
+            let module = parse_glsl(stage, text)?;
+            if let Some(parsed) = hoisted(stage, text, &module) {
+                return Ok(parsed);
+            }
+            module
         }
         Language::SpirV => {
             naga::front::spv::parse_u8_slice(&source.bytes, &naga::front::spv::Options::default())
@@ -115,6 +123,42 @@ fn parse_inner(source: &Source) -> Result<Parsed, FrontError> {
         module,
         info,
         initialised_globals,
+        hoisted: None,
+    })
+}
+
+fn parse_glsl(stage: naga::ShaderStage, text: &str) -> Result<naga::Module, FrontError> {
+    naga::front::glsl::Frontend::default()
+        .parse(&naga::front::glsl::Options::from(stage), text)
+        .map_err(|e| FrontError::Parse(e.emit_to_string(text)))
+}
+
+/// The shader again with the initialisers naga dropped moved into `main`
+/// ([`crate::glsl_globals::hoist`]): `None` when it dropped none, or when the moved text does
+/// not parse and validate (the first parse stands, and lowering refuses what it dropped).
+fn hoisted(stage: naga::ShaderStage, text: &str, module: &naga::Module) -> Option<Parsed> {
+    let written = crate::glsl_globals::initialised_globals(text);
+    let dropped: Vec<String> = module
+        .global_variables
+        .iter()
+        .filter(|(_, g)| g.space == naga::AddressSpace::Private && g.init.is_none())
+        .filter_map(|(_, g)| g.name.clone())
+        .filter(|n| written.iter().any(|(w, _)| w == n))
+        .collect();
+    if dropped.is_empty() {
+        return None;
+    }
+    let hoisted = crate::glsl_globals::hoist(text, &dropped)?;
+    let module = parse_glsl(stage, &hoisted.text).ok()?;
+    crate::nesting::check_module(&module).ok()?;
+    let info = Validator::new(ValidationFlags::all(), Capabilities::all())
+        .validate(&module)
+        .ok()?;
+    Some(Parsed {
+        initialised_globals: crate::glsl_globals::initialised_globals(&hoisted.text),
+        module,
+        info,
+        hoisted: Some(hoisted),
     })
 }
 

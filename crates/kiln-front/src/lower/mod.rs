@@ -188,12 +188,26 @@ pub fn lower_entry_point_with(
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         lower_inner(parsed, stage, entry, options)
     }));
-    result.unwrap_or_else(|p| {
+    let result = result.unwrap_or_else(|p| {
         Err(FrontError::Internal(format!(
             "lowering panicked: {}",
             crate::parse::panic_text(&p)
         )))
-    })
+    });
+    // Spans into a moved initialiser point at its declaration in the shader as written.
+    match (result, &parsed.hoisted) {
+        (
+            Err(FrontError::Unsupported {
+                what,
+                span: Some(r),
+            }),
+            Some(h),
+        ) => Err(FrontError::Unsupported {
+            what,
+            span: Some(h.original(r)),
+        }),
+        (result, _) => result,
+    }
 }
 
 fn lower_inner(
