@@ -393,23 +393,86 @@ pub fn render_report(out: &Rendered, c: &Compilation, image: &Path) -> String {
         out.cycles,
         out.cycles as f64 / batches.max(1) as f64
     );
+    match out.first_mismatch {
+        None => {
+            let _ = writeln!(
+                text,
+                "check: the simulator agrees exactly with the selected program on all {} pixels",
+                w * h
+            );
+        }
+        Some((x, y)) => {
+            let i = (y * w + x) as usize;
+            let _ = writeln!(
+                text,
+                "MISMATCH: {} of {} pixels differ from the selected program; first at ({x}, {y}): simulator {:?}, selected program {:?}",
+                out.mismatched,
+                w * h,
+                out.simulated_check.as_ref().unwrap_or(&out.simulated)[i],
+                out.selected[i]
+            );
+        }
+    }
+    let [r, g, b, a] = out.channel_difference;
     let _ = write!(
         text,
-        "interpreter: {} of {} pixels differ by more than 1/255 (largest difference {}/255)",
+        "precision against the exact-math program: largest error per channel r {r}, g {g}, b {b}, a {a} (of 255); {} of {} pixels beyond 1/255",
         out.differing,
         w * h,
-        out.max_difference
     );
     if let Some((x, y)) = out.first_difference {
         let i = (y * w + x) as usize;
         let _ = write!(
             text,
-            "; first at ({x}, {y}): simulator {:?}, interpreter {:?}",
+            ", first at ({x}, {y}): {:?} against {:?}",
             out.simulated[i], out.reference[i]
         );
     }
     text.push('\n');
+    let approximate = approximate_operations(&c.generic);
+    if !approximate.is_empty() {
+        let _ = writeln!(
+            text,
+            "approximate on the QPU (SFU estimates, Newton steps, polynomials): {}",
+            approximate.join(", ")
+        );
+    }
     text
+}
+
+/// The operations of `generic` that the VideoCore IV computes approximately — through the SFU's
+/// estimates (with a Newton step for division and reciprocals) or polynomials — with how many
+/// of each.
+pub fn approximate_operations(generic: &kiln_ir::Function) -> Vec<String> {
+    use kiln_ir::Opcode as O;
+    let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
+    for block in &generic.blocks {
+        for inst in &block.insts {
+            let op = inst.op;
+            if matches!(
+                op,
+                O::Fdiv
+                    | O::Frcp
+                    | O::Frsq
+                    | O::Fsqrt
+                    | O::Fexp2
+                    | O::Flog2
+                    | O::Fpow
+                    | O::Fsin
+                    | O::Fcos
+                    | O::Fatan
+                    | O::Fatan2
+                    | O::Fasin
+                    | O::Facos
+            ) {
+                *counts.entry(op.name()).or_default() += 1;
+            }
+        }
+    }
+    counts
+        .into_iter()
+        .map(|(name, n)| format!("{name} ×{n}"))
+        .collect()
 }
 
 /// Runs vertex shader `c` on `vertices` vertices (1–16) with `--set` items (uniform members,

@@ -36,7 +36,9 @@ fn examples_render_with_no_setup() {
         assert!(stdout.contains("uniform progress = 0"), "{stdout}");
         assert!(stdout.contains("input uv (location 0) = the pixel's texture coordinate"));
         assert!(
-            stdout.contains(" 0 of ") && stdout.contains("pixels differ by more than 1/255"),
+            stdout.contains("check: the simulator agrees exactly with the selected program")
+                && stdout.contains(" 0 of ")
+                && stdout.contains("pixels beyond 1/255"),
             "{stdout}"
         );
         // Executed instructions and cycles: a texture wait makes the cycles more (wipe samples
@@ -110,7 +112,10 @@ void main() {
         out.to_str().unwrap(),
     ]);
     assert!(ok, "{stderr}");
-    assert!(stdout.contains(" 0 of 64 pixels differ"), "{stdout}");
+    assert!(
+        stdout.contains("agrees exactly") && stdout.contains(" 0 of 64 pixels beyond"),
+        "{stdout}"
+    );
     let _ = std::fs::remove_dir_all(&d);
 }
 
@@ -259,6 +264,9 @@ fn main(@location(0) uv: vec2<f32>) -> @location(0) vec4<f32> {
     assert!(stdout.contains("uniform a.progress = 1\n"), "{stdout}");
     assert!(stdout.contains("uniform b.progress = 0.5\n"), "{stdout}");
     assert!(stdout.contains("uniform k = 0.25\n"), "{stdout}");
-    assert!(stdout.contains(" 0 of 16 pixels differ"), "{stdout}");
+    assert!(
+        stdout.contains("agrees exactly") && stdout.contains(" 0 of 16 pixels beyond"),
+        "{stdout}"
+    );
     let _ = std::fs::remove_dir_all(&d);
 }

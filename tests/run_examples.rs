@@ -48,6 +48,34 @@ fn assert_agrees(out: &Rendered, what: &str) {
         }
     }
     assert_eq!(out.differing, 0, "{what}");
+    assert_eq!(
+        out.mismatched, 0,
+        "{what}: the simulator differs from the selected program"
+    );
+}
+
+/// The exact check catches a code generator that does not do what the selected program says:
+/// the selected program's alpha changed under the same machine code.
+#[test]
+fn a_program_unlike_its_selected_function_is_caught() {
+    let mut p = prepare(&example("rings.frag"));
+    let out = draw(&p, 8, 4, &["progress=0.5"], &[]);
+    assert_eq!(out.mismatched, 0);
+    let ssa = &mut p.compiled.ssa;
+    let output = ssa
+        .blocks
+        .iter_mut()
+        .flat_map(|b| b.insts.iter_mut())
+        .filter(|i| i.op == kiln_ir::Opcode::Output)
+        .last()
+        .expect("an output");
+    output.operands[0].value = kiln_ir::Value::Const(0.5f32.to_bits());
+    let out = draw(&p, 8, 4, &["progress=0.5"], &[]);
+    assert_eq!(
+        out.mismatched, 32,
+        "every pixel's changed channel must be caught"
+    );
+    assert!(out.first_mismatch == Some((0, 0)));
 }
 
 /// An image that is not one flat colour (the shader really drew something).
@@ -194,4 +222,46 @@ fn main(v: VOut) -> @location(0) vec4<f32> {
     assert_agrees(&black, "wgsl, tint 0");
     assert!(black.simulated.iter().all(|px| px[..3] == [0, 0, 0]));
     let _ = std::fs::remove_dir_all(&d);
+}
+
+/// `kiln run` on every corpus fragment shader kiln compiles (16×16, default uniforms, the
+/// checkerboard textures): the simulator agrees exactly with the selected program on every
+/// pixel. Long: `cargo test --release --test run_examples -- --ignored`.
+#[test]
+#[ignore]
+fn every_corpus_fragment_shader_renders_exactly() {
+    use rayon::prelude::*;
+    let dir = Path::new("../shared/corpus");
+    let files = kiln::corpus::files(dir).expect("the corpus");
+    let results: Vec<(String, Result<usize, String>)> = files
+        .par_iter()
+        .flat_map_iter(|path| {
+            let Ok(shader) = pipeline::read_shader(path) else {
+                return Vec::new();
+            };
+            shader
+                .entry_points()
+                .into_iter()
+                .filter(|(_, s)| *s == kiln_front::interface::Stage::Fragment)
+                .filter_map(|(name, stage)| {
+                    let entry = EntryPoint {
+                        stage: Some(stage),
+                        name: Some(name.clone()),
+                    };
+                    let c = pipeline::compile(&shader, &entry, &Options::default()).ok()?;
+                    let rendered = render(&c, 16, 16, &[], &[]).map(|(out, _)| out.mismatched);
+                    Some((format!("{}:{name}", path.display()), rendered))
+                })
+                .collect()
+        })
+        .collect();
+    let bad: Vec<&(String, Result<usize, String>)> =
+        results.iter().filter(|(_, r)| r != &Ok(0)).collect();
+    eprintln!(
+        "{} fragment entry points rendered, {} not exact",
+        results.len(),
+        bad.len()
+    );
+    assert!(results.len() > 2000, "the corpus was not found");
+    assert!(bad.is_empty(), "{:#?}", &bad[..bad.len().min(20)]);
 }

@@ -87,5 +87,12 @@ fn run_on_this_thread(args: &RunArgs) -> miette::Result<String> {
     let (out, mut text) = crate::run::draw(&c, w, h, &args.set, &args.texture).map_err(fail)?;
     crate::run::write_png(out_path, w, h, &out.simulated).map_err(fail)?;
     text.push_str(&crate::run::render_report(&out, &c, out_path));
+    if out.mismatched > 0 {
+        // The code generator is wrong: say so with the figures, and fail.
+        return Err(fail(format!(
+            "{text}the simulator differs from the selected program on {} pixels",
+            out.mismatched
+        )));
+    }
     Ok(text)
 }

@@ -113,7 +113,8 @@ pub fn eval_scalar(op: Opcode, a: &[u32]) -> Option<u32> {
         Feq => cmp(f(x()) == f(y())),
         Fne => cmp(f(x()) != f(y())),
         Flt => cmp(f(x()) < f(y())),
-        Fle => cmp(f(x()) <= f(y())),
+        // Unordered or less-or-equal: `not flt y, x`, what the VideoCore IV's flag test computes.
+        Fle => cmp(f(x()).partial_cmp(&f(y())) != Some(std::cmp::Ordering::Greater)),
         Sel => {
             if a[0] != 0 {
                 a[1]

@@ -51,13 +51,26 @@ pub struct Rendered {
     pub height: u32,
     /// Row-major RGBA8 from the simulator.
     pub simulated: Vec<[u8; 4]>,
-    /// Row-major RGBA8 from the interpreter.
+    /// Row-major RGBA8 from the interpreter running the selected program (the code
+    /// generator's input): the simulator must match it exactly.
+    pub selected: Vec<[u8; 4]>,
+    /// Pixels where the simulator differs from the selected program at all.
+    pub mismatched: usize,
+    /// With textures and a mismatch: the simulator's image with the procedural textures the
+    /// exact check binds (what `selected` is compared with).
+    pub simulated_check: Option<Vec<[u8; 4]>>,
+    /// First such pixel (x, y).
+    pub first_mismatch: Option<(u32, u32)>,
+    /// Row-major RGBA8 from the interpreter running the exact-math reference (the generic
+    /// program): differences measure the precision of the hardware's math, not correctness.
     pub reference: Vec<[u8; 4]>,
-    /// Pixels where some channel differs by more than 1 (of 255).
+    /// Pixels where some channel differs from the reference by more than 1 (of 255).
     pub differing: usize,
-    /// Largest channel difference.
+    /// Largest difference from the reference per channel (r, g, b, a).
+    pub channel_difference: [u8; 4],
+    /// Largest channel difference from the reference.
     pub max_difference: u8,
-    /// First differing pixel (x, y).
+    /// First pixel (x, y) more than 1/255 from the reference.
     pub first_difference: Option<(u32, u32)>,
     /// QPU instructions executed over all batches.
     pub instructions: u64,
@@ -128,8 +141,13 @@ fn units(c: &Compiled) -> Vec<u32> {
     units
 }
 
-/// Renders fragment shader `c` over `r.width`×`r.height` pixels in the simulator, and
-/// `reference` (the generic function `c` was compiled from) in the interpreter.
+/// Draws `c` over the image `r` describes, in the simulator, and checks it twice: exactly
+/// against the interpreter running the selected program `c.ssa` (the code generator's input:
+/// any difference is a code-generation bug), and for precision against the interpreter running
+/// the exact-math `reference` (the generic program: differences measure the hardware's
+/// approximate math). The selected program's texture lookups read the procedural textures the
+/// harness binds (`kiln_interp::Texture::procedural`), so a shader with textures is drawn a
+/// second time with those bound for the exact check.
 pub fn render(c: &Compiled, reference: &Function, r: &RenderInputs) -> Result<Rendered, String> {
     if c.info.stage != Stage::Fragment || c.output != crate::emit::OutputMode::Tlb {
         return Err("render needs a fragment shader compiled for the tile buffer".into());
@@ -161,17 +179,88 @@ pub fn render(c: &Compiled, reference: &Function, r: &RenderInputs) -> Result<Re
         }
         textures.insert(u, tex);
     }
+    let (image, exact) = if units.is_empty() {
+        let mut one = draw(c, r, &textures, &[reference, &c.ssa])?;
+        let selected = one.interpreted.pop().expect("two functions");
+        let exact = one.simulated.clone();
+        (one, (exact, selected))
+    } else {
+        let procedural = units.iter().map(|&u| (u, Texture::procedural(u))).collect();
+        let mut check = draw(c, r, &procedural, &[&c.ssa])?;
+        let selected = check.interpreted.pop().expect("one function");
+        (
+            draw(c, r, &textures, &[reference])?,
+            (check.simulated, selected),
+        )
+    };
+    let n = (w * h) as usize;
+    let mut out = Rendered {
+        width: w,
+        height: h,
+        simulated: image.simulated,
+        selected: exact.1,
+        mismatched: 0,
+        first_mismatch: None,
+        simulated_check: None,
+        reference: image.interpreted.into_iter().next().expect("the reference"),
+        differing: 0,
+        channel_difference: [0; 4],
+        max_difference: 0,
+        first_difference: None,
+        instructions: image.instructions,
+        cycles: image.cycles,
+    };
+    for i in 0..n {
+        let at = Some((i as u32 % w, i as u32 / w));
+        if exact.0[i] != out.selected[i] {
+            out.mismatched += 1;
+            out.first_mismatch = out.first_mismatch.or(at);
+        }
+        let (a, b) = (out.simulated[i], out.reference[i]);
+        for k in 0..4 {
+            out.channel_difference[k] = out.channel_difference[k].max(a[k].abs_diff(b[k]));
+        }
+        let d = (0..4).map(|k| a[k].abs_diff(b[k])).max().unwrap_or(0);
+        out.max_difference = out.max_difference.max(d);
+        if d > 1 {
+            out.differing += 1;
+            out.first_difference = out.first_difference.or(at);
+        }
+    }
+    if out.mismatched > 0 {
+        // Where the check's image differs, show the check's own pixels.
+        out.simulated_check = Some(exact.0);
+    }
+    Ok(out)
+}
+
+/// One drawing of the image: the simulator's pixels, and each of `functions` interpreted on
+/// the same inputs, uniforms and `textures`.
+struct Drawn {
+    simulated: Vec<[u8; 4]>,
+    interpreted: Vec<Vec<[u8; 4]>>,
+    instructions: u64,
+    cycles: u64,
+}
+
+fn draw(
+    c: &Compiled,
+    r: &RenderInputs,
+    textures: &BTreeMap<u32, Texture>,
+    functions: &[&Function],
+) -> Result<Drawn, String> {
+    let (w, h) = (r.width, r.height);
     // Memory: code, uniforms, then each texture on 4 KiB pages.
     let mut layout = BTreeMap::new();
     let mut next = TEXTURES;
-    for (&u, tex) in &textures {
+    for (&u, tex) in textures {
         let bytes = texture_bytes(tex.width, tex.height).next_multiple_of(4096);
         layout.insert(u, next);
         next += bytes;
     }
     let words = c.emitted.words();
     let mut m = Machine::new(next as usize, Program::new(BASE, &words));
-    for (&u, tex) in &textures {
+    for (&u, tex) in textures {
         upload(&mut m, layout[&u], tex)?;
     }
     let mut stream = crate::uniforms::stream(&c.emitted.uniforms, UNIFORMS, |s| {
@@ -194,22 +283,23 @@ pub fn render(c: &Compiled, reference: &Function, r: &RenderInputs) -> Result<Re
         .write_words(UNIFORMS, &stream)
         .ok_or("the uniform stream does not fit in memory")?;
 
-    // Every slot the function reads starts at 0; the given uniform words replace theirs.
-    let mut env = Env::from_slots(reference, 16, |_| 0);
-    env.uniforms
-        .extend(r.uniforms.iter().map(|(&k, &v)| (k, v)));
-    env.textures = textures;
-    env.step_limit = STEP_LIMIT;
+    // Every slot a function reads starts at 0; the given uniform words replace theirs.
+    let mut envs: Vec<Env> = functions
+        .iter()
+        .map(|f| {
+            let mut env = Env::from_slots(f, 16, |_| 0);
+            env.uniforms
+                .extend(r.uniforms.iter().map(|(&k, &v)| (k, v)));
+            env.textures = textures.clone();
+            env.step_limit = STEP_LIMIT;
+            env
+        })
+        .collect();
 
     let n = (w * h) as usize;
-    let mut out = Rendered {
-        width: w,
-        height: h,
+    let mut out = Drawn {
         simulated: vec![[0; 4]; n],
-        reference: vec![[0; 4]; n],
-        differing: 0,
-        max_difference: 0,
-        first_difference: None,
+        interpreted: vec![vec![[0; 4]; n]; functions.len()],
         instructions: 0,
         cycles: 0,
     };
@@ -225,6 +315,7 @@ pub fn render(c: &Compiled, reference: &Function, r: &RenderInputs) -> Result<Re
     for y0 in (0..h).step_by(2) {
         for x0 in (0..w).step_by(8) {
             let lanes: [(u32, u32); 16] = std::array::from_fn(|l| tlb::lane_xy(x0, y0, l));
+            let mut batch_inputs: BTreeMap<u32, Vec<u32>> = BTreeMap::new();
             for (slot, kind) in &c.info.inputs {
                 let vals: Vec<u32> = match kind {
                     InputKind::Varying => {
@@ -253,11 +344,17 @@ pub fn render(c: &Compiled, reference: &Function, r: &RenderInputs) -> Result<Re
                     // Not read by the program (compilation refuses a read of these).
                     _ => continue,
                 };
-                env.inputs.insert(*slot, vals);
+                batch_inputs.insert(*slot, vals);
             }
-            // Interpreter.
-            let want = kiln_interp::run_ssa(reference, &env)
-                .map_err(|e| format!("interpreter at batch ({x0}, {y0}): {e}"))?;
+            // Interpreter, on every function.
+            let mut wants = Vec::with_capacity(functions.len());
+            for (f, env) in functions.iter().zip(&mut envs) {
+                env.inputs.extend(batch_inputs.clone());
+                wants.push(
+                    kiln_interp::run_ssa(f, env)
+                        .map_err(|e| format!("interpreter at batch ({x0}, {y0}): {e}"))?,
+                );
+            }
             // Simulator.
             m.qpus.clear();
             m.mutex = None;
@@ -268,8 +365,7 @@ pub fn render(c: &Compiled, reference: &Function, r: &RenderInputs) -> Result<Re
             m.qpus[q].ra[15] = [1.0f32.to_bits(); 16];
             m.qpus[q].rb[15] = [0; 16];
             for slot in &c.emitted.varyings {
-                let vals = env
-                    .inputs
+                let vals = batch_inputs
                     .get(slot)
                     .ok_or_else(|| format!("no values for input slot {slot}"))?;
                 let v: [u32; 16] = std::array::from_fn(|l| vals[l]);
@@ -285,34 +381,32 @@ pub fn render(c: &Compiled, reference: &Function, r: &RenderInputs) -> Result<Re
                 }
                 let i = (y * w + x) as usize;
                 out.simulated[i] = m.tlb.color_at(x, y).to_le_bytes();
-                if want.discarded.get(l).copied().unwrap_or(false) {
-                    continue;
+                for (image, want) in out.interpreted.iter_mut().zip(&wants) {
+                    image[i] = pixel(want, l, &colour);
                 }
-                let mut px = [0u8; 4];
-                for &(slot, comp) in &colour {
-                    let v = want
-                        .slots
-                        .get(&slot)
-                        .and_then(|lanes| lanes.get(l).cloned().flatten())
-                        .and_then(|units| units.first().copied().flatten())
-                        .unwrap_or(0);
-                    px[comp as usize] = alu::pack_mul(4, v).0 as u8;
-                }
-                out.reference[i] = px;
-            }
-        }
-    }
-    for (i, (a, b)) in out.simulated.iter().zip(&out.reference).enumerate() {
-        let d = (0..4).map(|k| a[k].abs_diff(b[k])).max().unwrap_or(0);
-        out.max_difference = out.max_difference.max(d);
-        if d > 1 {
-            out.differing += 1;
-            if out.first_difference.is_none() {
-                out.first_difference = Some((i as u32 % w, i as u32 / w));
             }
         }
     }
     Ok(out)
+}
+
+/// Lane `l`'s colour as the tile buffer stores it (each channel packed as the mul unit's
+/// 8888 pack does); a discarded lane keeps the cleared buffer's zeros.
+fn pixel(run: &kiln_interp::Outputs, l: usize, colour: &[(u32, u32)]) -> [u8; 4] {
+    let mut px = [0u8; 4];
+    if run.discarded.get(l).copied().unwrap_or(false) {
+        return px;
+    }
+    for &(slot, comp) in colour {
+        let v = run
+            .slots
+            .get(&slot)
+            .and_then(|lanes| lanes.get(l).cloned().flatten())
+            .and_then(|units| units.first().copied().flatten())
+            .unwrap_or(0);
+        px[comp as usize] = alu::pack_mul(4, v).0 as u8;
+    }
+    px
 }
 
 #[cfg(test)]
