@@ -8,5 +8,6 @@ use clap::Parser;
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> miette::Result<()> {
+    kiln_front::install_quiet_panic_hook();
     kiln::cli::Cli::parse().run()
 }

@@ -217,17 +217,23 @@ pub fn read_png(path: &Path) -> Result<Texture, String> {
 
 /// Writes row-major RGBA8 pixels as a PNG.
 pub fn write_png(path: &Path, w: u32, h: u32, pixels: &[[u8; 4]]) -> Result<(), String> {
-    let name = path.display();
-    let file = std::fs::File::create(path).map_err(|e| format!("{name}: {e}"))?;
-    let mut enc = png::Encoder::new(std::io::BufWriter::new(file), w, h);
+    let bytes = png_bytes(w, h, pixels)?;
+    std::fs::write(path, bytes).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// Row-major RGBA8 pixels encoded as a PNG.
+pub fn png_bytes(w: u32, h: u32, pixels: &[[u8; 4]]) -> Result<Vec<u8>, String> {
+    let mut out = Vec::new();
+    let mut enc = png::Encoder::new(&mut out, w, h);
     enc.set_color(png::ColorType::Rgba);
     enc.set_depth(png::BitDepth::Eight);
-    let mut writer = enc.write_header().map_err(|e| format!("{name}: {e}"))?;
+    let mut writer = enc.write_header().map_err(|e| format!("PNG: {e}"))?;
     let data: Vec<u8> = pixels.iter().flatten().copied().collect();
     writer
         .write_image_data(&data)
-        .map_err(|e| format!("{name}: {e}"))?;
-    writer.finish().map_err(|e| format!("{name}: {e}"))
+        .map_err(|e| format!("PNG: {e}"))?;
+    writer.finish().map_err(|e| format!("PNG: {e}"))?;
+    Ok(out)
 }
 
 /// Reads `WxH`.

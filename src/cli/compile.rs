@@ -16,7 +16,7 @@ pub struct CompileArgs {
     pub shader: PathBuf,
     #[command(flatten)]
     pub entry: EntryArgs,
-    /// Write the program (little-endian 64-bit words) to this file.
+    /// Write the program (little-endian 64-bit words) to this file (`-`: standard output).
     #[arg(short = 'o', long)]
     pub output: Option<PathBuf>,
     /// Print the Mesa-style disassembly, the uniform table and the varyings.
@@ -62,6 +62,9 @@ pub fn compile(args: CompileArgs) -> miette::Result<()> {
 }
 
 fn compile_on_this_thread(args: CompileArgs) -> miette::Result<String> {
+    if let Some(path) = &args.output {
+        crate::cli::check_output(path, &[&args.shader])?;
+    }
     let source = pipeline::read(&args.shader)?;
     let options = Options {
         allocator: args.allocator,
@@ -90,7 +93,7 @@ fn compile_on_this_thread(args: CompileArgs) -> miette::Result<String> {
     };
     if let Some(path) = &args.output {
         let bytes = kiln_qpu::words::to_binary(&program.words);
-        std::fs::write(path, bytes).map_err(|e| miette::miette!("{}: {e}", path.display()))?;
+        crate::cli::write_output(path, &[&args.shader], &bytes)?;
     }
     if args.disasm
         || (args.output.is_none() && !args.stats && !args.json && !args.check && args.ir.is_none())
@@ -201,6 +204,10 @@ pub fn corpus_compile(args: CorpusCompileArgs) -> miette::Result<()> {
         check: args.check || Options::default().check,
         ..Options::default()
     };
+    // Outputs are checked before the corpus runs, not after.
+    for path in [&args.tsv, &args.json].into_iter().flatten() {
+        crate::cli::check_output(path, &[&args.dir])?;
+    }
     let cache = args.cache.open()?;
     let run = crate::corpus::compile(&args.dir, args.jobs, &options, args.check, &cache)
         .map_err(|e| miette::miette!("{e}"))?;
@@ -219,13 +226,13 @@ pub fn corpus_compile(args: CorpusCompileArgs) -> miette::Result<()> {
     crate::cli::cache::warn(&cache);
     if let Some(path) = &args.json {
         let json = run.json(&args.dir, &options);
-        crate::cli::write_new(path, &[&args.dir], json.as_bytes())?;
+        crate::cli::write_output(path, &[&args.dir], json.as_bytes())?;
     }
     if args.breakdown {
         print(&run.breakdown());
     }
     if let Some(path) = &args.tsv {
-        std::fs::write(path, run.tsv()).map_err(|e| miette::miette!("{}: {e}", path.display()))?;
+        crate::cli::write_output(path, &[&args.dir], run.tsv().as_bytes())?;
     }
     if let Some((mesa, prefix)) = &mesa {
         let key = |k: &crate::mesa::Key| crate::mesa::in_corpus(prefix, k.clone());

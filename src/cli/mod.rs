@@ -74,34 +74,48 @@ pub fn print(text: &str) {
     let _ = std::io::Write::write_all(&mut std::io::stdout(), text.as_bytes());
 }
 
-/// Writes `bytes` to the file `path`, which must not be one of `inputs` nor lie inside one
-/// of them (nothing the user gave is overwritten).
-pub fn write_new(
+/// Refuses an output path that is one of `inputs` or lies inside one of them (an input
+/// directory), after resolving symbolic links: nothing the user gave is overwritten. `-` is
+/// standard output and always allowed.
+pub fn check_output(path: &std::path::Path, inputs: &[&std::path::Path]) -> miette::Result<()> {
+    if path.as_os_str() == "-" {
+        return Ok(());
+    }
+    let resolved = path.canonicalize().or_else(|_| {
+        let parent = path.parent().filter(|p| !p.as_os_str().is_empty());
+        parent
+            .unwrap_or(std::path::Path::new("."))
+            .canonicalize()
+            .map(|dir| dir.join(path.file_name().unwrap_or_default()))
+    });
+    let Ok(out) = resolved else {
+        return Ok(()); // The write reports a missing directory.
+    };
+    for input in inputs {
+        if let Ok(input) = input.canonicalize()
+            && out.starts_with(&input)
+        {
+            let how = if out == input { "is" } else { "is inside" };
+            return Err(miette::miette!(
+                "{}: refusing to write the output there: it {how} the input {}",
+                path.display(),
+                input.display()
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Writes `bytes` to `path` (`-`: standard output) after [`check_output`].
+pub fn write_output(
     path: &std::path::Path,
     inputs: &[&std::path::Path],
     bytes: &[u8],
 ) -> miette::Result<()> {
-    let out = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .map_or_else(
-            || std::path::PathBuf::from("."),
-            std::path::Path::to_path_buf,
-        )
-        .canonicalize()
-        .map(|dir| dir.join(path.file_name().unwrap_or_default()));
-    if let Ok(out) = &out {
-        for input in inputs {
-            if let Ok(input) = input.canonicalize()
-                && out.starts_with(&input)
-            {
-                return Err(miette::miette!(
-                    "{}: refusing to write over or inside the input {}",
-                    path.display(),
-                    input.display()
-                ));
-            }
-        }
+    check_output(path, inputs)?;
+    if path.as_os_str() == "-" {
+        let _ = std::io::Write::write_all(&mut std::io::stdout(), bytes);
+        return Ok(());
     }
     std::fs::write(path, bytes).map_err(|e| miette::miette!("{}: {e}", path.display()))
 }

@@ -96,6 +96,9 @@ pub fn corpus_regalloc(args: CorpusRegallocArgs) -> miette::Result<()> {
         check: true,
         ..Options::default()
     };
+    if let Some(path) = &args.tsv {
+        crate::cli::check_output(path, &[&args.dir])?;
+    }
     let run = crate::corpus::regalloc(
         &args.dir,
         args.jobs,
@@ -107,7 +110,7 @@ pub fn corpus_regalloc(args: CorpusRegallocArgs) -> miette::Result<()> {
     .map_err(|e| miette::miette!("{e}"))?;
     print(&run.summary(args.allocator == Allocator::Graph));
     if let Some(path) = &args.tsv {
-        std::fs::write(path, run.tsv()).map_err(|e| miette::miette!("{}: {e}", path.display()))?;
+        crate::cli::write_output(path, &[&args.dir], run.tsv().as_bytes())?;
     }
     if args.verbose {
         for e in &run.failed {

@@ -31,20 +31,37 @@ pub struct RunArgs {
     /// The register allocator.
     #[arg(long, default_value = "graph")]
     pub allocator: Allocator,
-    /// Where to write the image (fragment shaders).
+    /// Where to write the image (fragment shaders; `-` for standard output).
     #[arg(short = 'o', long)]
     pub output: Option<PathBuf>,
 }
 
 /// `kiln run`.
 pub fn run(args: RunArgs) -> miette::Result<()> {
+    // The image on standard output: the report goes to standard error.
+    let to_stdout = args.output.as_ref().is_some_and(|o| o.as_os_str() == "-");
     let text = pipeline::with_stack(move || run_on_this_thread(&args))
         .map_err(|e| miette::miette!("{e}"))??;
-    print(&text);
+    if to_stdout {
+        crate::cli::eprint(&text);
+    } else {
+        print(&text);
+    }
     Ok(())
 }
 
 fn run_on_this_thread(args: &RunArgs) -> miette::Result<String> {
+    // The shader and the textures are inputs no output may replace.
+    let textures: Vec<PathBuf> = args
+        .texture
+        .iter()
+        .filter_map(|t| t.split_once('=').map(|(_, f)| PathBuf::from(f)))
+        .collect();
+    let mut inputs: Vec<&std::path::Path> = vec![&args.shader];
+    inputs.extend(textures.iter().map(PathBuf::as_path));
+    if let Some(o) = &args.output {
+        crate::cli::check_output(o, &inputs)?;
+    }
     let shader = pipeline::read_shader(&args.shader)?;
     let mut entry = args.entry.entry_point();
     if entry.stage.is_none() && entry.name.is_none() {
@@ -85,7 +102,8 @@ fn run_on_this_thread(args: &RunArgs) -> miette::Result<String> {
         .as_ref()
         .ok_or_else(|| fail("kiln run: a fragment shader needs -o OUT.png".into()))?;
     let (out, mut text) = crate::run::draw(&c, w, h, &args.set, &args.texture).map_err(fail)?;
-    crate::run::write_png(out_path, w, h, &out.simulated).map_err(fail)?;
+    let png = crate::run::png_bytes(w, h, &out.simulated).map_err(fail)?;
+    crate::cli::write_output(out_path, &inputs, &png)?;
     text.push_str(&crate::run::render_report(&out, &c, out_path));
     if out.mismatched > 0 {
         // The code generator is wrong: say so with the figures, and fail.

@@ -6,7 +6,6 @@ use kiln_qpu::isa::{self, Style};
 use kiln_qpu::sim::{Machine, Program};
 use kiln_qpu::words;
 use miette::{Result, miette};
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -65,6 +64,7 @@ pub struct AsmArgs {
 }
 
 pub fn run_asm(args: AsmArgs) -> Result<()> {
+    crate::cli::check_output(&args.output, &[&args.file])?;
     let bytes = read_input(&args.file).map_err(|e| miette!("{e}"))?;
     let text = std::str::from_utf8(&bytes)
         .map_err(|_| miette!("{}: not UTF-8 text", args.file.display()))?;
@@ -77,13 +77,7 @@ pub fn run_asm(args: AsmArgs) -> Result<()> {
     } else {
         words::to_binary(&code)
     };
-    if args.output.as_os_str() == "-" {
-        let _ = std::io::stdout().write_all(&data);
-        Ok(())
-    } else {
-        std::fs::write(&args.output, data)
-            .map_err(|e| miette!("writing {}: {e}", args.output.display()))
-    }
+    crate::cli::write_output(&args.output, &[&args.file], &data)
 }
 
 /// Run QPU code on the simulator and print the final state.

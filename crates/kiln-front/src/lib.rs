@@ -17,7 +17,7 @@ pub mod parse;
 
 pub use interface::Interface;
 pub use lower::{LowerOptions, Lowered, lower_entry_point, lower_entry_point_with};
-pub use parse::{Language, Parsed, Source, parse};
+pub use parse::{Language, Parsed, Source, catch_quietly, install_quiet_panic_hook, parse};
 
 use std::ops::Range;
 

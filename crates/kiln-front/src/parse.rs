@@ -71,7 +71,7 @@ pub struct Parsed {
 
 /// Parses and validates; naga's panics become errors.
 pub fn parse(source: &Source) -> Result<Parsed, FrontError> {
-    let result = std::panic::catch_unwind(|| parse_inner(source));
+    let result = catch_quietly(|| parse_inner(source));
     result.unwrap_or_else(|p| {
         Err(FrontError::Internal(format!(
             "naga panicked: {}",
@@ -160,6 +160,32 @@ fn hoisted(stage: naga::ShaderStage, text: &str, module: &naga::Module) -> Optio
         info,
         hoisted: Some(hoisted),
     })
+}
+
+thread_local! {
+    /// Set while [`catch_quietly`] runs on this thread.
+    static CATCHING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// `catch_unwind` whose panic the hook [`install_quiet_panic_hook`] installs does not print:
+/// the panic becomes an error the caller reports (naga's readers panic on some malformed
+/// input).
+pub fn catch_quietly<T>(f: impl FnOnce() -> T) -> std::thread::Result<T> {
+    let outer = CATCHING.with(|c| c.replace(true));
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+    CATCHING.with(|c| c.set(outer));
+    result
+}
+
+/// A panic hook that stays silent for panics [`catch_quietly`] catches and prints every other
+/// as the previous hook did.
+pub fn install_quiet_panic_hook() {
+    let previous = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        if !CATCHING.with(|c| c.get()) {
+            previous(info);
+        }
+    }));
 }
 
 /// The message of a caught panic.

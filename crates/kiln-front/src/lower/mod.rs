@@ -185,9 +185,7 @@ pub fn lower_entry_point_with(
     entry: Option<&str>,
     options: LowerOptions,
 ) -> Result<Lowered, FrontError> {
-    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        lower_inner(parsed, stage, entry, options)
-    }));
+    let result = crate::parse::catch_quietly(|| lower_inner(parsed, stage, entry, options));
     let result = result.unwrap_or_else(|p| {
         Err(FrontError::Internal(format!(
             "lowering panicked: {}",
@@ -228,9 +226,25 @@ fn lower_inner(
     let index = match candidates.as_slice() {
         [i] => *i,
         [] => {
-            return Err(FrontError::Input(
-                "no vertex or fragment entry point matches".into(),
-            ));
+            let all: Vec<String> = m
+                .entry_points
+                .iter()
+                .map(|e| format!("{} ({})", e.name, format!("{:?}", e.stage).to_lowercase()))
+                .collect();
+            let asked = match (entry, stage) {
+                (Some(n), Some(s)) => format!(" named `{n}` of stage {s:?}"),
+                (Some(n), None) => format!(" named `{n}`"),
+                (None, Some(s)) => format!(" of stage {s:?}"),
+                (None, None) => String::new(),
+            };
+            return Err(FrontError::Input(format!(
+                "no vertex or fragment entry point{asked}; the shader has {}",
+                if all.is_empty() {
+                    "none".to_string()
+                } else {
+                    all.join(", ")
+                }
+            )));
         }
         _ => {
             let names: Vec<&str> = candidates

@@ -1,0 +1,149 @@
+//! The command line a user can trust: no output written over an input (directly, through a
+//! symbolic link, or inside an input directory), `-o -` is standard output, naga's panics on
+//! malformed input are errors without a backtrace, a wrong entry point lists the ones there are,
+//! and a closed output pipe is not a crash.
+
+mod common;
+use common::kiln;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+fn scratch(test: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("kiln-cli-outputs-{test}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// Error text with miette's line wrapping undone.
+fn flat(s: &str) -> String {
+    s.replace('│', " ")
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+fn copy_example(dir: &Path, name: &str) -> PathBuf {
+    let to = dir.join(name);
+    std::fs::copy(Path::new("examples").join(name), &to).unwrap();
+    to
+}
+
+#[test]
+fn no_output_replaces_an_input() {
+    let d = scratch("inputs");
+    let shader = copy_example(&d, "rings.frag");
+    let original = std::fs::read(&shader).unwrap();
+    let link = d.join("link.frag");
+    std::os::unix::fs::symlink(&shader, &link).unwrap();
+    let s = shader.to_str().unwrap();
+    let cases: Vec<Vec<&str>> = vec![
+        vec!["compile", s, "--no-cache", "-o", s],
+        vec!["compile", s, "--no-cache", "-o", link.to_str().unwrap()],
+        vec!["run", s, "--size", "8x2", "-o", s],
+        vec!["run", s, "--size", "8x2", "-o", link.to_str().unwrap()],
+        vec!["asm", s, "-o", s],
+    ];
+    for args in &cases {
+        let (ok, _, stderr) = kiln(args);
+        assert!(!ok, "{args:?} succeeded");
+        assert!(
+            flat(&stderr).contains("refusing to write the output there: it is the input"),
+            "{args:?}: {stderr}"
+        );
+        assert_eq!(
+            std::fs::read(&shader).unwrap(),
+            original,
+            "{args:?} changed the input"
+        );
+    }
+    // A report inside the corpus directory is refused before the corpus runs.
+    let tsv = d.join("out.tsv");
+    let (ok, stdout, stderr) = kiln(&[
+        "corpus",
+        "compile",
+        d.to_str().unwrap(),
+        "--no-cache",
+        "--tsv",
+        tsv.to_str().unwrap(),
+    ]);
+    assert!(
+        !ok && flat(&stderr).contains("it is inside the input"),
+        "{stderr}"
+    );
+    assert!(
+        !stdout.contains("entry points"),
+        "the corpus ran first: {stdout}"
+    );
+    assert!(!tsv.exists());
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+#[test]
+fn dash_is_standard_output() {
+    let d = scratch("dash");
+    let shader = copy_example(&d, "rings.frag");
+    let out = Command::new(env!("CARGO_BIN_EXE_kiln"))
+        .args(["run", shader.to_str().unwrap(), "--size", "8x2", "-o", "-"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert!(
+        out.stdout.starts_with(b"\x89PNG\r\n\x1a\n"),
+        "no PNG on stdout"
+    );
+    let report = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        report.contains("agrees exactly"),
+        "the report goes to stderr: {report}"
+    );
+    assert!(!d.join("-").exists());
+    let out = Command::new(env!("CARGO_BIN_EXE_kiln"))
+        .args(["compile", shader.to_str().unwrap(), "--no-cache", "-o", "-"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert_eq!(out.stdout.len() % 8, 0);
+    assert!(out.stdout.len() >= 8 * 3, "no program on stdout");
+    assert!(!d.join("-").exists());
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+#[test]
+fn messages_name_the_problem() {
+    for f in ["spvmut245.vert.spv", "spvmut300.vert.spv"] {
+        let path = Path::new("../shared/repro").join(f);
+        let (ok, _, stderr) = kiln(&["compile", path.to_str().unwrap(), "--no-cache"]);
+        assert!(!ok);
+        assert!(flat(&stderr).contains("naga panicked"), "{f}: {stderr}");
+        assert!(
+            !stderr.contains("stack backtrace") && !stderr.contains("panicked at"),
+            "{f}: a backtrace reached the user: {stderr}"
+        );
+    }
+    let (ok, _, stderr) = kiln(&["compile", "examples/rings.frag", "--entry", "nope"]);
+    assert!(!ok);
+    let stderr = flat(&stderr);
+    assert!(
+        stderr.contains("named `nope`") && stderr.contains("main (fragment)"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_closed_output_pipe_is_not_a_crash() {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_kiln"))
+        .args(["liveness", "--json", "examples/phong.kir"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "exit {:?}: {}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
