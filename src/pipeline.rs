@@ -351,6 +351,14 @@ pub fn shader_info(iface: &Interface) -> ShaderInfo {
                 SlotKind::BuiltIn { name, .. } if vertex && name == "point_size" => {
                     OutputKind::PointSize
                 }
+                SlotKind::Location { location: 0, .. }
+                    if s.scalar
+                        .is_some_and(|k| k != kiln_front::interface::Scalar::Float) =>
+                {
+                    OutputKind::Unsupported(
+                        "of integer type (the tile buffer holds 8-bit normalized colour)".into(),
+                    )
+                }
                 SlotKind::Location {
                     location: 0,
                     component,
@@ -705,7 +713,30 @@ pub fn compile_program(
 /// with `interpreter: `.
 pub fn check(c: &Compilation, options: &Options) -> Result<(), String> {
     let compiled = &c.compiled;
-    kiln_vc4::harness::check_compiled(compiled)?;
+    // Integer and boolean uniforms read 3 and true: a loop a uniform bounds runs a few times
+    // (float uniforms keep the harness's ordinary values).
+    let uniforms: Vec<(u32, u32)> = c
+        .interface
+        .uniforms
+        .iter()
+        .flat_map(|b| &b.members)
+        .filter(|m| m.scalar != kiln_front::interface::Scalar::Float)
+        .flat_map(|m| {
+            let bits = if m.scalar == kiln_front::interface::Scalar::Bool {
+                1
+            } else {
+                3
+            };
+            m.slots.iter().map(move |&s| (s, bits))
+        })
+        .collect();
+    kiln_vc4::harness::check_with(
+        &compiled.ssa,
+        &compiled.emitted,
+        compiled.output,
+        &compiled.info,
+        &uniforms,
+    )?;
     if compiled.output == OutputMode::Vpm {
         return Ok(());
     }
@@ -723,7 +754,13 @@ pub fn check(c: &Compilation, options: &Options) -> Result<(), String> {
     let info = shader_info(&c.interface);
     let debug = back_end(&c.generic, &info, &debug_options, &mut Kept::default())
         .map_err(|e| format!("debug build: {e}"))?;
-    kiln_vc4::harness::check(&debug.ssa, &debug.emitted, OutputMode::Vpm, &compiled.info)
+    kiln_vc4::harness::check_with(
+        &debug.ssa,
+        &debug.emitted,
+        OutputMode::Vpm,
+        &compiled.info,
+        &uniforms,
+    )
 }
 
 /// Runs `f` on a thread with a stack deep enough for the deepest shader naga and the front end

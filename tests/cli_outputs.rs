@@ -130,6 +130,39 @@ fn messages_name_the_problem() {
     );
 }
 
+/// No wrong answers given quietly: an integer colour output is refused (the tile buffer has no
+/// integer format); a loop bounded by an integer uniform is checked, not reported as a
+/// mismatch when the interpreter would run a billion steps.
+#[test]
+fn no_quiet_wrong_answers() {
+    for command in [
+        vec!["compile", "../shared/repro/intout.frag", "--no-cache"],
+        vec![
+            "run",
+            "../shared/repro/intout.frag",
+            "--size",
+            "8x2",
+            "-o",
+            "-",
+        ],
+    ] {
+        let (ok, stdout, stderr) = kiln(&command);
+        assert!(!ok && stdout.is_empty(), "{command:?}");
+        assert!(
+            flat(&stderr).contains("unsupported: output of integer type"),
+            "{command:?}: {stderr}"
+        );
+    }
+    let (ok, stdout, stderr) = kiln(&[
+        "compile",
+        "../shared/repro/inf2.frag",
+        "--check",
+        "--no-cache",
+    ]);
+    assert!(ok, "{stderr}");
+    assert!(stdout.contains("check: the simulator agrees"), "{stdout}");
+}
+
 #[test]
 fn a_closed_output_pipe_is_not_a_crash() {
     let mut child = Command::new(env!("CARGO_BIN_EXE_kiln"))

@@ -16,6 +16,8 @@ pub enum SlotKind {
 pub struct Slot {
     pub slot: u32,
     pub kind: SlotKind,
+    /// The component's scalar type (`None`: not a 32-bit scalar type).
+    pub scalar: Option<Scalar>,
 }
 
 /// The shader stage of an entry point.

@@ -221,7 +221,24 @@ pub fn check(
     mode: OutputMode,
     info: &ShaderInfo,
 ) -> Result<(), String> {
-    let env = environment(ssa, info);
+    check_with(ssa, em, mode, info, &[])
+}
+
+/// [`check`] with some uniform words given (`(slot, bits)`) in place of the ordinary values:
+/// integer uniforms, whose ordinary float bits would bound a loop by a billion.
+pub fn check_with(
+    ssa: &Function,
+    em: &Emitted,
+    mode: OutputMode,
+    info: &ShaderInfo,
+    uniforms: &[(u32, u32)],
+) -> Result<(), String> {
+    let mut env = environment(ssa, info);
+    for &(slot, bits) in uniforms {
+        if let Some(v) = env.uniforms.get_mut(&slot) {
+            *v = bits;
+        }
+    }
     let want = kiln_interp::run_ssa(ssa, &env).map_err(|e| format!("interpreter: {e}"))?;
     let vertex = info.stage == crate::interface::Stage::Vertex;
     let got = simulate(em, mode, vertex, &env)?;

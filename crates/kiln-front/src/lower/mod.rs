@@ -576,7 +576,8 @@ impl<'m> Lowerer<'m, '_> {
                 }
             };
             if !self.iface.inputs.iter().any(|s| s.slot == slot) {
-                self.iface.inputs.push(Slot { slot, kind });
+                let scalar = types::scalar_of(self.m, ty);
+                self.iface.inputs.push(Slot { slot, kind, scalar });
             }
             let c1 = self.v1();
             out.push(Operand::temp(
@@ -638,7 +639,8 @@ impl<'m> Lowerer<'m, '_> {
                         )
                     }
                 };
-                self.iface.outputs.push(Slot { slot, kind });
+                let scalar = types::scalar_of(self.m, ty);
+                self.iface.outputs.push(Slot { slot, kind, scalar });
                 let mut inst = kiln_ir::Inst::new(Opcode::Output);
                 inst.imms.push(slot);
                 inst.operands.push(values[at]);

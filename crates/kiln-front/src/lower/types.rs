@@ -225,3 +225,16 @@ pub fn member_comp_offset(
     }
     Ok(off)
 }
+
+/// The 32-bit scalar type of a scalar, vector or matrix type.
+pub(crate) fn scalar_of(
+    m: &naga::Module,
+    ty: naga::Handle<naga::Type>,
+) -> Option<crate::interface::Scalar> {
+    match m.types[ty].inner {
+        naga::TypeInner::Scalar(s)
+        | naga::TypeInner::Vector { scalar: s, .. }
+        | naga::TypeInner::Matrix { scalar: s, .. } => crate::interface::Scalar::of(s),
+        _ => None,
+    }
+}
