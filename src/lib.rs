@@ -6,6 +6,7 @@
 pub mod bench;
 pub mod cli;
 pub mod corpus;
+pub mod draw;
 pub mod fuzz;
 pub mod kir;
 pub mod mesa;
