@@ -118,7 +118,7 @@ fn draw_on_this_thread(command: DrawCommand) -> miette::Result<()> {
         DrawCommand::Pressure(a) => {
             if let Some(out) = &a.output {
                 refuse_input(out, &a.input.file)?;
-                if !out.extension().is_some_and(|e| e == "svg") {
+                if out.extension().is_none_or(|e| e != "svg") {
                     return Err(miette::miette!(
                         "{}: `kiln draw pressure` writes SVG; name the output `….svg`",
                         out.display()

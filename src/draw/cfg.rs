@@ -155,11 +155,16 @@ fn block_attrs(
     } else if depth > 0 {
         notes.push(format!("depth {depth}"));
     }
-    let mut rows = format!(
-        "<TR><TD ALIGN=\"LEFT\"><B>{}</B><FONT FACE=\"Helvetica\" POINT-SIZE=\"9\">  {}</FONT></TD></TR>",
-        b,
-        html(&notes.join(" · "))
-    );
+    // Non-breaking spaces: an SVG viewer drops the leading spaces of the notes' text.
+    let mut rows = format!("<TR><TD ALIGN=\"LEFT\"><B>{b}</B>");
+    if !notes.is_empty() {
+        let _ = write!(
+            rows,
+            "&#160;&#160;<FONT FACE=\"Helvetica\" POINT-SIZE=\"9\">{}</FONT>",
+            html(&notes.join(", "))
+        );
+    }
+    rows.push_str("</TD></TR>");
     let analysis = branch_divergent(func, cfg, div, b);
     let marked = if_marked(func, b);
     if let (Some(a), Some(m)) = (analysis, marked)
@@ -215,16 +220,25 @@ fn block_attrs(
     )
 }
 
-/// The graph's caption: the function and what the styles mean.
+/// The graph's caption: the function and what the styles mean, one meaning per cell (so that
+/// a viewer's font, wider than the one `dot` measured with, does not run them together).
 fn legend(name: &str) -> String {
+    let cell = |colour: &str, text: &str| {
+        format!(
+            "<TD ALIGN=\"LEFT\"><FONT POINT-SIZE=\"10\" COLOR=\"{colour}\">{}</FONT></TD>",
+            html(text)
+        )
+    };
     format!(
-        "<TABLE BORDER=\"0\" CELLSPACING=\"0\" CELLPADDING=\"1\">\
-<TR><TD ALIGN=\"LEFT\"><B>{} — logical and linear CFG</B></TD></TR>\
-<TR><TD ALIGN=\"LEFT\"><FONT POINT-SIZE=\"10\">solid edge: uniform (all lanes go the same way) · \
-<FONT COLOR=\"{DIVERGENT}\">dashed edge: out of a divergent branch (lanes split)</FONT> · \
-<FONT COLOR=\"{BACK}\">back edge</FONT> · \
-<FONT COLOR=\"{WAVE_ONLY}\">edge only the wave takes</FONT> · \
-double outline: loop header · shading: loop depth</FONT></TD></TR></TABLE>",
-        html(name)
+        "<TABLE BORDER=\"0\" CELLSPACING=\"0\" CELLPADDING=\"6\">\
+<TR><TD ALIGN=\"LEFT\" COLSPAN=\"3\"><B>{}: logical and linear CFG</B></TD></TR>\
+<TR>{}{}{}</TR><TR>{}{}{}</TR></TABLE>",
+        html(name),
+        cell(FORWARD, "solid edge: uniform branch"),
+        cell(DIVERGENT, "dashed edge: divergent branch (lanes split)"),
+        cell(FORWARD, "double outline: loop header"),
+        cell(BACK, "red edge: back edge"),
+        cell(WAVE_ONLY, "blue edge: only the wave takes it"),
+        cell(FORWARD, "shading: loop depth"),
     )
 }

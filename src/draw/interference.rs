@@ -65,11 +65,8 @@ pub fn placements(allocated: &Function, temps: usize) -> Vec<Placement> {
                 }
                 match inst.op {
                     Opcode::Reload => place[t].spilled = true,
-                    Opcode::ParallelCopy => {
-                        if copied_to[t].is_none() {
-                            copied_to[t] = d.reg;
-                        }
-                    }
+                    Opcode::ParallelCopy if copied_to[t].is_none() => copied_to[t] = d.reg,
+                    Opcode::ParallelCopy => {}
                     _ if place[t].home.is_none() => {
                         // A fixed definition goes home by the copy that follows it.
                         let moved = d.fixed.and_then(|_| {
@@ -130,7 +127,36 @@ pub fn graph(alloc: &Allocation, max_nodes: usize) -> Result<Graph, String> {
     let cfg = Cfg::compute(&ssa).map_err(|e| format!("{}: {}", e.block, e.message))?;
     let lv = compute_liveness(&mut ssa, &cfg);
     let view = kiln_regalloc::graph::interference_graph(&ssa, &cfg, &lv);
-    let placements = placements(&alloc.allocated, ssa.temps.len());
+    let mut placements = placements(&alloc.allocated, ssa.temps.len());
+    // A phi whose copies were all identities and that is never read is gone from the
+    // allocated function: its operands sit in its home. (A dead phi gets no copies and no
+    // register.)
+    for _ in 0..ssa.blocks.len().min(16) {
+        let mut changed = false;
+        for phi in ssa
+            .blocks
+            .iter()
+            .flat_map(|b| &b.insts)
+            .filter(|i| i.op.is_phi())
+        {
+            let t = phi.defs[0].temp.index();
+            if placements[t].home.is_some() || phi.defs[0].dead {
+                continue;
+            }
+            let home = phi
+                .operands
+                .iter()
+                .filter_map(|o| o.temp_id())
+                .find_map(|o| placements[o.index()].home);
+            if home.is_some() {
+                placements[t].home = home;
+                changed = true;
+            }
+        }
+        if !changed {
+            break;
+        }
+    }
     let mut edges = Vec::new();
     for &a in &values {
         for &b in view.adj.get(a.index()).map_or(&[][..], Vec::as_slice) {
@@ -264,7 +290,7 @@ fn node(func: &Function, g: &Graph, t: Temp) -> String {
     let shape = SHAPES[class.file.index() % SHAPES.len()];
     let (fill, reg) = match p.home {
         Some(r) => (unit_colour(r.unit()), fmt_reg(target, r)),
-        None => ("#dddddd".into(), "no register".into()),
+        None => ("#eeeeee".into(), "no register".into()),
     };
     let mut label = format!("<B>{}</B><BR/>{}", t, html(&reg));
     let others: Vec<String> = p
@@ -297,23 +323,46 @@ fn node(func: &Function, g: &Graph, t: Temp) -> String {
 
 fn legend(func: &Function, g: &Graph, files: &[String], alloc: &Allocation) -> String {
     let s = &alloc.stats;
+    // One meaning per cell, so that a viewer's wider font does not run them together.
+    let cell = |colour: &str, text: String| {
+        format!(
+            "<TD ALIGN=\"LEFT\"><FONT POINT-SIZE=\"10\" COLOR=\"{colour}\">{}</FONT></TD>",
+            html(&text)
+        )
+    };
+    let plural =
+        |n: usize, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
     format!(
-        "<TABLE BORDER=\"0\" CELLSPACING=\"0\" CELLPADDING=\"1\">\
-<TR><TD ALIGN=\"LEFT\"><B>@{} — interference graph, {} values, {} edges</B></TD></TR>\
-<TR><TD ALIGN=\"LEFT\"><FONT POINT-SIZE=\"10\">fill: the register the allocation chose (colour by unit) · \
-shape: register file ({}) · cluster: values coalesced into one register · \
-<FONT COLOR=\"#c0392b\">dashed outline: spilled</FONT></FONT></TD></TR>\
-<TR><TD ALIGN=\"LEFT\"><FONT POINT-SIZE=\"10\">{} coalesced sets · spills {} · reloads {} · copies {} · registers used {:?} for a demand of {:?}</FONT></TD></TR>\
-</TABLE>",
+        "<TABLE BORDER=\"0\" CELLSPACING=\"0\" CELLPADDING=\"6\">\
+<TR><TD ALIGN=\"LEFT\" COLSPAN=\"3\"><B>@{}: interference graph, {}, {}</B></TD></TR>\
+<TR>{}{}{}</TR><TR>{}{}{}</TR></TABLE>",
         html(&func.name),
-        g.values.len(),
-        g.edges.len(),
-        html(&files.join(", ")),
-        g.coalesced.len(),
-        s.spills,
-        s.reloads,
-        s.parallel_copies,
-        s.registers_used,
-        s.max_demand
+        plural(g.values.len(), "value", "values"),
+        plural(g.edges.len(), "edge", "edges"),
+        cell("#000000", "fill: its register (a colour per unit)".into()),
+        cell(
+            "#000000",
+            format!("shape: register file ({})", files.join(", "))
+        ),
+        cell(
+            "#000000",
+            "dashed box: values coalesced into one register".into()
+        ),
+        cell("#c0392b", "dashed red outline: spilled".into()),
+        cell(
+            "#c0392b",
+            "thick red edge: one register, one value moved".into()
+        ),
+        cell(
+            "#000000",
+            format!(
+                "{}, spills {}, reloads {}, registers used {:?} for a demand of {:?}",
+                plural(g.coalesced.len(), "coalesced set", "coalesced sets"),
+                s.spills,
+                s.reloads,
+                s.registers_used,
+                s.max_demand
+            )
+        ),
     )
 }
