@@ -894,8 +894,50 @@ fn pressure_of_a_large_function_stays_in_its_frame() {
     let w: f64 = svg[0].attrs["width"].parse().unwrap();
     assert!(w <= 2600.0, "{w}");
     assert_eq!(class_count(&svg, "boundary"), alloc.ssa.blocks.len() - 1);
-    assert_eq!(class_count(&svg, "spill"), alloc.stats.spills as usize);
-    assert_eq!(class_count(&svg, "reload"), alloc.stats.reloads as usize);
+    assert!(
+        alloc.stats.spills > 10 && alloc.stats.remats > 0,
+        "{:?}",
+        alloc.stats
+    );
+}
+
+#[test]
+fn pressure_markers_are_the_allocators_spills_reloads_and_remats() {
+    // Generated programs with every feature, both allocators, budgets that spill: every
+    // inserted instruction is found in the allocated function, and none of the input's
+    // instructions is taken for one.
+    let mut spilled = 0;
+    for seed in 0..12u64 {
+        let mut config = GenConfig::new(seed);
+        config.size = 300;
+        config.v_units = 32;
+        config.s_units = 16;
+        let func = generate(&config);
+        for allocator in [Allocator::Ssa, Allocator::Graph] {
+            // (A vector may find no aligned block at a tight budget: not this test's concern.)
+            let Ok(alloc) = draw::allocate(&func, allocator, vec![Some(16), Some(8)]) else {
+                continue;
+            };
+            spilled += (alloc.stats.spills > 0) as u32;
+            let p = draw::pressure::measure(&alloc).unwrap();
+            let count = |k| p.markers.iter().filter(|m| m.kind == k).count() as u32;
+            let s = &alloc.stats;
+            use draw::pressure::Mark;
+            assert_eq!(
+                (count(Mark::Spill), count(Mark::Reload)),
+                (s.spills, s.reloads),
+                "seed {seed} {allocator:?}"
+            );
+            // The SSA spiller keeps the input's instructions; the graph allocator's removes
+            // those it recomputes, and a recomputation where the original stood looks like it.
+            match allocator {
+                Allocator::Ssa => assert_eq!(count(Mark::Remat), s.remats, "seed {seed}"),
+                Allocator::Graph => assert!(count(Mark::Remat) <= s.remats, "seed {seed}"),
+            }
+            assert!(p.markers.iter().all(|m| m.at <= p.demand.len()));
+        }
+    }
+    assert!(spilled >= 16, "{spilled} allocations spilled");
 }
 
 // ---------------------------------------------------------------------------------------------

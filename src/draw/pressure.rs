@@ -88,7 +88,10 @@ fn same(a: &Inst, s: &Inst) -> bool {
 }
 
 /// The spills, reloads and rematerialisations of `allocated`, placed in the layout of `ssa`
-/// (whose blocks are the allocated function's: the allocator splits edges in both).
+/// (whose blocks are the allocated function's: the allocator splits edges in both). The
+/// input's instructions appear in the allocated function in order, but for the
+/// rematerialisable ones the graph allocator's spilling removes; a recomputation that lands
+/// where its removed original stood is taken for the original.
 fn markers(ssa: &Function, allocated: &Function, block_start: &[usize]) -> Vec<Marker> {
     let total = ssa.inst_count();
     let mut out = Vec::new();
@@ -100,14 +103,22 @@ fn markers(ssa: &Function, allocated: &Function, block_start: &[usize]) -> Vec<M
         // Phis become copies at the ends of predecessors: the block's own instructions follow.
         let mut j = mine.iter().take_while(|i| i.op.is_phi()).count();
         for inst in &allocated.block(b).insts {
-            if mine.get(j).is_some_and(|s| same(inst, s)) {
-                j += 1;
+            // The input's instruction, or the next one after input instructions the graph
+            // allocator's spilling removed (those it recomputes where they are read).
+            let found = mine[j.min(mine.len())..]
+                .iter()
+                .position(|s| same(inst, s) || !kiln_regalloc::spill::rematerializable(s))
+                .filter(|&k| same(inst, &mine[j + k]));
+            if let Some(k) = found {
+                j += k + 1;
                 continue;
             }
             let kind = match inst.op {
                 Opcode::Spill => Mark::Spill,
                 Opcode::Reload => Mark::Reload,
-                Opcode::ParallelCopy | Opcode::Mov => continue,
+                // Copies are the assignment's (a `mov` of the input matches above; one the
+                // allocator adds recomputes a constant).
+                Opcode::ParallelCopy => continue,
                 _ if inst.defs.len() == 1 && !inst.op.info().terminator => Mark::Remat,
                 _ => continue,
             };
