@@ -1,12 +1,13 @@
 //! kiln: the driver library — the one compile pipeline ([`pipeline`]), `.kir` reading and
 //! reports ([`kir`]), corpus runs ([`corpus`]), the allocators' campaign ([`fuzz`]), the comparison with Mesa ([`mesa`]), `kiln run`'s
-//! set-up ([`run`]), statistics in words ([`report`]) and the QPU tools' input and output ([`qpu`]) — behind the `kiln` command,
+//! set-up ([`run`]), pictures of a function ([`draw`]), statistics in words ([`report`]) and the QPU tools' input and output ([`qpu`]) — behind the `kiln` command,
 //! whose `cli` module only parses arguments and prints.
 
 pub mod bench;
 pub mod cache;
 pub mod cli;
 pub mod corpus;
+pub mod draw;
 pub mod fuzz;
 pub mod kir;
 pub mod mesa;

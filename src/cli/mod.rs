@@ -3,6 +3,7 @@
 pub mod bench;
 pub mod cache;
 pub mod compile;
+pub mod draw;
 pub mod front;
 pub mod fuzz;
 pub mod interp;
@@ -52,6 +53,9 @@ pub enum Command {
     /// Render a fragment shader to a PNG in the simulator (checked against the interpreter), or
     /// run a vertex shader on given attributes.
     Run(run::RunArgs),
+    /// Pictures of a function: its CFG, its interference graph, its register demand.
+    #[command(subcommand)]
+    Draw(draw::DrawCommand),
     /// Work on a directory of shaders.
     #[command(subcommand)]
     Corpus(front::CorpusCommand),
@@ -140,6 +144,7 @@ impl Cli {
             Command::Regalloc(a) => regalloc::regalloc(a),
             Command::Compile(a) => compile::compile(a),
             Command::Run(a) => run::run(a),
+            Command::Draw(c) => draw::run(c),
             Command::Corpus(c) => front::corpus(c),
             Command::Fuzz(c) => fuzz::run(c),
             Command::Bench(c) => bench::run(c),

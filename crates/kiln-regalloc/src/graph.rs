@@ -115,6 +115,30 @@ pub fn colour(
     colouring
 }
 
+/// The interference graph [`colour`] starts from, and the copy affinities it coalesces along,
+/// for tools that show them (`kiln draw interference`).
+#[derive(Clone, Debug, Default)]
+pub struct GraphView {
+    /// Neighbours of every temp, ascending.
+    pub adj: Vec<Vec<u32>>,
+    /// Copy partners of every temp: `(partner, offset)` where the copy is an identity when
+    /// the temp's first unit is the partner's plus `offset`.
+    pub partners: Vec<Vec<(u32, i32)>>,
+}
+
+/// The graph of `func` (liveness `lv`, kill flags set) that [`colour`] builds.
+pub fn interference_graph(func: &Function, cfg: &Cfg, lv: &Liveness) -> GraphView {
+    let graph = build(func, cfg, lv);
+    GraphView {
+        adj: graph.adj,
+        partners: graph
+            .partners
+            .into_iter()
+            .map(|p| p.into_iter().map(|(t, offset, _)| (t, offset)).collect())
+            .collect(),
+    }
+}
+
 /// Nodes of the graph: sets of temps merged by coalescing, each member at a unit offset from
 /// the set's start — ir3's merge sets, seed 001's compound values: a vector and the scalars
 /// `split_vector` defines or `create_vector` reads are one node, each part at its place.

@@ -292,7 +292,7 @@ struct Spiller<'a> {
 /// Whether `inst` can be recomputed anywhere its value is live: no temp operands, no side
 /// effects, one unconstrained definition, an operation that reads nothing but its immediates
 /// and constants (ACO rematerialises constants the same way).
-pub(crate) fn rematerializable(inst: &Inst) -> bool {
+pub fn rematerializable(inst: &Inst) -> bool {
     let info = inst.op.info();
     inst.defs.len() == 1
         && inst.defs[0].fixed.is_none()
