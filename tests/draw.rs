@@ -974,7 +974,7 @@ fn outputs_never_overwrite_the_input_and_need_a_known_format() {
         let out = kiln(&["draw", cmd, p, "-o", p]);
         assert!(!out.status.success());
         assert!(
-            flat(&out.stderr).contains("refusing to overwrite"),
+            flat(&out.stderr).contains("refusing to write the output there"),
             "{}",
             text(&out.stderr)
         );

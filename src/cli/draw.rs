@@ -117,7 +117,7 @@ fn draw_on_this_thread(command: DrawCommand) -> miette::Result<()> {
         }
         DrawCommand::Pressure(a) => {
             if let Some(out) = &a.output {
-                refuse_input(out, &a.input.file)?;
+                crate::cli::check_output(out, &[&a.input.file])?;
                 if out.extension().is_none_or(|e| e != "svg") {
                     return Err(miette::miette!(
                         "{}: `kiln draw pressure` writes SVG; name the output `….svg`",
@@ -163,7 +163,7 @@ fn dot_format(output: Option<&Path>, input: &Path) -> miette::Result<DotFormat> 
     let Some(out) = output else {
         return Ok(DotFormat::Text);
     };
-    refuse_input(out, input)?;
+    crate::cli::check_output(out, &[input])?;
     let ext = out
         .extension()
         .and_then(|e| e.to_str())
@@ -181,19 +181,6 @@ fn dot_format(output: Option<&Path>, input: &Path) -> miette::Result<DotFormat> 
     }
 }
 
-/// Refuses to write onto the file the picture is drawn from.
-fn refuse_input(out: &Path, input: &Path) -> miette::Result<()> {
-    if let (Ok(o), Ok(i)) = (out.canonicalize(), input.canonicalize())
-        && o == i
-    {
-        return Err(miette::miette!(
-            "{}: the output is the input file; refusing to overwrite it",
-            out.display()
-        ));
-    }
-    Ok(())
-}
-
 fn write_dot(text: &str, output: Option<&Path>, format: DotFormat) -> miette::Result<()> {
     match (output, format) {
         (None, _) => {
@@ -209,6 +196,7 @@ fn write_dot(text: &str, output: Option<&Path>, format: DotFormat) -> miette::Re
     }
 }
 
+/// The output, checked against the input before any work was done.
 fn write_file(path: &Path, bytes: &[u8]) -> miette::Result<()> {
-    std::fs::write(path, bytes).map_err(|e| miette::miette!("cannot write {}: {e}", path.display()))
+    crate::cli::write_output(path, &[], bytes)
 }

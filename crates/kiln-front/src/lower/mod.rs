@@ -231,10 +231,11 @@ fn lower_inner(
                 .iter()
                 .map(|e| format!("{} ({})", e.name, format!("{:?}", e.stage).to_lowercase()))
                 .collect();
+            let stage = stage.map(|s| format!("{s:?}").to_lowercase());
             let asked = match (entry, stage) {
-                (Some(n), Some(s)) => format!(" named `{n}` of stage {s:?}"),
+                (Some(n), Some(s)) => format!(" named `{n}` of stage {s}"),
                 (Some(n), None) => format!(" named `{n}`"),
-                (None, Some(s)) => format!(" of stage {s:?}"),
+                (None, Some(s)) => format!(" of stage {s}"),
                 (None, None) => String::new(),
             };
             return Err(FrontError::Input(format!(
