@@ -204,7 +204,7 @@ fn regalloc(func: kiln_ir::Function, cmd: &str) -> String {
     };
     let mut out = print_function(&allocated);
     // What runs is the allocated text read back (`kiln interp --simt` runs it as it is).
-    let allocated = match kiln_ir::parse_function(&out) {
+    let allocated = match kiln_ir::text::parse_function_with(&out, &kiln::targets()) {
         Ok(f) if print_function(&f) == out && kiln_ir::verify(&f).is_ok() => f,
         Ok(_) => return format!("error: the allocated text does not verify or print back\n{out}"),
         Err(e) => return format!("error: the allocated text does not read back: {e}\n{out}"),

@@ -745,11 +745,17 @@ impl<'f> Assigner<'f> {
                             .count()
                             == 1
                 });
-                if sole_kill {
+                // The operand's register, where the definition may live in it (an operand of a
+                // wider class than its tied definition may sit where the definition cannot).
+                let fits = new.operands[o as usize]
+                    .reg
+                    .is_some_and(|r| self.func.target.reg_fits(r, class));
+                if sole_kill && fits {
                     new.operands[o as usize].reg
                 } else {
-                    // The operand lives on: the definition's register receives a copy of it,
-                    // before the instruction, so away from every operand it reads.
+                    // The operand lives on, or sits where the definition cannot: the
+                    // definition's register receives a copy of it, before the instruction, so
+                    // away from every operand it reads.
                     let mut cb = hb.clone();
                     cb.extend(
                         inst.operands
