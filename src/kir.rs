@@ -241,55 +241,79 @@ pub fn liveness_json(func: &Function, cfg: &Cfg, lv: &Liveness) -> Json {
     })
 }
 
-/// Reads `1`, `-3`, `0x1f` (integer bits) or `1.5`, `2e3` (float bits).
+/// A 32-bit value as text: a float (`0.25`, `8.0`, `1e3`, `inf`, `nan`, or `8f`), an integer
+/// (`8`, `-3`, `8u`, `8i`) or hexadecimal bits (`0x3f800000`).
 pub fn parse_value(s: &str) -> Result<u32, String> {
-    let s = s.trim();
-    if let Some(h) = s.strip_prefix("0x").or(s.strip_prefix("0X")) {
-        return u32::from_str_radix(h, 16).map_err(|_| format!("`{s}` is not a 32-bit hex value"));
-    }
-    if s.contains(['.', 'e', 'E']) || s.contains("inf") || s.contains("nan") {
-        return s
-            .parse::<f32>()
-            .map(f32::to_bits)
-            .map_err(|_| format!("`{s}` is not a float"));
-    }
-    s.parse::<i64>()
-        .ok()
-        .filter(|v| (i32::MIN as i64..=u32::MAX as i64).contains(v))
-        .map(|v| v as u32)
-        .ok_or_else(|| format!("`{s}` is not a 32-bit integer"))
+    parse_value_how(s).map(|(v, _)| v)
 }
 
-fn parse_assignment(s: &str) -> Result<(u32, Vec<u32>), String> {
-    let (slot, values) = s
-        .split_once('=')
-        .ok_or_else(|| format!("`{s}`: expected SLOT=VALUE[,VALUE…]"))?;
-    let slot = slot
-        .trim()
-        .parse::<u32>()
-        .map_err(|_| format!("`{slot}` is not a slot number"))?;
-    let values = values
-        .split(',')
-        .map(parse_value)
-        .collect::<Result<Vec<_>, _>>()?;
-    Ok((slot, values))
+/// [`parse_value`] and how the text was read (`float`, `integer`, `bits`).
+pub fn parse_value_how(s: &str) -> Result<(u32, &'static str), String> {
+    let s = s.trim();
+    if let Some(h) = s.strip_prefix("0x").or(s.strip_prefix("0X")) {
+        return u32::from_str_radix(h, 16)
+            .map(|v| (v, "bits"))
+            .map_err(|_| format!("`{s}` is not a 32-bit hex value"));
+    }
+    let float = |t: &str| {
+        t.parse::<f32>()
+            .map(|f| (f.to_bits(), "float"))
+            .map_err(|_| format!("`{s}` is not a float"))
+    };
+    if let Some(f) = s.strip_suffix(['f', 'F']).filter(|t| !t.contains("in")) {
+        return float(f);
+    }
+    if s.contains(['.', 'e', 'E']) || s.contains("inf") || s.contains("nan") {
+        return float(s);
+    }
+    let digits = s.strip_suffix(['u', 'U', 'i', 'I']).unwrap_or(s);
+    digits
+        .parse::<i64>()
+        .ok()
+        .filter(|v| (i32::MIN as i64..=u32::MAX as i64).contains(v))
+        .map(|v| (v as u32, "integer"))
+        .ok_or_else(|| format!("`{s}` is not a 32-bit integer"))
 }
 
 /// The interpreter's inputs for `func` on `lanes` lanes: `SLOT=V0,V1,…` per-lane input values
 /// (the last repeats), `SLOT=V` uniform words, values as [`parse_value`] reads them. Inputs not
-/// given hold the lane index as a float, uniforms 0.
+/// given hold the lane index as a float, uniforms 0. With the environment, one line per slot
+/// saying what it holds and how its text was read, or that it was not given.
 pub fn interp_env(
     func: &Function,
     lanes: usize,
     inputs: &[String],
     uniforms: &[String],
-) -> Result<kiln_interp::Env, String> {
+) -> Result<(kiln_interp::Env, Vec<String>), String> {
     if !(1..=64).contains(&lanes) {
         return Err("--lanes must be in 1..=64".into());
     }
     let mut env = kiln_interp::Env::new(lanes);
+    let mut notes = Vec::new();
+    let values = |a: &str, what: &str| -> Result<(u32, Vec<u32>, Vec<&'static str>), String> {
+        let (slot, text) = a
+            .split_once('=')
+            .ok_or_else(|| format!("{what} `{a}`: expected SLOT=VALUE[,VALUE…]"))?;
+        let slot = slot
+            .trim()
+            .parse::<u32>()
+            .map_err(|_| format!("{what} `{a}`: `{slot}` is not a slot number"))?;
+        let (vals, hows): (Vec<u32>, Vec<&str>) = text
+            .split(',')
+            .map(parse_value_how)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| format!("{what} {e}"))?
+            .into_iter()
+            .unzip();
+        Ok((slot, vals, hows))
+    };
     for a in inputs {
-        let (slot, vals) = parse_assignment(a).map_err(|e| format!("--input {e}"))?;
+        let (slot, vals, hows) = values(a, "--input")?;
+        notes.push(format!(
+            "input {slot} = {} (read as {})",
+            a.split_once('=').map_or("", |x| x.1),
+            hows.join(", ")
+        ));
         let last = *vals.last().expect("split yields one value at least");
         env.inputs.insert(
             slot,
@@ -299,24 +323,34 @@ pub fn interp_env(
         );
     }
     for a in uniforms {
-        let (slot, vals) = parse_assignment(a).map_err(|e| format!("--uniform {e}"))?;
+        let (slot, vals, hows) = values(a, "--uniform")?;
         if vals.len() != 1 {
             return Err(format!("--uniform {a}: a uniform is one value"));
         }
+        notes.push(format!(
+            "uniform {slot} = {:#010x} (read as {})",
+            vals[0], hows[0]
+        ));
         env.uniforms.insert(slot, vals[0]);
     }
     for inst in func.blocks.iter().flat_map(|b| &b.insts) {
         match inst.op {
-            kiln_ir::Opcode::Input => {
-                env.inputs
-                    .entry(inst.imms[0])
-                    .or_insert_with(|| (0..lanes).map(|l| (l as f32).to_bits()).collect());
+            kiln_ir::Opcode::Input if !env.inputs.contains_key(&inst.imms[0]) => {
+                notes.push(format!(
+                    "input {}: not given, the lane index as a float",
+                    inst.imms[0]
+                ));
+                env.inputs.insert(
+                    inst.imms[0],
+                    (0..lanes).map(|l| (l as f32).to_bits()).collect(),
+                );
             }
-            kiln_ir::Opcode::Uniform => {
-                env.uniforms.entry(inst.imms[0]).or_insert(0);
+            kiln_ir::Opcode::Uniform if !env.uniforms.contains_key(&inst.imms[0]) => {
+                notes.push(format!("uniform {}: not given, 0", inst.imms[0]));
+                env.uniforms.insert(inst.imms[0], 0);
             }
             _ => {}
         }
     }
-    Ok(env)
+    Ok((env, notes))
 }

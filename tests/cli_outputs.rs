@@ -163,6 +163,33 @@ fn no_quiet_wrong_answers() {
     assert!(stdout.contains("check: the simulator agrees"), "{stdout}");
 }
 
+/// The interpreter says what every slot holds: values as read (and how), defaults as chosen.
+#[test]
+fn interp_says_what_each_slot_holds() {
+    for (text, bits, how) in [
+        ("8", "0x00000008", "integer"),
+        ("8u", "0x00000008", "integer"),
+        ("-1i", "0xffffffff", "integer"),
+        ("8.0", "0x41000000", "float"),
+        ("8f", "0x41000000", "float"),
+        ("0x41000000", "0x41000000", "bits"),
+    ] {
+        let set = format!("0={text}");
+        let (ok, _, stderr) = kiln(&["interp", "examples/phong.kir", "--uniform", &set]);
+        assert!(ok, "{stderr}");
+        assert!(
+            stderr.contains(&format!("note: uniform 0 = {bits} (read as {how})")),
+            "{text}: {stderr}"
+        );
+        assert!(stderr.contains("note: input 0: not given, the lane index as a float"));
+    }
+    let (ok, _, stderr) = kiln(&["interp", "examples/phong.kir", "--uniform", "0=8x"]);
+    assert!(
+        !ok && stderr.contains("`8x` is not a 32-bit integer"),
+        "{stderr}"
+    );
+}
+
 #[test]
 fn a_closed_output_pipe_is_not_a_crash() {
     let mut child = Command::new(env!("CARGO_BIN_EXE_kiln"))

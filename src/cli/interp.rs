@@ -16,7 +16,9 @@ pub struct InterpArgs {
     /// Slots not given get the lane index as a float.
     #[arg(long = "input", value_name = "SLOT=V0,V1,…")]
     pub inputs: Vec<String>,
-    /// A uniform word: `--uniform 3=0.25`. Slots not given read 0.
+    /// A uniform word: `--uniform 3=0.25` (a float: `0.25`, `8.0`, `8f`; an integer: `8`, `8u`,
+    /// `-2i`; bits: `0x3f800000`). Slots not given read 0. What each slot holds is noted on
+    /// standard error.
     #[arg(long = "uniform", value_name = "SLOT=V")]
     pub uniforms: Vec<String>,
     /// Run in SIMT mode on physical registers: an allocated function as it is, an SSA function
@@ -30,8 +32,12 @@ pub struct InterpArgs {
 
 pub fn run(args: InterpArgs) -> miette::Result<()> {
     let func = load_verified(&args.file)?;
-    let mut env = interp_env(&func, args.lanes, &args.inputs, &args.uniforms)
+    let (mut env, notes) = interp_env(&func, args.lanes, &args.inputs, &args.uniforms)
         .map_err(|e| miette::miette!("{e}"))?;
+    // What each slot holds, on standard error (the outputs stay alone on standard output).
+    for n in notes {
+        crate::cli::eprint(&format!("note: {n}\n"));
+    }
     env.step_limit = args.step_limit;
     let result = if args.simt || func.allocated {
         let alloc = if func.allocated {
