@@ -518,10 +518,10 @@ fn compile_file(
         .to_string_lossy()
         .into_owned();
     let entries = pipeline::read(path).and_then(|source| {
-        let entries = pipeline::entry_points(&source, cache)?;
-        Ok((source, entries))
+        let (entries, parsed) = pipeline::entry_points(&source, cache)?;
+        Ok((source, entries, parsed))
     });
-    let (source, entries) = match entries {
+    let (source, entries, parsed) = match entries {
         Ok(found) => found,
         Err(_) => {
             return vec![EntryOutcome {
@@ -532,7 +532,11 @@ fn compile_file(
             }];
         }
     };
-    let parsed = std::cell::OnceCell::new();
+    // Parsed once, and only when a program is not in the cache.
+    let parsed = match parsed {
+        Some(shader) => std::cell::OnceCell::from(Ok(shader)),
+        None => std::cell::OnceCell::new(),
+    };
     let shader = || {
         parsed
             .get_or_init(|| pipeline::parse(source.clone()))

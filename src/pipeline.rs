@@ -668,22 +668,24 @@ pub fn program_key(cache: &Cache, source: &Source, entry: &EntryPoint, options: 
         .finish()
 }
 
-/// A shader's vertex and fragment entry points, from the cache when it has them.
+/// A shader's vertex and fragment entry points, from the cache when it has them; on a miss,
+/// also the parsed shader, for the compiles that follow.
 pub fn entry_points(
     source: &Source,
     cache: &Cache,
-) -> Result<Vec<(String, kiln_front::interface::Stage)>, Error> {
+) -> Result<(Vec<(String, kiln_front::interface::Stage)>, Option<Shader>), Error> {
     let key = cache
         .key("entry points")
         .field(format!("{:?}", source.language).as_bytes())
         .field(&source.bytes)
         .finish();
     if let Some(list) = cache.get_json(&key) {
-        return Ok(list);
+        return Ok((list, None));
     }
-    let list = parse(source.clone())?.entry_points();
+    let shader = parse(source.clone())?;
+    let list = shader.entry_points();
     cache.put_json(&key, &list);
-    Ok(list)
+    Ok((list, Some(shader)))
 }
 
 /// The pipeline through the shader cache: the program of `entry`, and whether the cache had
