@@ -52,6 +52,42 @@ const ATTEMPTS: usize = 6;
 /// Open slots of its file a spilled value is checked against before it opens its own.
 const SLOT_SEARCH: usize = 64;
 
+/// The stores at a block's end of memory-phi operands that are themselves memory phis stored
+/// there (`(operand, store into the phi's slot)`): a parallel copy between slots. A copy into
+/// the slot it reads (a phi that is its own operand on the back edge) is dropped; the rest are
+/// ordered so that each slot is written after every read of it — each copy reloaded and
+/// stored at once, one register at a time — and what remains (cycles) is returned apart, to be
+/// reloaded whole before it is stored.
+fn slot_copies(
+    chained: Vec<(Temp, Inst)>,
+    slot: &[u32],
+    remat: &[bool],
+    stats: &mut SpillStats,
+) -> (Vec<(Temp, Inst)>, Vec<(Temp, Inst)>) {
+    // The slot a copy reads (none for a recomputed value) and the slot it writes.
+    let source = |o: Temp| (!remat[o.index()]).then(|| slot[o.index()]);
+    let mut pending: Vec<(Temp, Inst)> = Vec::with_capacity(chained.len());
+    for (o, store) in chained {
+        if source(o) == Some(store.imms[0]) {
+            stats.spills -= 1;
+        } else {
+            pending.push((o, store));
+        }
+    }
+    // Quadratic in the copies at one block's end, which are the memory phis of one block.
+    let mut sequence = Vec::with_capacity(pending.len());
+    while let Some(i) = (0..pending.len()).find(|&i| {
+        let written = pending[i].1.imms[0];
+        pending
+            .iter()
+            .enumerate()
+            .all(|(j, (o, _))| j == i || source(*o) != Some(written))
+    }) {
+        sequence.push(pending.remove(i));
+    }
+    (sequence, pending)
+}
+
 /// Inserts spills, reloads and rematerialisations into the SSA function `func` so that seed
 /// 000's register demand (kiln_analysis liveness: `Liveness::register_demand`, `max`) is at most
 /// `budget[f]` units in every register file `f` at every instruction. The result is still SSA
@@ -895,20 +931,28 @@ impl<'a> Spiller<'a> {
             }
             for (k, inst) in insts.iter().enumerate().skip(nphi) {
                 if inst.op.is_terminator() {
-                    // Operands that are memory phis stored here are read before any store.
+                    // Operands that are memory phis stored here are read before their slots
+                    // are written: a parallel copy between slots, in sequence.
                     let (chained, pairs): (Vec<_>, Vec<_>) =
                         std::mem::take(&mut end_pairs[b.index()])
                             .into_iter()
                             .partition(|(o, _)| stored_here[b.index()].contains(o));
+                    let (sequence, cycles) = slot_copies(chained, &slot, &self.remat, &mut stats);
+                    for (o, mut store) in sequence {
+                        let reload = make(out, o, &mut stats)?;
+                        store.operands[0] = Operand::temp(reload.defs[0].temp);
+                        new.push(reload);
+                        new.push(store);
+                    }
                     let mut stores = Vec::new();
-                    for (o, mut store) in chained {
+                    for (o, mut store) in cycles {
                         let reload = make(out, o, &mut stats)?;
                         store.operands[0] = Operand::temp(reload.defs[0].temp);
                         new.push(reload);
                         stores.push(store);
                     }
-                    new.append(&mut early_spills[b.index()]);
                     new.append(&mut stores);
+                    new.append(&mut early_spills[b.index()]);
                     for (o, mut store) in pairs {
                         let reload = make(out, o, &mut stats)?;
                         store.operands[0] = Operand::temp(reload.defs[0].temp);
@@ -933,15 +977,22 @@ impl<'a> Spiller<'a> {
                 let (chained, pairs): (Vec<_>, Vec<_>) = std::mem::take(&mut end_pairs[b.index()])
                     .into_iter()
                     .partition(|(o, _)| stored_here[b.index()].contains(o));
+                let (sequence, cycles) = slot_copies(chained, &slot, &self.remat, &mut stats);
+                for (o, mut store) in sequence {
+                    let reload = make(out, o, &mut stats)?;
+                    store.operands[0] = Operand::temp(reload.defs[0].temp);
+                    new.push(reload);
+                    new.push(store);
+                }
                 let mut stores = Vec::new();
-                for (o, mut store) in chained {
+                for (o, mut store) in cycles {
                     let reload = make(out, o, &mut stats)?;
                     store.operands[0] = Operand::temp(reload.defs[0].temp);
                     new.push(reload);
                     stores.push(store);
                 }
-                new.append(&mut early_spills[b.index()]);
                 new.append(&mut stores);
+                new.append(&mut early_spills[b.index()]);
                 for (o, mut store) in pairs {
                     let reload = make(out, o, &mut stats)?;
                     store.operands[0] = Operand::temp(reload.defs[0].temp);
