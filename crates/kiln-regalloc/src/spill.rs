@@ -52,6 +52,9 @@ const ATTEMPTS: usize = 6;
 /// Open slots of its file a spilled value is checked against before it opens its own.
 const SLOT_SEARCH: usize = 64;
 
+/// A value and the store of it into a memory phi's slot.
+type SlotCopy = (Temp, Inst);
+
 /// The stores at a block's end of memory-phi operands that are themselves memory phis stored
 /// there (`(operand, store into the phi's slot)`): a parallel copy between slots. A copy into
 /// the slot it reads (a phi that is its own operand on the back edge) is dropped; the rest are
@@ -59,14 +62,14 @@ const SLOT_SEARCH: usize = 64;
 /// stored at once, one register at a time — and what remains (cycles) is returned apart, to be
 /// reloaded whole before it is stored.
 fn slot_copies(
-    chained: Vec<(Temp, Inst)>,
+    chained: Vec<SlotCopy>,
     slot: &[u32],
     remat: &[bool],
     stats: &mut SpillStats,
-) -> (Vec<(Temp, Inst)>, Vec<(Temp, Inst)>) {
+) -> (Vec<SlotCopy>, Vec<SlotCopy>) {
     // The slot a copy reads (none for a recomputed value) and the slot it writes.
     let source = |o: Temp| (!remat[o.index()]).then(|| slot[o.index()]);
-    let mut pending: Vec<(Temp, Inst)> = Vec::with_capacity(chained.len());
+    let mut pending: Vec<SlotCopy> = Vec::with_capacity(chained.len());
     for (o, store) in chained {
         if source(o) == Some(store.imms[0]) {
             stats.spills -= 1;
