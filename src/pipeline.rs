@@ -668,12 +668,15 @@ pub fn program_key(cache: &Cache, source: &Source, entry: &EntryPoint, options: 
         .finish()
 }
 
+/// A shader's vertex and fragment entry points: (name, stage).
+pub type EntryPoints = Vec<(String, kiln_front::interface::Stage)>;
+
 /// A shader's vertex and fragment entry points, from the cache when it has them; on a miss,
 /// also the parsed shader, for the compiles that follow.
 pub fn entry_points(
     source: &Source,
     cache: &Cache,
-) -> Result<(Vec<(String, kiln_front::interface::Stage)>, Option<Shader>), Error> {
+) -> Result<(EntryPoints, Option<Shader>), Error> {
     let key = cache
         .key("entry points")
         .field(format!("{:?}", source.language).as_bytes())
