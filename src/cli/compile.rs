@@ -28,7 +28,7 @@ pub struct CompileArgs {
     /// Statistics as one JSON object.
     #[arg(long)]
     pub json: bool,
-    /// The register allocator.
+    /// The register allocator: `graph` (seed 002's graph colouring) or `ssa` (SSA-based assignment).
     #[arg(long, default_value = "graph")]
     pub allocator: Allocator,
     /// Also run the program in the simulator against the interpreter (16 pixels).
@@ -149,7 +149,7 @@ pub struct CorpusCompileArgs {
     /// Run every compiled entry point in the simulator against the interpreter.
     #[arg(long)]
     pub check: bool,
-    /// The register allocator.
+    /// The register allocator: `graph` (seed 002's graph colouring) or `ssa` (SSA-based assignment).
     #[arg(long, default_value = "graph")]
     pub allocator: Allocator,
     /// Worker threads (default: all cores).

@@ -34,7 +34,7 @@ pub struct InputArgs {
 /// The allocation drawn, as `kiln regalloc` makes it.
 #[derive(Debug, Args)]
 pub struct AllocArgs {
-    /// The allocator.
+    /// The register allocator: `graph` (seed 002's graph colouring) or `ssa` (SSA-based assignment).
     #[arg(long, default_value = "ssa")]
     pub allocator: Allocator,
     /// Units per register file, e.g. `v=24,s=8` (default: whole files).

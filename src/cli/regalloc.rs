@@ -12,7 +12,7 @@ use std::path::PathBuf;
 pub struct RegallocArgs {
     /// A `.kir` file in SSA form; `-` reads standard input.
     pub file: PathBuf,
-    /// The allocator.
+    /// The register allocator: `graph` (seed 002's graph colouring) or `ssa` (SSA-based assignment).
     #[arg(long, default_value = "ssa")]
     pub allocator: Allocator,
     /// Units per register file, e.g. `v=24,s=8` (default: whole files).
@@ -65,7 +65,7 @@ pub fn regalloc(args: RegallocArgs) -> miette::Result<()> {
 #[derive(Debug, Args)]
 pub struct CorpusRegallocArgs {
     pub dir: PathBuf,
-    /// The allocator.
+    /// The register allocator: `graph` (seed 002's graph colouring) or `ssa` (SSA-based assignment).
     #[arg(long, default_value = "ssa")]
     pub allocator: Allocator,
     /// Units per register file of the generic target, e.g. `v=24,s=8` (default: whole files).

@@ -28,7 +28,7 @@ pub struct RunArgs {
     /// Vertices to run (vertex shaders, 1–16).
     #[arg(long, default_value_t = 1)]
     pub vertices: usize,
-    /// The register allocator.
+    /// The register allocator: `graph` (seed 002's graph colouring) or `ssa` (SSA-based assignment).
     #[arg(long, default_value = "graph")]
     pub allocator: Allocator,
     /// Where to write the image (fragment shaders; `-` for standard output).
