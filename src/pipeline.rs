@@ -329,6 +329,9 @@ pub fn shader_info(iface: &Interface) -> ShaderInfo {
                 {
                     InputKind::FragCoord(*component)
                 }
+                SlotKind::BuiltIn { name, .. } if !vertex && name == "front_facing" => {
+                    InputKind::FrontFacing
+                }
                 SlotKind::BuiltIn { name, component } => {
                     InputKind::Unsupported(format!("built-in {name}.{component}"))
                 }

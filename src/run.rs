@@ -380,7 +380,29 @@ pub fn draw(
     sets: &[String],
     textures: &[String],
 ) -> Result<(Rendered, String), String> {
-    let (r, text) = fragment_inputs(c, w, h, sets, textures)?;
+    draw_face(c, w, h, sets, textures, false)
+}
+
+/// [`draw`] on a front or a back face (what `gl_FrontFacing` reads).
+pub fn draw_face(
+    c: &Compilation,
+    w: u32,
+    h: u32,
+    sets: &[String],
+    textures: &[String],
+    back_face: bool,
+) -> Result<(Rendered, String), String> {
+    let (mut r, mut text) = fragment_inputs(c, w, h, sets, textures)?;
+    r.back_face = back_face;
+    if c.interface.inputs.iter().any(|s| {
+        matches!(&s.kind, kiln_front::interface::SlotKind::BuiltIn { name, .. } if name == "front_facing")
+    }) {
+        text.push_str(if back_face {
+            "input gl_FrontFacing = false (a back face; --back-face)\n"
+        } else {
+            "input gl_FrontFacing = true (a front face; --back-face for the other)\n"
+        });
+    }
     Ok((render::render(&c.compiled, &c.generic, &r)?, text))
 }
 

@@ -54,10 +54,10 @@ void main() {
 }
 ";
 
-const FRONT_FACING: &str = "
+const SAMPLE_INDEX: &str = "
 @fragment
-fn main(@builtin(front_facing) f: bool) -> @location(0) vec4<f32> {
-    return vec4<f32>(select(0.0, 1.0, f), 0.0, 0.0, 1.0);
+fn main(@builtin(sample_index) s: u32) -> @location(0) vec4<f32> {
+    return vec4<f32>(f32(s), 0.0, 0.0, 1.0);
 }
 ";
 
@@ -119,12 +119,12 @@ fn compile_writes_a_binary_disassembly_and_statistics() {
 #[test]
 fn unsupported_features_are_named_not_panicked() {
     let d = dir();
-    let src = d.join("front_facing.wgsl");
-    std::fs::write(&src, FRONT_FACING).unwrap();
+    let src = d.join("sample_index.wgsl");
+    std::fs::write(&src, SAMPLE_INDEX).unwrap();
     let (ok, _, err) = kiln(&["compile", src.to_str().unwrap()]);
     assert!(!ok);
     assert!(err.contains("unsupported: input built-in"), "{err}");
-    assert!(err.contains("front_facing"), "{err}");
+    assert!(err.contains("sample_index"), "{err}");
     assert!(!err.contains("panic"), "{err}");
 }
 
@@ -184,7 +184,7 @@ fn corpus_compile_reports_by_outcome() {
     std::fs::write(d.join("a.wgsl"), SHADE).unwrap();
     std::fs::write(d.join("b.wgsl"), DERIVATIVES).unwrap();
     std::fs::write(d.join("c.wgsl"), TEXTURED).unwrap();
-    std::fs::write(d.join("d.wgsl"), FRONT_FACING).unwrap();
+    std::fs::write(d.join("d.wgsl"), SAMPLE_INDEX).unwrap();
     let (ok, out, err) = kiln(&[
         "corpus",
         "compile",
@@ -199,7 +199,7 @@ fn corpus_compile_reports_by_outcome() {
         "{out}"
     );
     assert!(out.contains("3 agree, 0 mismatched"), "{out}");
-    assert!(out.contains("front_facing"), "{out}");
+    assert!(out.contains("sample_index"), "{out}");
 }
 
 /// `--mesa` on a part of the corpus matches its entry points by their place in the corpus, and

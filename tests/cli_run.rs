@@ -168,12 +168,12 @@ fn bad_input_is_a_clear_error() {
     let wipe = example("wipe.frag");
     let not_png = d.join("not.png");
     std::fs::write(&not_png, "hello").unwrap();
-    let facing = d.join("facing.frag");
+    let facing = d.join("intout.frag");
     std::fs::write(
         &facing,
         "#version 450
-layout(location = 0) out vec4 color;
-void main() { color = vec4(gl_FrontFacing ? 1.0 : 0.0, 0.0, 0.0, 1.0); }
+layout(location = 0) out ivec4 color;
+void main() { color = ivec4(1, 2, 3, 4); }
 ",
     )
     .unwrap();

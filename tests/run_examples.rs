@@ -224,6 +224,32 @@ fn main(v: VOut) -> @location(0) vec4<f32> {
     let _ = std::fs::remove_dir_all(&d);
 }
 
+/// `gl_FrontFacing`: the `rev_flag` read, true on a front face and false on a back face, each
+/// image exact against the selected program and equal to the interpreter's.
+#[test]
+fn front_facing_reads_the_face() {
+    let d = dir("front-facing");
+    let path = d.join("face.frag");
+    std::fs::write(
+        &path,
+        "#version 450
+layout(location = 0) in vec2 uv;
+layout(location = 0) out vec4 o;
+void main() { o = gl_FrontFacing ? vec4(uv, 1.0, 1.0) : vec4(0.25, 0.5, 0.0, 1.0); }
+",
+    )
+    .unwrap();
+    let p = prepare(&path);
+    let face = |back: bool| kiln::run::draw_face(&p, 8, 4, &[], &[], back).unwrap().0;
+    let (front, back) = (face(false), face(true));
+    assert_agrees(&front, "front");
+    assert_agrees(&back, "back");
+    assert!(distinct_colours(&front) > 8, "the front face draws uv");
+    assert_eq!(distinct_colours(&back), 1, "the back face draws one colour");
+    assert_eq!(back.reference[0], [64, 128, 0, 255]);
+    let _ = std::fs::remove_dir_all(&d);
+}
+
 /// `kiln run` on every corpus fragment shader kiln compiles (16×16, default uniforms, the
 /// checkerboard textures): the simulator agrees exactly with the selected program on every
 /// pixel. Long: `cargo test --release --test run_examples -- --ignored`.

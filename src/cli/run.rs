@@ -31,6 +31,9 @@ pub struct RunArgs {
     /// The register allocator: `graph` (seed 002's graph colouring) or `ssa` (SSA-based assignment).
     #[arg(long, default_value = "graph")]
     pub allocator: Allocator,
+    /// Draw the quad as a back face (`gl_FrontFacing` false).
+    #[arg(long)]
+    pub back_face: bool,
     /// Where to write the image (fragment shaders; `-` for standard output).
     #[arg(short = 'o', long)]
     pub output: Option<PathBuf>,
@@ -101,7 +104,8 @@ fn run_on_this_thread(args: &RunArgs) -> miette::Result<String> {
         .output
         .as_ref()
         .ok_or_else(|| fail("kiln run: a fragment shader needs -o OUT.png".into()))?;
-    let (out, mut text) = crate::run::draw(&c, w, h, &args.set, &args.texture).map_err(fail)?;
+    let (out, mut text) =
+        crate::run::draw_face(&c, w, h, &args.set, &args.texture, args.back_face).map_err(fail)?;
     let png = crate::run::png_bytes(w, h, &out.simulated).map_err(fail)?;
     crate::cli::write_output(out_path, &inputs, &png)?;
     text.push_str(&crate::run::render_report(&out, &c, out_path));

@@ -1102,6 +1102,14 @@ impl<'a> Emitter<'a> {
                 self.push_alu(builder::qpu_m(MulOp::Fmul, d, d, Reg::Acc(5))?);
                 Ok(())
             }
+            Some(InputKind::FrontFacing) => {
+                // rev_flag takes the B port a small immediate would: two instructions.
+                self.push_alu(builder::mov(d, Reg::ReadB(raddr::MS_REV))?);
+                let ds = d_src_opt(d).ok_or_else(|| internal("input to a non-register"))?;
+                let r = self.place(&[ds, Src::Imm(IMM_MINUS_1)])?;
+                self.push_alu(builder::qpu_a(AddOp::Add, d, r[0], r[1])?);
+                Ok(())
+            }
             Some(InputKind::FragCoord(3)) => {
                 let w = self
                     .w

@@ -54,6 +54,10 @@ pub fn environment(ssa: &Function, info: &ShaderInfo) -> Env {
                 .collect();
             env.inputs.insert(*slot, vals);
         }
+        if let InputKind::FrontFacing = kind {
+            // The simulator's batches are front faces (`rev_flag` 0): true, all ones.
+            env.inputs.insert(*slot, vec![u32::MAX; 16]);
+        }
         if let InputKind::FragCoord(3) = kind {
             // 1 / W with W = 1.0 (what `simulate` puts in ra15).
             env.inputs.insert(*slot, vec![1.0f32.to_bits(); 16]);

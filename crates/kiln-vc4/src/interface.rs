@@ -31,6 +31,9 @@ pub enum InputKind {
     /// the 24-bit depth of the payload (rb15) scaled to [0, 1]: `itof(rb15) × (1 / 0xffffff)`;
     /// `.w` the reciprocal of the payload W (ra15), as Mesa's `emit_fragcoord_input`.
     FragCoord(u32),
+    /// `gl_FrontFacing`: the `rev_flag` read (file B address 42: 0 for a front face, 1 for a
+    /// back face) plus −1, true (all ones) for a front face, as Mesa's vc4 `load_front_face`.
+    FrontFacing,
     /// Something the back end does not read yet (named in the refusal).
     Unsupported(String),
 }

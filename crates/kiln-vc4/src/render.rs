@@ -42,6 +42,8 @@ pub struct RenderInputs {
     pub uniforms: BTreeMap<u32, u32>,
     /// Textures by unit; a unit without one samples [`checkerboard`].
     pub textures: BTreeMap<u32, Texture>,
+    /// The quad is a back face (`gl_FrontFacing` false; the simulator's `rev_flag` 1).
+    pub back_face: bool,
 }
 
 /// Two images of the same shader and their difference.
@@ -341,6 +343,8 @@ fn draw(
                     // gl_FragCoord.z is 0 and .w (1 / W) is 1.
                     InputKind::FragCoord(2) => vec![0; 16],
                     InputKind::FragCoord(3) => vec![1.0f32.to_bits(); 16],
+                    // True (all ones) on a front face, where `rev_flag` is 0.
+                    InputKind::FrontFacing => vec![if r.back_face { 0 } else { u32::MAX }; 16],
                     // Not read by the program (compilation refuses a read of these).
                     _ => continue,
                 };
@@ -362,6 +366,7 @@ fn draw(
             m.tlb.write_color(x0, y0, &[0; 16], 0xffff);
             let q = m.add_qpu(UNIFORMS);
             m.qpus[q].frag_xy = (x0, y0);
+            m.qpus[q].rev_flag = r.back_face as u32;
             m.qpus[q].ra[15] = [1.0f32.to_bits(); 16];
             m.qpus[q].rb[15] = [0; 16];
             for slot in &c.emitted.varyings {

@@ -138,6 +138,8 @@ pub struct Qpu {
     pub cycles: u64,
     /// Fragment batch origin in the tile buffer (x_pix / y_pix, TLB writes).
     pub frag_xy: (u32, u32),
+    /// What the `rev_flag` read gives: 1 when the batch's primitive is a back face.
+    pub rev_flag: u32,
     /// Varyings waiting to be read, in order: each read of the varying address pops one
     /// (value, C coefficient) pair, returns the value and writes C to r5 (the hardware hands
     /// the shader `(A·x + B·y)` and C; `vary × W + r5` interpolates). Empty: reads give 0 and
@@ -176,6 +178,7 @@ impl Qpu {
             instructions: 0,
             cycles: 0,
             frag_xy: (0, 0),
+            rev_flag: 0,
             varyings: VecDeque::new(),
             varying_c: None,
             pending: [None, None],
@@ -540,6 +543,9 @@ fn read_raddr(
                 [qpu.num; 16]
             }
         }
+        // B: the fragment batch's primitive faces away (1) or not (0); A: the multisample
+        // flags (kiln draws without multisampling: 0).
+        raddr::MS_REV if !file_a => [qpu.rev_flag; 16],
         raddr::XY_COORD => std::array::from_fn(|i| {
             let (x, y) = tlb::lane_xy(qpu.frag_xy.0, qpu.frag_xy.1, i);
             if file_a { x } else { y }
