@@ -106,6 +106,21 @@ fn dash_is_standard_output() {
     assert_eq!(out.stdout.len() % 8, 0);
     assert!(out.stdout.len() >= 8 * 3, "no program on stdout");
     assert!(!d.join("-").exists());
+    // The uniform table the program needs, beside it.
+    let table = d.join("rings.json");
+    let (ok, _, stderr) = kiln(&[
+        "compile",
+        shader.to_str().unwrap(),
+        "--no-cache",
+        "--uniforms",
+        table.to_str().unwrap(),
+    ]);
+    assert!(ok, "{stderr}");
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&table).unwrap()).unwrap();
+    let uniforms = doc["uniforms"].as_array().expect("a uniform table");
+    assert!(uniforms.iter().any(|u| u["kind"] == "user"), "{doc}");
+    assert_eq!(doc["inputs_in_read_order"], serde_json::json!([0, 1]));
     let _ = std::fs::remove_dir_all(&d);
 }
 

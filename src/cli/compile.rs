@@ -19,6 +19,10 @@ pub struct CompileArgs {
     /// Write the program (little-endian 64-bit words) to this file (`-`: standard output).
     #[arg(short = 'o', long)]
     pub output: Option<PathBuf>,
+    /// Write what the driver must give the program to this file as JSON: the uniform stream's
+    /// table (what each word holds, in read order) and the input slots in read order.
+    #[arg(long, value_name = "OUT.json")]
+    pub uniforms: Option<PathBuf>,
     /// Print the Mesa-style disassembly, the uniform table and the varyings.
     #[arg(long)]
     pub disasm: bool,
@@ -62,7 +66,7 @@ pub fn compile(args: CompileArgs) -> miette::Result<()> {
 }
 
 fn compile_on_this_thread(args: CompileArgs) -> miette::Result<String> {
-    if let Some(path) = &args.output {
+    for path in [&args.output, &args.uniforms].into_iter().flatten() {
         crate::cli::check_output(path, &[&args.shader])?;
     }
     let source = pipeline::read(&args.shader)?;
@@ -95,8 +99,23 @@ fn compile_on_this_thread(args: CompileArgs) -> miette::Result<String> {
         let bytes = kiln_qpu::words::to_binary(&program.words);
         crate::cli::write_output(path, &[&args.shader], &bytes)?;
     }
+    if let Some(path) = &args.uniforms {
+        let table = serde_json::json!({
+            "entry_point": program.entry_point,
+            "stage": program.stage,
+            "uniforms": program.uniforms,
+            "inputs_in_read_order": program.varyings,
+        });
+        let text = serde_json::to_string_pretty(&table).expect("JSON") + "\n";
+        crate::cli::write_output(path, &[&args.shader], text.as_bytes())?;
+    }
     if args.disasm
-        || (args.output.is_none() && !args.stats && !args.json && !args.check && args.ir.is_none())
+        || (args.output.is_none()
+            && args.uniforms.is_none()
+            && !args.stats
+            && !args.json
+            && !args.check
+            && args.ir.is_none())
     {
         out.push_str(&program.disasm());
         for (k, u) in program.uniforms.iter().enumerate() {

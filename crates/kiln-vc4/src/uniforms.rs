@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 
 /// What one uniform-stream word holds (Mesa `enum quniform_contents`, the kinds kiln uses).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", content = "value", rename_all = "snake_case")]
 pub enum Uniform {
     /// A fixed 32-bit value (Mesa `QUNIFORM_CONSTANT`).
     Constant(u32),
