@@ -932,8 +932,14 @@ impl<'a> Spiller<'a> {
             for &t in &self.start_reloads[b.index()] {
                 new.push(make(out, t, &mut stats)?);
             }
-            for (k, inst) in insts.iter().enumerate().skip(nphi) {
-                if inst.op.is_terminator() {
+            // The stores into memory phis' slots and the end's reloads go before the
+            // terminator (at the end of a block that has none).
+            let end_at = insts
+                .iter()
+                .position(|i| i.op.is_terminator())
+                .unwrap_or(insts.len());
+            for k in nphi..=insts.len() {
+                if k == end_at {
                     // Operands that are memory phis stored here are read before their slots
                     // are written: a parallel copy between slots, in sequence.
                     let (chained, pairs): (Vec<_>, Vec<_>) =
@@ -967,6 +973,7 @@ impl<'a> Spiller<'a> {
                     }
                     new.append(&mut end_spills[b.index()]);
                 }
+                let Some(inst) = insts.get(k) else { break };
                 for &t in &self.before[b.index()][k] {
                     new.push(make(out, t, &mut stats)?);
                 }
@@ -975,37 +982,6 @@ impl<'a> Spiller<'a> {
                     new.push(spill_of(d.temp));
                     stats.spills += 1;
                 }
-            }
-            if insts.last().is_none_or(|i| !i.op.is_terminator()) {
-                let (chained, pairs): (Vec<_>, Vec<_>) = std::mem::take(&mut end_pairs[b.index()])
-                    .into_iter()
-                    .partition(|(o, _)| stored_here[b.index()].contains(o));
-                let (sequence, cycles) = slot_copies(chained, &slot, &self.remat, &mut stats);
-                for (o, mut store) in sequence {
-                    let reload = make(out, o, &mut stats)?;
-                    store.operands[0] = Operand::temp(reload.defs[0].temp);
-                    new.push(reload);
-                    new.push(store);
-                }
-                let mut stores = Vec::new();
-                for (o, mut store) in cycles {
-                    let reload = make(out, o, &mut stats)?;
-                    store.operands[0] = Operand::temp(reload.defs[0].temp);
-                    new.push(reload);
-                    stores.push(store);
-                }
-                new.append(&mut stores);
-                new.append(&mut early_spills[b.index()]);
-                for (o, mut store) in pairs {
-                    let reload = make(out, o, &mut stats)?;
-                    store.operands[0] = Operand::temp(reload.defs[0].temp);
-                    new.push(reload);
-                    new.push(store);
-                }
-                for &t in &self.end_reloads[b.index()] {
-                    new.push(make(out, t, &mut stats)?);
-                }
-                new.append(&mut end_spills[b.index()]);
             }
             out.block_mut(b).insts = new;
         }
