@@ -316,10 +316,18 @@ pub fn regalloc(
                 env.step_limit = 2_000_000;
                 match kiln_interp::run_ssa(&ssa, &env) {
                     Ok(want) => {
-                        let got = kiln_interp::run_simt(&func, &env)
-                            .map_err(|e| (false, format!("{name}: allocated: {e}")))?;
-                        kiln_interp::diff::compare_outputs(&want, &got)
-                            .map_err(|m| (false, format!("{name}: {m}")))?;
+                        // Twice, registers nothing defined holding two patterns.
+                        for poison in [env.poison, !env.poison] {
+                            let env = kiln_interp::Env {
+                                poison,
+                                ..env.clone()
+                            };
+                            let got = kiln_interp::run_simt(&func, &env)
+                                .map_err(|e| (false, format!("{name}: allocated: {e}")))?;
+                            kiln_interp::diff::compare_outputs(&want, &got).map_err(|m| {
+                                (false, format!("{name}: (poison {poison:#x}) {m}"))
+                            })?;
+                        }
                     }
                     Err(kiln_interp::InterpError::StepLimit { .. }) => {}
                     Err(e) => return Err((false, format!("{name}: the SSA program fails: {e}"))),

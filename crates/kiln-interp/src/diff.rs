@@ -79,8 +79,22 @@ impl fmt::Display for Mismatch {
     }
 }
 
-/// Runs both programs on `env` and compares every output unit the original defines.
+/// Runs both programs on `env` and compares every output unit the original defines. An
+/// allocated program runs twice, with registers nothing defined holding two different
+/// patterns ([`Env::poison`]): what it computes must not depend on them.
 pub fn compare(before_fn: &Function, after_fn: &Function, env: &Env) -> Result<(), Box<Mismatch>> {
+    compare_with(before_fn, after_fn, env)?;
+    if after_fn.allocated {
+        let other = Env {
+            poison: !env.poison,
+            ..(*env).clone()
+        };
+        compare_with(before_fn, after_fn, &other)?;
+    }
+    Ok(())
+}
+
+fn compare_with(before_fn: &Function, after_fn: &Function, env: &Env) -> Result<(), Box<Mismatch>> {
     let want = run(before_fn, env).map_err(|e| Box::new(Mismatch::BeforeFailed(e)))?;
     let got = run(after_fn, env).map_err(|e| Box::new(Mismatch::AfterFailed(e)))?;
     compare_outputs(&want, &got).map_err(|m| {

@@ -26,6 +26,9 @@ use kiln_ir::{Block, Function, Opcode};
 use std::collections::BTreeMap;
 use std::fmt;
 
+/// The default [`Env::poison`].
+pub const POISON: u32 = 0xdead_0000;
+
 /// What a run starts from.
 #[derive(Clone, Debug)]
 pub struct Env {
@@ -39,6 +42,10 @@ pub struct Env {
     pub textures: BTreeMap<u32, Texture>,
     /// Executed instructions after which the run fails (an endless loop becomes an error).
     pub step_limit: u64,
+    /// SIMT mode: the pattern registers hold where nothing defined them (never written, or
+    /// written with an undefined value): no correct program depends on it, so runs with two
+    /// patterns must agree ([`diff::compare`] checks it).
+    pub poison: u32,
 }
 
 impl Env {
@@ -49,6 +56,7 @@ impl Env {
             uniforms: BTreeMap::new(),
             textures: BTreeMap::new(),
             step_limit: 1_000_000,
+            poison: POISON,
         }
     }
 
@@ -222,14 +230,25 @@ pub fn run_simt_with_cfg(
             "SIMT mode runs allocated functions; this one is SSA (assign registers first)".into(),
         ));
     }
-    exec::Machine::new(func, cfg, env, storage::RegStorage::new(func, env.lanes))?.run()
+    exec::Machine::new(
+        func,
+        cfg,
+        env,
+        storage::RegStorage::new(func, env.lanes, env.poison),
+    )?
+    .run()
 }
 
 /// The last instructions of a complete run (for reports).
 pub(crate) fn exec_trace(func: &Function, env: &Env) -> Vec<String> {
     let result = if func.allocated {
-        exec::Machine::new(func, None, env, storage::RegStorage::new(func, env.lanes))
-            .and_then(exec::Machine::run_with_trace)
+        exec::Machine::new(
+            func,
+            None,
+            env,
+            storage::RegStorage::new(func, env.lanes, env.poison),
+        )
+        .and_then(exec::Machine::run_with_trace)
     } else {
         exec::Machine::new(func, None, env, storage::SsaStorage::new(func, env.lanes))
             .and_then(exec::Machine::run_with_trace)

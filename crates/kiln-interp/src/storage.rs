@@ -77,16 +77,18 @@ impl Storage for SsaStorage {
 pub struct RegStorage {
     lanes: usize,
     files: Vec<Vec<u32>>,
+    poison: u32,
 }
 
 /// Units a register file may grow to (the reference assignment uses unbounded files).
 const MAX_UNITS: u32 = 1 << 20;
 
 impl RegStorage {
-    pub fn new(func: &Function, lanes: usize) -> Self {
+    pub fn new(func: &Function, lanes: usize, poison: u32) -> Self {
         RegStorage {
             lanes,
             files: vec![Vec::new(); func.target.files().len()],
+            poison,
         }
     }
 
@@ -104,8 +106,8 @@ impl RegStorage {
         Ok((reg.file().index(), u * self.lanes + lane))
     }
 
-    fn poison(i: usize) -> u32 {
-        0xdead_0000 ^ (i as u32).wrapping_mul(0x9e37_79b9)
+    fn poison(&self, i: usize) -> u32 {
+        self.poison ^ (i as u32).wrapping_mul(0x9e37_79b9)
     }
 }
 
@@ -122,7 +124,7 @@ impl Storage for RegStorage {
             self.files[f]
                 .get(i)
                 .copied()
-                .unwrap_or_else(|| Self::poison(i)),
+                .unwrap_or_else(|| self.poison(i)),
         ))
     }
     fn write(
@@ -134,15 +136,14 @@ impl Storage for RegStorage {
         v: Option<u32>,
     ) -> Result<(), String> {
         let (f, i) = self.index(reg, lane, unit)?;
+        let poison = |k: usize| self.poison(k);
+        let undefined = poison(i);
+        let fill: Vec<u32> = (self.files[f].len()..=i).map(poison).collect();
         let file = &mut self.files[f];
         if file.len() <= i {
-            let old = file.len();
-            file.resize(i + 1, 0);
-            for (k, x) in file.iter_mut().enumerate().skip(old) {
-                *x = Self::poison(k);
-            }
+            file.extend(fill);
         }
-        file[i] = v.unwrap_or(0);
+        file[i] = v.unwrap_or(undefined);
         Ok(())
     }
 }

@@ -120,6 +120,18 @@ pub fn simulate(
         .write_words(UNIFORMS, &stream)
         .ok_or("the uniform stream does not fit in memory")?;
     let q = m.add_qpu(UNIFORMS);
+    // What no instruction wrote holds a pattern (`Env::poison`): the check runs twice, with
+    // two patterns, and a program that reads such a lane differs.
+    let qpu = &mut m.qpus[q];
+    for (k, reg) in qpu.acc[..4]
+        .iter_mut()
+        .chain(qpu.ra.iter_mut())
+        .chain(qpu.rb.iter_mut())
+        .enumerate()
+    {
+        *reg =
+            std::array::from_fn(|l| env.poison ^ ((k * 16 + l) as u32).wrapping_mul(0x9e37_79b9));
+    }
     m.qpus[q].ra[15] = [1.0f32.to_bits(); 16];
     m.qpus[q].rb[15] = std::array::from_fn(frag_z);
     for (row, slot) in em.varyings.iter().enumerate() {
@@ -245,8 +257,17 @@ pub fn check_with(
     }
     let want = kiln_interp::run_ssa(ssa, &env).map_err(|e| format!("interpreter: {e}"))?;
     let vertex = info.stage == crate::interface::Stage::Vertex;
-    let got = simulate(em, mode, vertex, &env)?;
-    compare(&got, &want, info)
+    // Registers nothing wrote hold one pattern, then another: no output may depend on them.
+    for poison in [env.poison, !env.poison] {
+        let env = Env {
+            poison,
+            ..env.clone()
+        };
+        let got = simulate(em, mode, vertex, &env)?;
+        compare(&got, &want, info)
+            .map_err(|m| format!("{m} (registers first holding {poison:#x}…)"))?;
+    }
+    Ok(())
 }
 
 /// [`check`] on a compiled shader, with its own output path and interface.
