@@ -560,8 +560,7 @@ fn compile_file(
             name: Some(entry_name.clone()),
         };
         let run = || {
-            let key = options
-                .cacheable()
+            let key = (options.cacheable() && cache.is_enabled())
                 .then(|| pipeline::program_key(cache, &source, &entry, options));
             if !check && let Some(program) = key.as_ref().and_then(|k| cache.get_json(k)) {
                 return compiled(program, None, false, true);

@@ -394,9 +394,12 @@ pub fn draw_face(
 ) -> Result<(Rendered, String), String> {
     let (mut r, mut text) = fragment_inputs(c, w, h, sets, textures)?;
     r.back_face = back_face;
-    if c.interface.inputs.iter().any(|s| {
-        matches!(&s.kind, kiln_front::interface::SlotKind::BuiltIn { name, .. } if name == "front_facing")
-    }) {
+    if c.compiled
+        .info
+        .inputs
+        .values()
+        .any(|k| *k == kiln_vc4::interface::InputKind::FrontFacing)
+    {
         text.push_str(if back_face {
             "input gl_FrontFacing = false (a back face; --back-face)\n"
         } else {

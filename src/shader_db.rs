@@ -5,7 +5,7 @@
 //! `mesa-vc4/stats.tsv`.
 
 use crate::mesa::Key;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt::Write as _;
 
 /// A figure of a compiled program: its JSON name, Mesa's columns for a fragment and a vertex
@@ -182,7 +182,7 @@ fn pair<'a>(before: &'a [Record], after: &'a [Record]) -> Vec<(&'a Record, &'a R
                 .or_insert(Some(r));
         }
     }
-    let mut used: HashMap<&Key, ()> = HashMap::new();
+    let mut used: HashSet<&Key> = HashSet::new();
     let mut pairs = Vec::new();
     for a in after {
         let found = exact.get(&a.key).copied().or_else(|| {
@@ -195,7 +195,7 @@ fn pair<'a>(before: &'a [Record], after: &'a [Record]) -> Vec<(&'a Record, &'a R
             })
         });
         if let Some(b) = found
-            && used.insert(&b.key, ()).is_none()
+            && used.insert(&b.key)
         {
             pairs.push((b, a));
         }

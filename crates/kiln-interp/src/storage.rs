@@ -107,8 +107,15 @@ impl RegStorage {
     }
 
     fn poison(&self, i: usize) -> u32 {
-        self.poison ^ (i as u32).wrapping_mul(0x9e37_79b9)
+        poison_pattern(self.poison, i)
     }
+}
+
+/// What storage unit `i` (unit-major: unit × lanes + lane) holds where nothing defined it, for
+/// the pattern `poison` ([`crate::Env::poison`]): the pattern with the index mixed in, so that
+/// no two units look alike.
+pub fn poison_pattern(poison: u32, i: usize) -> u32 {
+    poison ^ (i as u32).wrapping_mul(0x9e37_79b9)
 }
 
 impl Storage for RegStorage {
@@ -136,14 +143,13 @@ impl Storage for RegStorage {
         v: Option<u32>,
     ) -> Result<(), String> {
         let (f, i) = self.index(reg, lane, unit)?;
-        let poison = |k: usize| self.poison(k);
-        let undefined = poison(i);
-        let fill: Vec<u32> = (self.files[f].len()..=i).map(poison).collect();
+        let seed = self.poison;
         let file = &mut self.files[f];
         if file.len() <= i {
-            file.extend(fill);
+            let old = file.len();
+            file.extend((old..=i).map(|k| poison_pattern(seed, k)));
         }
-        file[i] = v.unwrap_or(undefined);
+        file[i] = v.unwrap_or_else(|| poison_pattern(seed, i));
         Ok(())
     }
 }

@@ -130,7 +130,7 @@ pub fn simulate(
         .enumerate()
     {
         *reg =
-            std::array::from_fn(|l| env.poison ^ ((k * 16 + l) as u32).wrapping_mul(0x9e37_79b9));
+            std::array::from_fn(|l| kiln_interp::storage::poison_pattern(env.poison, k * 16 + l));
     }
     m.qpus[q].ra[15] = [1.0f32.to_bits(); 16];
     m.qpus[q].rb[15] = std::array::from_fn(frag_z);

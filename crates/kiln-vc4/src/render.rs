@@ -58,11 +58,11 @@ pub struct Rendered {
     pub selected: Vec<[u8; 4]>,
     /// Pixels where the simulator differs from the selected program at all.
     pub mismatched: usize,
+    /// First such pixel (x, y).
+    pub first_mismatch: Option<(u32, u32)>,
     /// With textures and a mismatch: the simulator's image with the procedural textures the
     /// exact check binds (what `selected` is compared with).
     pub simulated_check: Option<Vec<[u8; 4]>>,
-    /// First such pixel (x, y).
-    pub first_mismatch: Option<(u32, u32)>,
     /// Row-major RGBA8 from the interpreter running the exact-math reference (the generic
     /// program): differences measure the precision of the hardware's math, not correctness.
     pub reference: Vec<[u8; 4]>,
@@ -70,8 +70,6 @@ pub struct Rendered {
     pub differing: usize,
     /// Largest difference from the reference per channel (r, g, b, a).
     pub channel_difference: [u8; 4],
-    /// Largest channel difference from the reference.
-    pub max_difference: u8,
     /// First pixel (x, y) more than 1/255 from the reference.
     pub first_difference: Option<(u32, u32)>,
     /// QPU instructions executed over all batches.
@@ -207,7 +205,6 @@ pub fn render(c: &Compiled, reference: &Function, r: &RenderInputs) -> Result<Re
         reference: image.interpreted.into_iter().next().expect("the reference"),
         differing: 0,
         channel_difference: [0; 4],
-        max_difference: 0,
         first_difference: None,
         instructions: image.instructions,
         cycles: image.cycles,
@@ -223,7 +220,6 @@ pub fn render(c: &Compiled, reference: &Function, r: &RenderInputs) -> Result<Re
             out.channel_difference[k] = out.channel_difference[k].max(a[k].abs_diff(b[k]));
         }
         let d = (0..4).map(|k| a[k].abs_diff(b[k])).max().unwrap_or(0);
-        out.max_difference = out.max_difference.max(d);
         if d > 1 {
             out.differing += 1;
             out.first_difference = out.first_difference.or(at);
