@@ -211,6 +211,7 @@ pub fn read_png(path: &Path) -> Result<Texture, String> {
     Ok(Texture {
         width: w,
         height: h,
+        faces: 1,
         texels,
     })
 }
@@ -302,11 +303,11 @@ pub fn fragment_inputs(
     }
     // Textures, by image: units that sample (or query the size of) one image share its texture.
     let units = &c.interface.textures;
-    let mut files: BTreeMap<String, PathBuf> = BTreeMap::new();
+    let mut files: BTreeMap<String, Vec<PathBuf>> = BTreeMap::new();
     for item in textures {
-        let (key, file) = item
-            .split_once('=')
-            .ok_or_else(|| format!("--texture `{item}`: expected BINDING=FILE.png"))?;
+        let (key, file) = item.split_once('=').ok_or_else(|| {
+            format!("--texture `{item}`: expected BINDING=FILE.png (a cube map: six files, +X,-X,+Y,-Y,+Z,-Z)")
+        })?;
         let key = key.trim();
         let image = units
             .iter()
@@ -337,13 +338,45 @@ pub fn fragment_inputs(
                     }
                 )
             })?;
-        files.insert(image, PathBuf::from(file));
+        files.insert(image, texture_files(file));
     }
     let mut images: BTreeMap<String, Texture> = BTreeMap::new();
     for t in units {
         if !images.contains_key(&t.image) {
+            let cube = t.kind == "cube";
             let tex = match files.get(&t.image) {
+                Some(f) if cube => {
+                    let faces: Vec<Texture> =
+                        f.iter().map(|f| read_png(f)).collect::<Result<_, _>>()?;
+                    let faces: [Texture; 6] = faces.try_into().map_err(|f: Vec<Texture>| {
+                        format!(
+                            "--texture {}: a cube map takes six PNG files (+X,-X,+Y,-Y,+Z,-Z), not {}",
+                            t.image,
+                            f.len()
+                        )
+                    })?;
+                    let tex =
+                        Texture::cube(faces).map_err(|e| format!("--texture {}: {e}", t.image))?;
+                    let names: Vec<String> = f.iter().map(|f| f.display().to_string()).collect();
+                    let _ = writeln!(
+                        text,
+                        "texture {} = cube map {} ({}x{})",
+                        t.image,
+                        names.join(", "),
+                        tex.width,
+                        tex.height
+                    );
+                    tex
+                }
                 Some(f) => {
+                    let [f] = f.as_slice() else {
+                        return Err(format!(
+                            "--texture {}: a {} texture takes one PNG file, not {}",
+                            t.image,
+                            t.kind,
+                            f.len()
+                        ));
+                    };
                     let tex = read_png(f)?;
                     let _ = writeln!(
                         text,
@@ -354,6 +387,14 @@ pub fn fragment_inputs(
                         tex.height
                     );
                     tex
+                }
+                None if cube => {
+                    let _ = writeln!(
+                        text,
+                        "texture {} = built-in checkerboard cube map (64x64 faces)",
+                        t.image
+                    );
+                    render::checkerboard_cube(64, 8)?
                 }
                 None => {
                     let _ = writeln!(text, "texture {} = built-in checkerboard (64x64)", t.image);
@@ -370,6 +411,11 @@ pub fn fragment_inputs(
         r.textures.insert(t.unit, tex.clone());
     }
     Ok((r, text))
+}
+
+/// The files of a `--texture` item's value: one PNG, or a cube map's six separated by commas.
+pub fn texture_files(value: &str) -> Vec<PathBuf> {
+    value.split(',').map(|f| PathBuf::from(f.trim())).collect()
 }
 
 /// Draws fragment shader `c` over `w`×`h` pixels in the simulator and the interpreter.

@@ -224,6 +224,97 @@ fn main(v: VOut) -> @location(0) vec4<f32> {
     let _ = std::fs::remove_dir_all(&d);
 }
 
+/// A cube map from six PNG files (2×2, each texel its own colour): the render agrees with the
+/// interpreter, and each pixel is the texel OpenGL's face table (8.19) picks, worked out here
+/// by hand for the direction (2u − 1, 1 − 2v, 0.6). Five files, or a cube map's files given to
+/// a 2D sampler, are refused by name.
+#[test]
+fn cube_maps_from_six_pngs() {
+    let d = dir("cube");
+    let shader = d.join("sky.wgsl");
+    std::fs::write(
+        &shader,
+        "
+@group(0) @binding(0) var sky: texture_cube<f32>;
+@group(0) @binding(1) var s: sampler;
+@fragment
+fn main(@location(0) uv: vec2<f32>) -> @location(0) vec4<f32> {
+    return textureSample(sky, s, vec3<f32>(uv.x * 2.0 - 1.0, 1.0 - uv.y * 2.0, 0.6));
+}
+",
+    )
+    .unwrap();
+    let colour = |f: u32, i: u32, j: u32| {
+        [
+            (f * 40 + 10) as u8,
+            (i * 200 + 20) as u8,
+            (j * 200 + 20) as u8,
+            255,
+        ]
+    };
+    let files: Vec<PathBuf> = (0..6)
+        .map(|f| {
+            let png = d.join(format!("face{f}.png"));
+            let texels: Vec<[u8; 4]> = (0..4).map(|k| colour(f, k % 2, k / 2)).collect();
+            write_png(&png, 2, 2, &texels).unwrap();
+            png
+        })
+        .collect();
+    let names: Vec<String> = files.iter().map(|f| f.display().to_string()).collect();
+    let p = prepare(&shader);
+    let given = vec![format!("0={}", names.join(","))];
+    // 20×14: |x| = odd/20 and |y| = odd/14 are never equal nor 0.6, so no pixel sits on a tie
+    // between faces, where the exact and the hardware's arithmetic may choose apart.
+    let (w, h) = (20u32, 14u32);
+    let out = draw(&p, w, h, &[], &given);
+    assert_agrees(&out, "cube map");
+    let mut faces_seen = std::collections::BTreeSet::new();
+    for py in 0..h {
+        for px in 0..w {
+            let x = 2.0 * (px as f64 + 0.5) / w as f64 - 1.0;
+            let y = 1.0 - 2.0 * (py as f64 + 0.5) / h as f64;
+            let z = 0.6;
+            // (face, sc, tc, |ma|) by the table: +X (−z, −y), −X (z, −y), +Y (x, z), −Y (x, −z),
+            // +Z (x, −y); x before y before z among equal magnitudes.
+            let (f, sc, tc, ma) = if x.abs() >= y.abs() && x.abs() >= z {
+                if x >= 0.0 {
+                    (0, -z, -y, x.abs())
+                } else {
+                    (1, z, -y, x.abs())
+                }
+            } else if y.abs() >= z {
+                if y >= 0.0 {
+                    (2, x, z, y.abs())
+                } else {
+                    (3, x, -z, y.abs())
+                }
+            } else {
+                (4, x, -y, z)
+            };
+            let texel = |c: f64| (((c / ma + 1.0) / 2.0 * 2.0).floor() as u32).min(1);
+            faces_seen.insert(f);
+            assert_eq!(
+                out.simulated[(py * w + px) as usize],
+                colour(f, texel(sc), texel(tc)),
+                "pixel ({px}, {py}): face {f}"
+            );
+        }
+    }
+    assert_eq!(faces_seen.len(), 5, "every face but -Z is in view");
+    // The built-in checkerboard cube map when no files are given.
+    assert_agrees(&draw(&p, 12, 12, &[], &[]), "checkerboard cube map");
+    let five = vec![format!("0={}", names[..5].join(","))];
+    let e = render(&p, 8, 8, &[], &five).unwrap_err();
+    assert!(e.contains("six PNG files"), "{e}");
+    let one = vec![format!("0={}", names[0])];
+    let e = render(&p, 8, 8, &[], &one).unwrap_err();
+    assert!(e.contains("six PNG files"), "{e}");
+    let flat = prepare(&example("wipe.frag"));
+    let e = render(&flat, 8, 8, &[], &[format!("0={}", names.join(","))]).unwrap_err();
+    assert!(e.contains("takes one PNG file"), "{e}");
+    let _ = std::fs::remove_dir_all(&d);
+}
+
 /// `gl_FrontFacing`: the `rev_flag` read, true on a front face and false on a back face, each
 /// image exact against the selected program and equal to the interpreter's.
 #[test]

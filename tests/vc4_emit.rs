@@ -732,6 +732,81 @@ bb0:
     assert!(harness::check(&c.ssa, &wrong, OutputMode::Vpm, &info).is_err());
 }
 
+/// Cube maps (mode 16: implicit level, 17: a bias): the direction is divided by its largest
+/// magnitude and written to r, t, then s, with parameter 0 marked as a cube map and parameter 2
+/// carrying the faces' stride; the simulator picks the face. Both allocators agree with the
+/// interpreter; dropping the r write, or swapping r and t, disagrees.
+#[test]
+fn cube_maps_through_the_tmu() {
+    use kiln_qpu::isa::{Instr, waddr};
+    use kiln_vc4::uniforms::Uniform;
+    let text = "target generic(v=32, s=16)
+function @main {
+bb0:
+    %0:v1 = input 0
+    %1:v1 = input 1
+    %2:v1 = input 2
+    %3:v1 = fmul %2, -3.0
+    %4:v4 = texture_sample 0, 16, %0, %1, %3
+    %5:v1, %6:v1, %7:v1, %8:v1 = split_vector %4
+    %9:v4 = texture_sample 1, 17, %1, %3, %0, %2
+    %10:v1, %11:v1, %12:v1, %13:v1 = split_vector %9
+    %14:v1 = fadd %5, %13
+    %15:v1 = fmul %6, %12
+    output 0, %14
+    output 1, %15
+    output 2, %7
+    output 3, %10
+    return
+}
+";
+    let c = agrees(text);
+    let table = &c.emitted.uniforms;
+    assert!(table.contains(&Uniform::TextureP0 {
+        unit: 0,
+        cube: true
+    }));
+    assert!(table.contains(&Uniform::TextureP2 {
+        unit: 1,
+        explicit_level: false
+    }));
+    let writes = |i: &Instr, reg: u8| matches!(i, Instr::Alu(a) if a.w.waddr_add == reg || a.w.waddr_mul == reg);
+    assert_eq!(
+        c.emitted
+            .instrs
+            .iter()
+            .filter(|i| writes(i, waddr::TMU0_R))
+            .count(),
+        2
+    );
+    for allocator in [Allocator::Ssa, Allocator::Graph] {
+        let (c, info) = compile_text(text, allocator, OutputMode::Vpm);
+        assert!(harness::check(&c.ssa, &c.emitted, OutputMode::Vpm, &info).is_ok());
+        let k = c
+            .emitted
+            .instrs
+            .iter()
+            .position(|i| writes(i, waddr::TMU0_R))
+            .expect("an r write");
+        let mut dropped = c.emitted.clone();
+        dropped.instrs[k] = Instr::nop();
+        assert!(harness::check(&c.ssa, &dropped, OutputMode::Vpm, &info).is_err());
+        let mut swapped = c.emitted.clone();
+        for i in swapped.instrs.iter_mut() {
+            if let Instr::Alu(a) = i {
+                for w in [&mut a.w.waddr_add, &mut a.w.waddr_mul] {
+                    *w = match *w {
+                        waddr::TMU0_R => waddr::TMU0_T,
+                        waddr::TMU0_T => waddr::TMU0_R,
+                        other => other,
+                    };
+                }
+            }
+        }
+        assert!(harness::check(&c.ssa, &swapped, OutputMode::Vpm, &info).is_err());
+    }
+}
+
 /// Graph colouring keeps the operands of one instruction on different read ports (files A and
 /// B), so the emitter copies none of them to ra14/rb14: twelve values live across sums and
 /// products of pairs of them (a bipartite pairing), more than the accumulators hold.

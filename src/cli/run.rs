@@ -20,7 +20,8 @@ pub struct RunArgs {
     /// vertex attributes of one vertex as `NAME@K=…`.
     #[arg(long = "set", value_name = "NAME=VALUE")]
     pub set: Vec<String>,
-    /// `BINDING=FILE.png`: the texture of a sampler, by binding number or name.
+    /// `BINDING=FILE.png`: the texture of a sampler, by binding number or name; a cube map
+    /// takes six files, `BINDING=PX.png,NX.png,PY.png,NY.png,PZ.png,NZ.png`.
     #[arg(long = "texture", value_name = "BINDING=FILE")]
     pub texture: Vec<String>,
     #[command(flatten)]
@@ -58,7 +59,8 @@ fn run_on_this_thread(args: &RunArgs) -> miette::Result<String> {
     let textures: Vec<PathBuf> = args
         .texture
         .iter()
-        .filter_map(|t| t.split_once('=').map(|(_, f)| PathBuf::from(f)))
+        .filter_map(|t| t.split_once('=').map(|(_, f)| crate::run::texture_files(f)))
+        .flatten()
         .collect();
     let mut inputs: Vec<&std::path::Path> = vec![&args.shader];
     inputs.extend(textures.iter().map(PathBuf::as_path));

@@ -96,6 +96,8 @@ pub struct UniformBlock {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct TextureUnit {
     pub unit: u32,
+    /// The image's kind: `2D`, `cube`, `2D array`, `2D shadow` (a depth image), ….
+    pub kind: String,
     pub image: String,
     pub sampler: String,
     /// Uniform words holding the texture's width and height, when the shader asks for its size.

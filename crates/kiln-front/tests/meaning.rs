@@ -492,6 +492,18 @@ fn uniform_array_with_dynamic_index() {
     });
 }
 
+/// An index computed from constants only is a static one, whatever the array's length (the
+/// shape of `mobile_nerf_merged`: a local set to a constant, divided, offset).
+#[test]
+fn index_of_constants_into_a_long_uniform_array() {
+    let got = wgsl_with(
+        "struct U { k: array<vec4f, 133> } @group(0) @binding(0) var<uniform> u: U;",
+        "var b: i32 = 496; let i = b / 4 + 3; return u.k[i] + x * 0.0;",
+    );
+    let w = |k: u32| k as f32 * 0.5 + 1.0;
+    check(got, |_| [0, 1, 2, 3].map(|c| w(4 * 127 + c)));
+}
+
 #[test]
 fn derivatives_across_the_quad() {
     // x.x grows by 0.5 per lane: within a 2×2 quad dpdx = 0.5, dpdy = 1.0.
@@ -508,6 +520,26 @@ fn texture_sample_reads_the_unit_texture() {
     let tex = kiln_interp::Texture::procedural(0);
     check(got, |x| {
         tex.sample(x[0] * 0.1 + 0.5, 0.25).map(f32::from_bits)
+    });
+}
+
+/// A cube map's face and texel from OpenGL's table 8.19 worked by hand: (x·0.13, −2, 0.3) is on
+/// −Y with sc = x, tc = −z; (0.2, x·0.13, 3) on +Z with sc = x, tc = −y. No face coordinate
+/// comes within 0.04 texels of a texel edge.
+#[test]
+fn cube_map_samples_read_the_face_of_the_major_axis() {
+    let src = "@group(0) @binding(0) var t: texture_cube<f32>; @group(0) @binding(1) var s: sampler;\n@fragment fn main(@location(0) x: vec4f) -> @location(0) vec4f { let a = textureSample(t, s, vec3f(x.x * 0.13, -2.0, 0.3)); let b = textureSample(t, s, vec3f(0.2, x.x * 0.13, 3.0)); return vec4f(a.x, a.y, b.z, b.w); }";
+    let got = floats(run_with(Language::Wgsl, src, lane_input, |_| 0));
+    let tex = kiln_interp::Texture::procedural_cube(0);
+    let texel = |face: u32, s: f64, t: f64| {
+        let (i, j) = ((s * 16.0).floor() as u32, (t * 16.0).floor() as u32);
+        tex.face(face)[(j * 16 + i) as usize].map(|c| c as f32 / 255.0)
+    };
+    check(got, |x| {
+        let v = x[0] as f64 * 0.13;
+        let a = texel(3, (v / 2.0 + 1.0) / 2.0, (-0.3 / 2.0 + 1.0) / 2.0);
+        let b = texel(4, (0.2 / 3.0 + 1.0) / 2.0, (-v / 3.0 + 1.0) / 2.0);
+        [a[0], a[1], b[2], b[3]]
     });
 }
 

@@ -5,6 +5,7 @@
 use crate::storage::Storage;
 use crate::texture::Texture;
 use crate::{Env, InterpError, Outputs};
+use kiln_ir::sample::{Dim, SampleMode};
 use kiln_ir::semantics::eval_scalar;
 use kiln_ir::{Block, Cfg, Function, Inst, Opcode, Operand, Value};
 use smallvec::SmallVec;
@@ -450,12 +451,45 @@ impl<'a, S: Storage> Machine<'a, S> {
                 }
                 Opcode::TextureSample => {
                     let unit = inst.imms[0];
-                    let tex = self
-                        .textures
-                        .entry(unit)
-                        .or_insert_with(|| Texture::procedural(unit));
+                    let mode = SampleMode::of(&inst.imms)
+                        .ok_or_else(|| self.err(b, i, "no sample mode"))?;
+                    let cube = mode.dim == Dim::Cube;
+                    if mode.arrayed || mode.compare || !matches!(mode.dim, Dim::D2 | Dim::Cube) {
+                        return Err(self.err(
+                            b,
+                            i,
+                            format!("{} samplers are not interpreted", mode.kind()),
+                        ));
+                    }
+                    let tex = self.textures.entry(unit).or_insert_with(|| {
+                        if cube {
+                            Texture::procedural_cube(unit)
+                        } else {
+                            Texture::procedural(unit)
+                        }
+                    });
+                    if (tex.faces == 6) != cube {
+                        let bound = if tex.faces == 6 {
+                            "a cube map"
+                        } else {
+                            "a 2D image"
+                        };
+                        return Err(self.err(
+                            b,
+                            i,
+                            format!(
+                                "texture unit {unit} holds {bound}, sampled as {}",
+                                mode.kind()
+                            ),
+                        ));
+                    }
                     let c = |k: usize| vals.get(k).copied().flatten().map_or(0.0, f32::from_bits);
-                    tex.sample(c(0), c(1)).map(Some).into_iter().collect()
+                    let texel = if cube {
+                        tex.sample_cube(c(0), c(1), c(2))
+                    } else {
+                        tex.sample(c(0), c(1))
+                    };
+                    texel.map(Some).into_iter().collect()
                 }
                 Opcode::TextureFetch => {
                     let unit = inst.imms[0];

@@ -13,6 +13,7 @@ pub mod layout;
 mod opcode;
 mod regs;
 mod resized;
+pub mod sample;
 pub mod semantics;
 pub mod target_op;
 pub mod text;

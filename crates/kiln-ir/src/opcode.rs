@@ -241,7 +241,8 @@ opcodes! {
     Uniform => OpInfo { writes_all_lanes: true, ..info("uniform", f(1), f(0), 1, 0) },
     /// Writes output location `imm0`.
     Output => effect(info("output", f(0), f(1), 1, 0)),
-    /// Samples texture unit `imm0` with mode `imm1` at the coordinate operands; defines a vector.
+    /// Samples texture unit `imm0` with mode `imm1` ([`crate::sample::SampleMode`]: level of
+    /// detail, dimension, array, comparison) at the coordinate operands; defines a vector.
     TextureSample => info("texture_sample", f(1), VAR, 2, 0),
     /// Reads texel (x, y) (integer operands, then optional layer and level) of unit `imm0`
     /// without filtering; defines a vector.

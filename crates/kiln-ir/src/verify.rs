@@ -317,6 +317,27 @@ impl Verifier<'_> {
                 e(self, "structure", format!("target {t} does not exist"));
             }
         }
+        if inst.op == Opcode::TextureSample && inst.imms.len() == 2 {
+            match crate::sample::SampleMode::of(&inst.imms) {
+                None => e(
+                    self,
+                    "arity",
+                    format!("`texture_sample` mode {} is no sample mode", inst.imms[1]),
+                ),
+                Some(m) if m.operands() != inst.operands.len() => e(
+                    self,
+                    "arity",
+                    format!(
+                        "a {} sample with mode {} takes {} operands, has {}",
+                        m.kind(),
+                        inst.imms[1],
+                        m.operands(),
+                        inst.operands.len()
+                    ),
+                ),
+                Some(_) => {}
+            }
+        }
         if inst.flags.divergent && inst.op != Opcode::If {
             e(
                 self,

@@ -23,7 +23,9 @@ pub fn def_sites(func: &Function) -> Vec<Option<(Block, usize)>> {
 pub fn reads_other_lanes(inst: &Inst) -> bool {
     matches!(inst.op, Opcode::Fddx | Opcode::Fddy)
         || matches!(inst.op, Opcode::Target(t) if t.0.cross_lane.is_some())
-        || (inst.op == Opcode::TextureSample && inst.imms.get(1).is_some_and(|&m| m < 2))
+        || (inst.op == Opcode::TextureSample
+            && kiln_ir::sample::SampleMode::of(&inst.imms)
+                .is_some_and(|m| m.implicit_derivatives()))
 }
 
 /// Whether `t` lives in a uniform register file.

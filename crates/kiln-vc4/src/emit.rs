@@ -5,6 +5,7 @@
 use crate::interface::{InputKind, OutputKind, ShaderInfo};
 use crate::ops::{Axis, Hw, Op};
 use crate::target::{EXEC_REG, QpuReg};
+use crate::texture::Layout;
 use crate::uniforms::Uniform;
 use kiln_ir::{Block, Cfg, Function, Inst, Opcode, Operand, Value};
 use kiln_qpu::isa::builder::{self, Reg};
@@ -1445,36 +1446,57 @@ impl<'a> Emitter<'a> {
         Ok(())
     }
 
-    /// `qpu_tex U, k, s, t`: one TMU0 lookup (t, then s, each taking a configuration uniform),
-    /// `ldtmu0`, and byte k of r4 as a float (the r4 unpack).
-    /// A TMU request: each coordinate write takes a configuration uniform, in Mesa's order
-    /// (`ntq_emit_tex`): t with P0, then b with P1, then s with P2 for an explicit level (its
-    /// `BSLOD`), a zero for a bias, or P1 without b.
+    /// A TMU request for a lookup ([`crate::texture::Layout`]): r for a cube map, t, b for a
+    /// bias or level, then s, which sends it. Each write takes a configuration uniform, in
+    /// Mesa's order (`ntq_emit_tex`): P0, P1, then P2 when a cube map or an explicit level needs
+    /// it (the cube-map stride, `BSLOD`) or a zero, then a zero.
     fn request(
         &mut self,
         unit: u32,
-        lod: Option<Src>,
+        layout: Layout,
         mode: Option<u32>,
         srcs: &[Src],
     ) -> Result<(), EmitError> {
-        self.take_uniform(Uniform::TextureP0(unit))?;
-        self.uniforms.push(Uniform::TextureP1(unit));
-        let t = self.place(&[srcs[3]])?[0];
-        self.push_alu(builder::mov(Reg::Io(waddr::TMU0_T), t)?);
-        if let Some(lod) = lod {
-            self.uniforms.push(if mode == Some(2) {
-                Uniform::TextureP2 {
-                    unit,
-                    explicit_level: true,
-                }
-            } else {
-                Uniform::Constant(0)
-            });
-            let r = self.place(&[lod])?[0];
-            self.push_alu(builder::mov(Reg::Io(waddr::TMU0_B), r)?);
+        let explicit_level = mode == Some(2);
+        let third = if layout.cube || explicit_level {
+            Uniform::TextureP2 {
+                unit,
+                explicit_level,
+            }
+        } else {
+            Uniform::Constant(0)
+        };
+        let mut params = [
+            Uniform::TextureP0 {
+                unit,
+                cube: layout.cube,
+            },
+            Uniform::TextureP1(unit),
+            third,
+            Uniform::Constant(0),
+        ]
+        .into_iter();
+        let mut writes = Vec::with_capacity(4);
+        if let Some(r) = layout.r() {
+            writes.push((waddr::TMU0_R, srcs[r]));
         }
-        let s = self.place(&[srcs[2]])?[0];
-        self.push_alu(builder::mov(Reg::Io(waddr::TMU0_S), s)?);
+        writes.push((waddr::TMU0_T, srcs[3]));
+        if let Some(b) = layout.lod() {
+            writes.push((waddr::TMU0_B, srcs[b]));
+        }
+        writes.push((waddr::TMU0_S, srcs[2]));
+        for (k, (reg, src)) in writes.into_iter().enumerate() {
+            let param = params
+                .next()
+                .expect("four parameters for at most four writes");
+            if k == 0 {
+                self.take_uniform(param)?;
+            } else {
+                self.uniforms.push(param);
+            }
+            let v = self.place(&[src])?[0];
+            self.push_alu(builder::mov(Reg::Io(reg), v)?);
+        }
         Ok(())
     }
 
@@ -1488,7 +1510,7 @@ impl<'a> Emitter<'a> {
             ));
         };
         let d = self.def_reg(inst, 0)?;
-        let (_, lod, mode) = lookup_fields(inst, srcs);
+        let (_, layout, mode) = lookup_fields(inst)?;
         // The texel of the previous lookup is still in r4 when the previous instruction (but
         // copies) was a lookup at the same coordinates (another component of one sample).
         if !self
@@ -1502,7 +1524,7 @@ impl<'a> Emitter<'a> {
                 None => false,
             };
             if !sent {
-                self.request(unit, lod, mode, srcs)?;
+                self.request(unit, layout, mode, srcs)?;
             }
             if self.threaded {
                 // Switch threads while the TMU works: on the request itself when its signal is
@@ -1528,10 +1550,10 @@ impl<'a> Emitter<'a> {
                     .iter()
                     .map(|o| self.src(o))
                     .collect::<Result<_, _>>()?;
-                let (Some(unit), lod, mode) = lookup_fields(next, &srcs) else {
+                let (Some(unit), layout, mode) = lookup_fields(next)? else {
                     return Err(internal("a prefetched lookup whose unit is not constant"));
                 };
-                self.request(unit, lod, mode, &srcs)?;
+                self.request(unit, layout, mode, &srcs)?;
                 self.sent = Some(next);
             }
             let mut ld = AluInstr::nop();
@@ -1559,14 +1581,14 @@ impl<'a> Emitter<'a> {
     /// can go out after `k`'s own, before `k`'s load (Mesa's `vc4_qir_schedule.c` keeps one
     /// more request in the FIFO the same way): its coordinates are registers nothing writes
     /// from `k` to it, or constants; the FIFO holds both requests (a threaded shader has half:
-    /// four coordinates, so no bias or level). With a thread switch before each load, the
+    /// four coordinate writes, so two 2D requests without bias, level or r). With a thread switch before each load, the
     /// request goes after `k`'s switch, so that every request is collected after the next
     /// switch (the rule of `vc4_qir_schedule.c` and kiln's validator).
     fn prefetch(&self, insts: &'a [Inst], requests: &[bool], k: usize) -> Option<&'a Inst> {
         let j = k + 1 + requests[k + 1..].iter().position(|&r| r)?;
         let next = &insts[j];
-        let with_lod = |i: &Inst| Op::of_opcode(i.op) == Some(Op::TexB);
-        if self.threaded && (with_lod(&insts[k]) || with_lod(next)) {
+        let writes = |i: &Inst| Layout::of(i).map_or(usize::MAX / 2, Layout::writes);
+        if self.threaded && writes(&insts[k]) + writes(next) > 4 {
             return None;
         }
         let between = &insts[k..j];
@@ -2172,14 +2194,18 @@ const SKIP_MIN: usize = 12;
 const DEAD_SEARCH: usize = 256;
 
 /// A lookup's unit, its bias or level operand and that operand's mode (`qpu_tex_b`).
-fn lookup_fields(inst: &Inst, srcs: &[Src]) -> (Option<u32>, Option<Src>, Option<u32>) {
-    (
+/// A lookup's unit, operand layout and level mode (1 bias, 2 explicit level), when constant.
+fn lookup_fields(inst: &Inst) -> Result<(Option<u32>, Layout, Option<u32>), EmitError> {
+    let layout = Layout::of(inst).ok_or_else(|| internal("a lookup that is no TMU operation"))?;
+    let mode = layout
+        .lod()
+        .and_then(|b| inst.operands.get(b + 1))
+        .and_then(|o| crate::texture::constant(&o.value));
+    Ok((
         crate::texture::constant(&inst.operands[0].value),
-        srcs.get(4).copied(),
-        inst.operands
-            .get(5)
-            .and_then(|o| crate::texture::constant(&o.value)),
-    )
+        layout,
+        mode,
+    ))
 }
 
 /// The `q` units of a value of `size` in `r`, as a mask.

@@ -5,11 +5,13 @@
 
 use crate::emit::{Emitted, OutputMode};
 use crate::interface::{InputKind, ShaderInfo};
+use crate::render;
 use crate::uniforms::Uniform;
 use kiln_interp::{Env, Outputs};
 use kiln_ir::Function;
 use kiln_qpu::isa::{AddOp, MulOp};
-use kiln_qpu::sim::{Machine, Program, alu, tlb, tmu};
+use kiln_qpu::sim::{Machine, Program, alu, tlb};
+use std::collections::BTreeMap;
 
 const BASE: u32 = 0x1_0000;
 const UNIFORMS: u32 = 0x8_0000;
@@ -94,27 +96,31 @@ pub fn simulate(
     let mut m = Machine::new(MEM, Program::new(BASE, &words));
     let mut stream =
         crate::uniforms::stream(&em.uniforms, UNIFORMS, |s| env.uniforms.get(&s).copied());
-    // Textures: each unit's procedural texture (the interpreter's), RGBA8888 in LT format at
-    // its own 4 KiB page; nearest filtering, repeat.
-    for (k, u) in em.uniforms.iter().enumerate() {
-        let (Uniform::TextureP0(unit) | Uniform::TextureP1(unit)) = *u else {
-            continue;
+    // Textures: each unit's procedural texture or cube map (the interpreter's), RGBA8888 in LT
+    // format on 4 KiB pages; nearest filtering, repeat (a cube map's faces clamped).
+    let mut bound = BTreeMap::new();
+    let mut next = TEXTURES;
+    for (unit, cube) in render::texture_units(&em.uniforms) {
+        let tex = if cube {
+            kiln_interp::Texture::procedural_cube(unit)
+        } else {
+            kiln_interp::Texture::procedural(unit)
         };
-        let base = TEXTURES + 0x1000 * (unit & 0xff);
-        let tex = kiln_interp::Texture::procedural(unit);
-        for y in 0..tex.height {
-            for x in 0..tex.width {
-                let [r, g, b, a] = tex.texels[(y * tex.width + x) as usize];
-                let word = u32::from_le_bytes([r, g, b, a]);
-                let at = base + tmu::texel_offset(tex.width, tex.height, x, y);
-                m.mem.write_u32(at, word).ok_or("texture outside memory")?;
-            }
+        render::upload(&mut m.mem, next, &tex)?;
+        let bytes = render::face_stride(&tex) * tex.faces;
+        bound.insert(unit, (next, tex));
+        next += bytes;
+    }
+    for (k, &u) in em.uniforms.iter().enumerate() {
+        let unit = match u {
+            Uniform::TextureP0 { unit, .. } | Uniform::TextureP1(unit) => unit,
+            Uniform::TextureP2 { unit, .. } => unit,
+            _ => continue,
+        };
+        let (base, tex) = &bound[&unit];
+        if let Some(word) = render::texture_config(u, *base, tex) {
+            stream[k] = word;
         }
-        let p1 = (tex.height << 20) | (tex.width << 8) | (1 << 7) | (1 << 4);
-        stream[k] = match u {
-            Uniform::TextureP0(_) => base,
-            _ => p1,
-        };
     }
     m.mem
         .write_words(UNIFORMS, &stream)

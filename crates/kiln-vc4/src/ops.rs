@@ -91,8 +91,10 @@ pub enum Hw {
     Either(AddOp, MulOp),
     /// A write to this SFU address.
     Sfu(u8),
-    /// A TMU0 lookup; `lod`: a bias or an explicit level is written to the b register.
+    /// A TMU0 lookup; `cube`: a cube map, its r coordinate written first; `lod`: a bias or an
+    /// explicit level is written to the b register.
     Tmu {
+        cube: bool,
         lod: bool,
     },
     /// A derivative: the value rotated on the mul unit, neighbours subtracted on the add unit.
@@ -148,9 +150,9 @@ const fn sfu_op(address: u8) -> Facts {
     }
 }
 
-const fn tmu(lod: bool) -> Facts {
+const fn tmu(cube: bool, lod: bool) -> Facts {
     Facts {
-        hw: Hw::Tmu { lod },
+        hw: Hw::Tmu { cube, lod },
         unit: Unit::Tmu,
         latency: latency::TMU_ESTIMATE as u8,
         // The configuration uniforms, the request, the result in r4.
@@ -277,11 +279,17 @@ vc4_ops! {
     Exp2 "exp2" => sfu_op(waddr::SFU_EXP), ir(1, false, |a| eval(Op::Exp2, a));
     Log2 "log2" => sfu_op(waddr::SFU_LOG), ir(1, false, |a| eval(Op::Log2, a));
     /// `qpu_tex U, k, s, t`: component k of texture unit U's texel at (s, t).
-    Tex "tex" => tmu(false), ir(4, false, texel_component);
+    Tex "tex" => tmu(false, false), ir(4, false, texel_component);
     /// `qpu_tex_b U, k, s, t, b, M`: the same with a bias (`M` = 1) or an explicit level
     /// (`M` = 2) written to the TMU's b register (Mesa's `txb` / `txl`). The test textures
     /// have one level, so the texel is the same.
-    TexB "tex_b" => tmu(true), ir(6, false, texel_component);
+    TexB "tex_b" => tmu(false, true), ir(6, false, texel_component);
+    /// `qpu_tex_cube U, k, s, t, r`: component k of cube map U's texel in direction (s, t, r),
+    /// a direction whose largest component has magnitude 1 (Mesa's `ntq_emit_tex` divides by
+    /// it first).
+    TexCube "tex_cube" => tmu(true, false), ir(5, false, cube_texel_component);
+    /// `qpu_tex_cube_b U, k, s, t, r, b, M`: the same with a bias or an explicit level.
+    TexCubeB "tex_cube_b" => tmu(true, true), ir(7, false, cube_texel_component);
     /// `%scratch, %d = qpu_fddx %v`: the horizontal derivative of `v`; `scratch` is an
     /// accumulator the emitter may overwrite in every lane.
     Fddx "fddx" => derivative(Axis::X), Ir {
@@ -378,6 +386,20 @@ fn texel_component(a: &[u32]) -> u32 {
     tex.fetch(x, y)[a[1] as usize & 3]
 }
 
+/// `qpu_tex_cube`'s meaning: component `a[1]` of unit `a[0]`'s procedural cube map
+/// (`kiln_interp::Texture::procedural_cube`, what the harness binds) in direction (`a[2]`,
+/// `a[3]`, `a[4]`): the face and coordinates the TMU takes (`sim::tmu::cube_face`), its nearest
+/// texel clamped to the edge.
+fn cube_texel_component(a: &[u32]) -> u32 {
+    let tex = kiln_interp::Texture::procedural_cube(a[0]);
+    let [s, t, r] = [a[2], a[3], a[4]].map(f32::from_bits);
+    let (face, fs, ft) = kiln_qpu::sim::tmu::cube_face(s, t, r);
+    let clamped = kiln_interp::texture::clamped_texel;
+    let (x, y) = (clamped(fs, tex.width), clamped(ft, tex.height));
+    let texel = tex.face(face)[(y * tex.width + x) as usize];
+    (texel[a[1] as usize & 3] as f32 / 255.0).to_bits()
+}
+
 /// `v[odd] − v[even]` of the lane's pair on `axis`, with the QPU's `fsub`.
 fn pair_difference(
     lane: usize,
@@ -398,6 +420,35 @@ mod tests {
 
     /// Names follow the hardware's mnemonics, are unique, never shadow a shared opcode, and
     /// lead back to their operation through the target.
+    /// The TMU's face rule (`sim::tmu::cube_face`, which `qpu_tex_cube` means) and the
+    /// interpreter's OpenGL rule (`kiln_interp::texture::cube_face`) are written apart; they
+    /// agree on every direction but denormal ones (the TMU flushes those), ties and NaNs
+    /// included.
+    #[test]
+    fn the_tmu_and_the_interpreter_pick_the_same_cube_face() {
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let mut next = || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            let pick = [0.0, -0.0, 1.0, -1.0, 0.5, f32::NAN, f32::INFINITY, 3.0];
+            match seed % 4 {
+                0 => pick[(seed >> 8) as usize % pick.len()],
+                _ => ((seed >> 16) as u32 as f32 / u32::MAX as f32 - 0.5) * 8.0,
+            }
+        };
+        for _ in 0..20_000 {
+            let (x, y, z) = (next(), next(), next());
+            let (f1, s1, t1) = kiln_qpu::sim::tmu::cube_face(x, y, z);
+            let (f2, s2, t2) = kiln_interp::texture::cube_face(x, y, z);
+            let same = |a: f32, b: f32| a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan());
+            assert!(
+                f1 == f2 && same(s1, s2) && same(t1, t2),
+                "({x}, {y}, {z}): tmu {f1} {s1} {t1}, interpreter {f2} {s2} {t2}"
+            );
+        }
+    }
+
     #[test]
     fn table_matches_the_operations() {
         let t = crate::target::Vc4Target::new(1);

@@ -81,12 +81,31 @@ pub struct Rendered {
 
 /// A `w`×`h` checkerboard of `cell`-texel squares, light grey and dark blue, opaque.
 pub fn checkerboard(w: u32, h: u32, cell: u32) -> Texture {
+    tinted_checkerboard(w, h, cell, [224, 224, 224])
+}
+
+/// A cube map of six `side`×`side` checkerboards, each face's light squares its own colour
+/// (+X red, −X cyan, +Y green, −Y magenta, +Z blue, −Z yellow).
+pub fn checkerboard_cube(side: u32, cell: u32) -> Result<Texture, String> {
+    const TINTS: [[u8; 3]; 6] = [
+        [224, 96, 96],
+        [96, 224, 224],
+        [96, 224, 96],
+        [224, 96, 224],
+        [96, 96, 224],
+        [224, 224, 96],
+    ];
+    Texture::cube(TINTS.map(|t| tinted_checkerboard(side, side, cell, t)))
+}
+
+fn tinted_checkerboard(w: u32, h: u32, cell: u32, light: [u8; 3]) -> Texture {
     let cell = cell.max(1);
+    let [r, g, b] = light;
     let texels = (0..w * h)
         .map(|i| {
             let (x, y) = (i % w, i / w);
             if (x / cell + y / cell) % 2 == 0 {
-                [224, 224, 224, 255]
+                [r, g, b, 255]
             } else {
                 [32, 48, 96, 255]
             }
@@ -95,6 +114,7 @@ pub fn checkerboard(w: u32, h: u32, cell: u32) -> Texture {
     Texture {
         width: w,
         height: h,
+        faces: 1,
         texels,
     }
 }
@@ -108,36 +128,67 @@ pub fn texture_bytes(w: u32, h: u32) -> u32 {
     }
 }
 
-/// Texture parameter 1: size, nearest filtering, repeat (a side of 2048 is written as 0).
-fn texture_p1(w: u32, h: u32) -> u32 {
-    ((h & 2047) << 20) | ((w & 2047) << 8) | (1 << 7) | (1 << 4)
+/// Bytes from one face of `tex` to the next: whole 4 KiB pages (the cube-map stride's unit).
+pub fn face_stride(tex: &Texture) -> u32 {
+    texture_bytes(tex.width, tex.height).next_multiple_of(4096)
 }
 
-/// Stores `tex` at `base` in the TMU's layout (RGBA8888: byte 0 red … byte 3 alpha).
-fn upload(m: &mut Machine, base: u32, tex: &Texture) -> Result<(), String> {
-    for y in 0..tex.height {
-        for x in 0..tex.width {
-            let word = u32::from_le_bytes(tex.texels[(y * tex.width + x) as usize]);
-            let at = base + tmu::texel_offset(tex.width, tex.height, x, y);
-            m.mem.write_u32(at, word).ok_or("texture outside memory")?;
+/// Texture parameter 1: size, nearest filtering, repeat — or clamped to the edge (a cube map's
+/// faces) — (a side of 2048 is written as 0).
+fn texture_p1(w: u32, h: u32, clamp: bool) -> u32 {
+    let wrap = if clamp { 1 | 1 << 2 } else { 0 };
+    ((h & 2047) << 20) | ((w & 2047) << 8) | (1 << 7) | (1 << 4) | wrap
+}
+
+/// The word the driver writes for configuration entry `u` of a texture `tex` stored at `base`
+/// (Mesa `vc4_uniforms.c`: the sampler view's p0 and p1, `write_texture_p2`), or `None` for an
+/// entry that is no texture configuration.
+pub fn texture_config(u: Uniform, base: u32, tex: &Texture) -> Option<u32> {
+    let cube = tex.faces == 6;
+    match u {
+        Uniform::TextureP0 { .. } => Some(if cube { base | tmu::P0_CUBE_MAP } else { base }),
+        Uniform::TextureP1(_) => Some(texture_p1(tex.width, tex.height, cube)),
+        Uniform::TextureP2 { explicit_level, .. } => Some(crate::uniforms::texture_p2(
+            explicit_level,
+            if cube { face_stride(tex) } else { 0 },
+        )),
+        _ => None,
+    }
+}
+
+/// Stores `tex` at `base` in the TMU's layout (RGBA8888: byte 0 red … byte 3 alpha), each face
+/// [`face_stride`] after the one before.
+pub fn upload(
+    mem: &mut kiln_qpu::sim::memory::Memory,
+    base: u32,
+    tex: &Texture,
+) -> Result<(), String> {
+    for f in 0..tex.faces {
+        let texels = tex.face(f);
+        let face_base = base + f * face_stride(tex);
+        for y in 0..tex.height {
+            for x in 0..tex.width {
+                let word = u32::from_le_bytes(texels[(y * tex.width + x) as usize]);
+                let at = face_base + tmu::texel_offset(tex.width, tex.height, x, y);
+                mem.write_u32(at, word).ok_or("texture outside memory")?;
+            }
         }
     }
     Ok(())
 }
 
-/// The texture units a program reads.
-fn units(c: &Compiled) -> Vec<u32> {
-    let mut units: Vec<u32> = c
-        .emitted
-        .uniforms
-        .iter()
-        .filter_map(|u| match *u {
-            Uniform::TextureP0(k) | Uniform::TextureP1(k) => Some(k),
-            _ => None,
-        })
-        .collect();
-    units.sort_unstable();
-    units.dedup();
+/// The texture units a uniform table reads, each with whether it reads a cube map.
+pub fn texture_units(uniforms: &[Uniform]) -> BTreeMap<u32, bool> {
+    let mut units = BTreeMap::new();
+    for u in uniforms {
+        match *u {
+            Uniform::TextureP0 { unit, cube } => *units.entry(unit).or_default() |= cube,
+            Uniform::TextureP1(unit) | Uniform::TextureP2 { unit, .. } => {
+                units.entry(unit).or_default();
+            }
+            _ => {}
+        }
+    }
     units
 }
 
@@ -158,23 +209,34 @@ pub fn render(c: &Compiled, reference: &Function, r: &RenderInputs) -> Result<Re
             "image size {w}x{h}: each side must be 1..={MAX_IMAGE_SIDE}"
         ));
     }
-    let units = units(c);
+    let units = texture_units(&c.emitted.uniforms);
     let mut textures = BTreeMap::new();
-    for &u in &units {
-        let tex = r
-            .textures
-            .get(&u)
-            .cloned()
-            .unwrap_or_else(|| checkerboard(64, 64, 8));
+    for (&u, &cube) in &units {
+        let tex = match r.textures.get(&u) {
+            Some(t) => t.clone(),
+            None if cube => checkerboard_cube(64, 8)?,
+            None => checkerboard(64, 64, 8),
+        };
         if tex.width == 0
             || tex.height == 0
             || tex.width > MAX_TEXTURE_SIDE
             || tex.height > MAX_TEXTURE_SIDE
-            || tex.texels.len() != (tex.width * tex.height) as usize
+            || tex.texels.len() != (tex.width * tex.height * tex.faces) as usize
         {
             return Err(format!(
                 "texture {u}: {}x{} (each side must be 1..={MAX_TEXTURE_SIDE})",
                 tex.width, tex.height
+            ));
+        }
+        if (tex.faces == 6) != cube {
+            return Err(format!(
+                "texture {u}: the shader samples {}, the texture given is {}",
+                if cube { "a cube map" } else { "a 2D image" },
+                if tex.faces == 6 {
+                    "a cube map"
+                } else {
+                    "a 2D image"
+                },
             ));
         }
         textures.insert(u, tex);
@@ -185,7 +247,17 @@ pub fn render(c: &Compiled, reference: &Function, r: &RenderInputs) -> Result<Re
         let exact = one.simulated.clone();
         (one, (exact, selected))
     } else {
-        let procedural = units.iter().map(|&u| (u, Texture::procedural(u))).collect();
+        let procedural = units
+            .iter()
+            .map(|(&u, &cube)| {
+                let tex = if cube {
+                    Texture::procedural_cube(u)
+                } else {
+                    Texture::procedural(u)
+                };
+                (u, tex)
+            })
+            .collect();
         let mut check = draw(c, r, &procedural, &[&c.ssa])?;
         let selected = check.interpreted.pop().expect("one function");
         (
@@ -252,27 +324,26 @@ fn draw(
     let mut layout = BTreeMap::new();
     let mut next = TEXTURES;
     for (&u, tex) in textures {
-        let bytes = texture_bytes(tex.width, tex.height).next_multiple_of(4096);
         layout.insert(u, next);
-        next += bytes;
+        next += face_stride(tex) * tex.faces;
     }
     let words = c.emitted.words();
     let mut m = Machine::new(next as usize, Program::new(BASE, &words));
     for (&u, tex) in textures {
-        upload(&mut m, layout[&u], tex)?;
+        upload(&mut m.mem, layout[&u], tex)?;
     }
     let mut stream = crate::uniforms::stream(&c.emitted.uniforms, UNIFORMS, |s| {
         r.uniforms.get(&s).copied()
     });
-    for (k, u) in c.emitted.uniforms.iter().enumerate() {
-        let (Uniform::TextureP0(unit) | Uniform::TextureP1(unit)) = *u else {
-            continue;
+    for (k, &u) in c.emitted.uniforms.iter().enumerate() {
+        let unit = match u {
+            Uniform::TextureP0 { unit, .. } | Uniform::TextureP1(unit) => unit,
+            Uniform::TextureP2 { unit, .. } => unit,
+            _ => continue,
         };
-        let tex = &textures[&unit];
-        stream[k] = match u {
-            Uniform::TextureP0(_) => layout[&unit],
-            _ => texture_p1(tex.width, tex.height),
-        };
+        if let Some(word) = texture_config(u, layout[&unit], &textures[&unit]) {
+            stream[k] = word;
+        }
     }
     if UNIFORMS as usize + 4 * stream.len() > TEXTURES as usize {
         return Err("the uniform stream is too long".into());
@@ -450,9 +521,11 @@ mod tests {
     #[test]
     fn parameter_1_reads_back_as_the_size() {
         for (w, h) in [(1, 1), (100, 37), (2048, 2048), (2048, 5)] {
-            let c = tmu::TexConfig::from_params(0x10_0000, texture_p1(w, h));
+            let c = tmu::TexConfig::from_params(0x10_0000, texture_p1(w, h, false));
             assert_eq!((c.width, c.height, c.wrap_s, c.wrap_t), (w, h, 0, 0));
             assert!(c.mag_nearest && c.min_nearest);
+            let c = tmu::TexConfig::from_params(0x10_0000, texture_p1(w, h, true));
+            assert_eq!((c.width, c.height, c.wrap_s, c.wrap_t), (w, h, 1, 1));
         }
     }
 

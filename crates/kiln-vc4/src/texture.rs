@@ -4,12 +4,14 @@
 //! lookups make a TMU request (in a threaded shader, a thread switch) and which read the texel
 //! already in r4. The design is in `docs/vc4.md` ("The emitter": textures).
 
-use crate::ops::{Op, Unit};
+use crate::ops::{Hw, Op, Unit};
+use kiln_ir::sample::{Dim, Level, SampleMode};
 use kiln_ir::{Def, Function, Inst, Opcode, Operand, OperandFlags, Temp, Value};
 use std::collections::BTreeMap;
 
-/// What the TMU path cannot do in `func`: non-2D samplers, explicit gradients, texel fetches,
-/// and a texture result used other than through its split into components.
+/// What the TMU path cannot do in `func`: samplers other than 2D and cube (3D, 1D, arrays,
+/// depth comparison — the hardware has none), explicit gradients, texel fetches, and a texture
+/// result used other than through its split into components.
 pub fn refusals(func: &Function) -> Vec<String> {
     let mut refused = Vec::new();
     let mut uses: BTreeMap<Temp, usize> = BTreeMap::new();
@@ -23,19 +25,20 @@ pub fn refusals(func: &Function) -> Vec<String> {
         match inst.op {
             Opcode::TextureFetch => refused.push("texel fetches (texture_fetch)".to_string()),
             Opcode::TextureSample => {
-                let mode = inst.imms.get(1).copied().unwrap_or(0);
-                let two_d = match mode {
-                    0 => inst.operands.len() == 2,
-                    1 | 2 => inst.operands.len() == 3,
-                    _ => false,
+                let Some(mode) = SampleMode::of(&inst.imms) else {
+                    refused.push(format!("texture sample mode {}", inst.imms[1]));
+                    continue;
                 };
-                if !two_d {
-                    refused.push(if mode == 3 {
-                        "texture sampling with explicit gradients".to_string()
-                    } else {
-                        "texture sampling other than 2D (cube / 3D / array / depth comparison)"
-                            .to_string()
-                    });
+                if mode.arrayed || mode.compare || !matches!(mode.dim, Dim::D2 | Dim::Cube) {
+                    refused.push(format!("{} samplers", mode.kind()));
+                } else if mode.level == Level::Gradient {
+                    refused.push("texture sampling with explicit gradients".to_string());
+                } else if inst.operands.len() != mode.operands() {
+                    refused.push(format!(
+                        "a {} sample with {} operands",
+                        mode.kind(),
+                        inst.operands.len()
+                    ));
                 } else {
                     let t = inst.defs[0].temp;
                     if uses.get(&t).copied().unwrap_or(0) > 1 {
@@ -56,26 +59,79 @@ pub fn refusals(func: &Function) -> Vec<String> {
     refused
 }
 
-/// Replaces each `texture_sample U, s, t[, b]` and its split by one lookup per component the
-/// function reads ([`Op::Tex`] `U, k, s, t` or [`Op::TexB`] `U, k, s, t, b, mode`), in the
-/// split's place.
+/// Where a lookup's operands are: `U, k, s, t`, then `r` for a cube map, then the bias or level
+/// and its mode ([`Op::Tex`], [`Op::TexB`], [`Op::TexCube`], [`Op::TexCubeB`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Layout {
+    pub cube: bool,
+    pub lod: bool,
+}
+
+impl Layout {
+    /// The layout of lookup `inst`, or `None` when it is no lookup.
+    pub fn of(inst: &Inst) -> Option<Layout> {
+        match Op::of_opcode(inst.op)?.facts().hw {
+            Hw::Tmu { cube, lod } => Some(Layout { cube, lod }),
+            _ => None,
+        }
+    }
+
+    /// The lookup operation with this layout.
+    pub fn op(self) -> Op {
+        match (self.cube, self.lod) {
+            (false, false) => Op::Tex,
+            (false, true) => Op::TexB,
+            (true, false) => Op::TexCube,
+            (true, true) => Op::TexCubeB,
+        }
+    }
+
+    /// The r coordinate's operand.
+    pub fn r(self) -> Option<usize> {
+        self.cube.then_some(4)
+    }
+
+    /// The bias or level operand; the mode constant follows it.
+    pub fn lod(self) -> Option<usize> {
+        self.lod.then_some(4 + self.cube as usize)
+    }
+
+    /// The TMU registers a request writes (s, t, and r and b when present): what it takes of
+    /// the request FIFO.
+    pub fn writes(self) -> usize {
+        2 + self.cube as usize + self.lod as usize
+    }
+}
+
+/// Replaces each `texture_sample U, s, t[, r][, b]` and its split by one lookup per component
+/// the function reads ([`Layout`]), in the split's place. A cube map's direction is divided by
+/// its largest magnitude first, as Mesa's `ntq_emit_tex` does (`fmaxabs`, the reciprocal,
+/// three products), once per sample.
 /// `func` has no [`refusals`].
 pub fn select_lookups(func: &mut Function) {
-    // unit, mode, s, t, bias or level
-    type Sample = (u32, u32, Operand, Operand, Option<Operand>);
+    struct Sample {
+        unit: u32,
+        layout: Layout,
+        /// The bias or level's mode constant (1 or 2).
+        level: u32,
+        operands: Vec<Operand>,
+    }
     let mut samples: BTreeMap<Temp, Sample> = BTreeMap::new();
     for inst in func.blocks.iter().flat_map(|b| &b.insts) {
         if inst.op == Opcode::TextureSample {
-            let mode = inst.imms.get(1).copied().unwrap_or(0);
+            let mode = SampleMode::of(&inst.imms).expect("refusals checked the mode");
+            let lod = mode.level != Level::Implicit;
             samples.insert(
                 inst.defs[0].temp,
-                (
-                    inst.imms[0],
-                    mode,
-                    inst.operands[0],
-                    inst.operands[1],
-                    inst.operands.get(2).copied(),
-                ),
+                Sample {
+                    unit: inst.imms[0],
+                    layout: Layout {
+                        cube: mode.dim == Dim::Cube,
+                        lod,
+                    },
+                    level: if mode.level == Level::Explicit { 2 } else { 1 },
+                    operands: inst.operands.iter().map(|&o| clean(o)).collect(),
+                },
             );
         }
     }
@@ -89,41 +145,69 @@ pub fn select_lookups(func: &mut Function) {
             used[t.index()] = true;
         }
     }
-    for block in func.blocks.iter_mut() {
-        let mut out = Vec::with_capacity(block.insts.len());
-        for inst in block.insts.drain(..) {
+    for b in 0..func.blocks.len() {
+        let insts = std::mem::take(&mut func.blocks[b].insts);
+        let mut out = Vec::with_capacity(insts.len());
+        for inst in insts {
             let sample = match inst.op {
                 Opcode::TextureSample => continue,
-                Opcode::SplitVector => inst.operands[0]
-                    .temp_id()
-                    .and_then(|t| samples.get(&t).copied()),
+                Opcode::SplitVector => inst.operands[0].temp_id().and_then(|t| samples.get(&t)),
                 _ => None,
             };
-            let Some((unit, mode, s, t, b)) = sample else {
+            let Some(sample) = sample else {
                 out.push(inst);
                 continue;
             };
+            if !inst.defs.iter().any(|d| used[d.temp.index()]) {
+                continue;
+            }
+            let mut coords = sample.operands.clone();
+            if sample.layout.cube {
+                // A component's class: per lane, as the direction is.
+                let class = func.class(inst.defs[0].temp);
+                let mut op = |op: Op, operands: &[Operand]| {
+                    let t = Temp::new(func.temps.len());
+                    func.temps.push(class);
+                    let mut i = Inst::new(op.opcode());
+                    i.flags = inst.flags;
+                    i.defs.push(Def::new(t));
+                    i.operands.extend_from_slice(operands);
+                    out.push(i);
+                    Operand::temp(t)
+                };
+                let xy = op(Op::Fmaxabs, &coords[..2]);
+                let ma = op(Op::Fmaxabs, &[xy, coords[2]]);
+                // The reciprocal with a Newton–Raphson step, r·(2 − ma·r), as Mesa's code has
+                // it: the face coordinates are the products, the TMU takes them as they are.
+                let r = op(Op::Recip, &[ma]);
+                let mr = op(Op::Fmul, &[ma, r]);
+                let e = op(Op::Fsub, &[Operand::constant(2.0f32.to_bits()), mr]);
+                let rcp = op(Op::Fmul, &[r, e]);
+                for c in coords[..3].iter_mut() {
+                    *c = op(Op::Fmul, &[*c, rcp]);
+                }
+            }
             for (k, d) in inst.defs.iter().enumerate() {
                 if !used[d.temp.index()] {
                     continue;
                 }
-                let mut lookup = Inst::new(if mode == 0 { Op::Tex } else { Op::TexB }.opcode());
+                let mut lookup = Inst::new(sample.layout.op().opcode());
                 lookup.flags = inst.flags;
                 lookup.defs.push(Def::new(d.temp));
-                lookup.operands.extend([
-                    Operand::constant(unit),
-                    Operand::constant(k as u32),
-                    clean(s),
-                    clean(t),
-                ]);
-                if mode != 0 {
-                    let b = b.map_or(Operand::constant(0), clean);
-                    lookup.operands.extend([b, Operand::constant(mode)]);
+                lookup
+                    .operands
+                    .extend([Operand::constant(sample.unit), Operand::constant(k as u32)]);
+                let n = if sample.layout.cube { 3 } else { 2 };
+                lookup.operands.extend_from_slice(&coords[..n]);
+                if sample.layout.lod {
+                    lookup
+                        .operands
+                        .extend([coords[n], Operand::constant(sample.level)]);
                 }
                 out.push(lookup);
             }
         }
-        block.insts = out;
+        func.blocks[b].insts = out;
     }
 }
 
@@ -142,7 +226,7 @@ pub fn constant(v: &Value) -> Option<u32> {
     }
 }
 
-/// Whether `inst` is a TMU lookup ([`Op::Tex`] or [`Op::TexB`]).
+/// Whether `inst` is a TMU lookup (one of [`Layout`]'s operations).
 pub fn is_lookup(inst: &Inst) -> bool {
     Op::of_opcode(inst.op).is_some_and(|op| op.facts().unit == Unit::Tmu)
 }

@@ -7,6 +7,7 @@
 //! stream. Blocks that control can reach other than by falling through point the stream back at
 //! their own entries first ([`Uniform::StreamAddress`], see `crate::emit`).
 
+use kiln_qpu::sim::tmu;
 use serde::{Deserialize, Serialize};
 
 /// What one uniform-stream word holds (Mesa `enum quniform_contents`, the kinds kiln uses).
@@ -25,7 +26,11 @@ pub enum Uniform {
     /// Texture configuration parameter 0 / 1 of a unit (Mesa `QUNIFORM_TEXTURE_CONFIG_P0`,
     /// `_P1`): base address and format; size, filters and wrapping. Read by the TMU writes of
     /// each lookup.
-    TextureP0(u32),
+    TextureP0 {
+        unit: u32,
+        /// A cube map: parameter 0 sets `CMMODE`.
+        cube: bool,
+    },
     TextureP1(u32),
     /// Texture configuration parameter 2 of a unit (Mesa `QUNIFORM_TEXTURE_CONFIG_P2`): the
     /// cube-map stride type, and `BSLOD` when the b register holds an explicit level.
@@ -55,15 +60,16 @@ impl Uniform {
             Uniform::Constant(_) | Uniform::StreamAddress => None,
             Uniform::User(s) => Some(s),
             Uniform::Viewport(k) => Some(crate::vertex::VIEWPORT_X_SCALE + k),
-            Uniform::TextureP0(_) | Uniform::TextureP1(_) | Uniform::TextureP2 { .. } => None,
+            Uniform::TextureP0 { .. } | Uniform::TextureP1(_) | Uniform::TextureP2 { .. } => None,
         }
     }
 }
 
-/// Texture configuration parameter 2 (Mesa `write_texture_p2`): type `CUBE_MAP_STRIDE` (1) in
-/// bits 31:30, a zero stride, `BSLOD` in bit 0.
-pub fn texture_p2(explicit_level: bool) -> u32 {
-    (1 << 30) | explicit_level as u32
+/// Texture configuration parameter 2 (Mesa `write_texture_p2`): type `CUBE_MAP_STRIDE` in
+/// bits 31:30, the stride between a cube map's faces (bits 29:12; 0 for a 2D texture), `BSLOD`
+/// in bit 0.
+pub fn texture_p2(explicit_level: bool, cube_stride: u32) -> u32 {
+    tmu::P2_CUBE_MAP_STRIDE | (cube_stride & tmu::P2_STRIDE_MASK) | explicit_level as u32
 }
 
 impl Uniform {
@@ -73,7 +79,7 @@ impl Uniform {
         match self {
             Uniform::Constant(c) => c,
             Uniform::StreamAddress => base,
-            Uniform::TextureP2 { explicit_level, .. } => texture_p2(explicit_level),
+            Uniform::TextureP2 { explicit_level, .. } => texture_p2(explicit_level, 0),
             u => u.slot().and_then(user).unwrap_or(0),
         }
     }
@@ -90,7 +96,11 @@ impl std::fmt::Display for Uniform {
         match self {
             Uniform::Constant(c) => write!(f, "constant {c:#010x}"),
             Uniform::User(s) => write!(f, "uniform {s}"),
-            Uniform::TextureP0(u) => write!(f, "texture {u} config p0"),
+            Uniform::TextureP0 { unit, cube } => write!(
+                f,
+                "texture {unit} config p0{}",
+                if *cube { " (cube map)" } else { "" }
+            ),
             Uniform::TextureP1(u) => write!(f, "texture {u} config p1"),
             Uniform::TextureP2 {
                 unit,

@@ -2,6 +2,7 @@
 
 use super::{FnCx, Lowerer, Ptr, Root, Val, types};
 use crate::FrontError;
+use kiln_ir::sample::{Level, SampleMode};
 use kiln_ir::{Opcode, Operand};
 use naga::{BinaryOperator as B, Expression, Handle, ScalarKind, TypeInner};
 
@@ -318,6 +319,7 @@ impl<'m> Lowerer<'m, '_> {
                     ));
                 };
                 let unit = self.unit(img, smp);
+                let dim = self.sample_dim(img)?;
                 let mut ops = self.comps(cx, *coordinate)?;
                 if let Some(a) = array_index {
                     ops.extend(self.comps(cx, *a)?);
@@ -325,26 +327,33 @@ impl<'m> Lowerer<'m, '_> {
                 if let Some(d) = depth_ref {
                     ops.extend(self.comps(cx, *d)?);
                 }
-                let mode = match level {
-                    naga::SampleLevel::Auto => 0,
+                let level = match level {
+                    naga::SampleLevel::Auto => Level::Implicit,
                     naga::SampleLevel::Bias(b) => {
                         ops.extend(self.comps(cx, *b)?);
-                        1
+                        Level::Bias
                     }
                     naga::SampleLevel::Zero => {
                         ops.push(Operand::constant(0));
-                        2
+                        Level::Explicit
                     }
                     naga::SampleLevel::Exact(l) => {
                         ops.extend(self.comps(cx, *l)?);
-                        2
+                        Level::Explicit
                     }
                     naga::SampleLevel::Gradient { x, y } => {
                         ops.extend(self.comps(cx, *x)?);
                         ops.extend(self.comps(cx, *y)?);
-                        3
+                        Level::Gradient
                     }
                 };
+                let mode = SampleMode {
+                    level,
+                    dim,
+                    arrayed: array_index.is_some(),
+                    compare: depth_ref.is_some(),
+                }
+                .encode();
                 let coords: Vec<Operand> = ops
                     .into_iter()
                     .enumerate()

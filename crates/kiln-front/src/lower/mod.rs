@@ -343,8 +343,20 @@ impl<'m> Lowerer<'m, '_> {
         }
     }
 
-    /// Emits a scalar op; uniform when every operand is (and `per_lane` is false).
+    /// Emits a scalar op; uniform when every operand is (and `per_lane` is false). An op of
+    /// constants is folded (`kiln_ir::semantics`, the interpreter's meaning), so that an index
+    /// computed from constants is a static one.
     fn op(&mut self, op: Opcode, args: &[Operand]) -> Operand {
+        let consts: Option<Vec<u32>> = args
+            .iter()
+            .map(|a| match a.value {
+                Value::Const(c) => Some(c),
+                _ => None,
+            })
+            .collect();
+        if let Some(v) = consts.and_then(|c| kiln_ir::semantics::eval_scalar(op, &c)) {
+            return Operand::constant(v);
+        }
         let uniform = args.iter().all(|a| self.is_uniform(a));
         let class = if uniform { self.s1() } else { self.v1() };
         Operand::temp(self.b.op(op, class, args.iter().copied()))
@@ -652,6 +664,25 @@ impl<'m> Lowerer<'m, '_> {
         Ok(())
     }
 
+    /// The dimension of image `image` (a global of image type).
+    fn sample_dim(
+        &self,
+        image: Handle<naga::GlobalVariable>,
+    ) -> Result<kiln_ir::sample::Dim, FrontError> {
+        use kiln_ir::sample::Dim;
+        match self.m.types[self.m.global_variables[image].ty].inner {
+            naga::TypeInner::Image { dim, .. } => Ok(match dim {
+                naga::ImageDimension::D1 => Dim::D1,
+                naga::ImageDimension::D2 => Dim::D2,
+                naga::ImageDimension::D3 => Dim::D3,
+                naga::ImageDimension::Cube => Dim::Cube,
+            }),
+            _ => Err(FrontError::Internal(
+                "a sample of a global that is no image".into(),
+            )),
+        }
+    }
+
     /// The texture unit of an (image, sampler) pair, allocated on first use.
     fn unit(
         &mut self,
@@ -666,8 +697,21 @@ impl<'m> Lowerer<'m, '_> {
         let name = |h: Handle<naga::GlobalVariable>| {
             self.m.global_variables[h].name.clone().unwrap_or_default()
         };
+        let kind = match self.m.types[self.m.global_variables[image].ty].inner {
+            naga::TypeInner::Image { arrayed, class, .. } => kiln_ir::sample::SampleMode {
+                arrayed,
+                compare: matches!(class, naga::ImageClass::Depth { .. }),
+                ..kiln_ir::sample::SampleMode::new(
+                    self.sample_dim(image).unwrap_or(kiln_ir::sample::Dim::D2),
+                    kiln_ir::sample::Level::Implicit,
+                )
+            }
+            .kind(),
+            _ => "2D".to_string(),
+        };
         self.iface.textures.push(TextureUnit {
             unit,
+            kind,
             image: name(image),
             sampler: name(sampler),
             size_words: None,

@@ -940,16 +940,20 @@ fn tmu_write(
             *o = sx.mem.read_u32(*a & !3).ok_or(SimErrorKind::Memory(*a))?;
         }
     } else {
-        let p0 = t.params.first().copied().unwrap_or(0);
-        let p1 = t.params.get(1).copied().unwrap_or(0);
-        let cfg = tmu::TexConfig::from_params(p0, p1);
+        let cfg = tmu::TexConfig::from_request(&t.params);
         let tc = t.coords[0].unwrap_or([0; 16]);
+        let rc = t.coords[1].unwrap_or([0; 16]);
         for i in 0..16 {
-            out[i] = tmu::sample(sx.mem, &cfg, f32::from_bits(vals[i]), f32::from_bits(tc[i]))
-                .map_err(|e| match e {
-                    tmu::TmuError::Memory(a) => SimErrorKind::Memory(a),
-                    tmu::TmuError::UnsupportedFormat(t) => SimErrorKind::UnsupportedTexture(t),
-                })?;
+            let [s, tt, r] = [vals[i], tc[i], rc[i]].map(f32::from_bits);
+            let texel = if cfg.cube {
+                tmu::sample_cube(sx.mem, &cfg, s, tt, r)
+            } else {
+                tmu::sample(sx.mem, &cfg, s, tt)
+            };
+            out[i] = texel.map_err(|e| match e {
+                tmu::TmuError::Memory(a) => SimErrorKind::Memory(a),
+                tmu::TmuError::UnsupportedFormat(t) => SimErrorKind::UnsupportedTexture(t),
+            })?;
         }
     }
     t.coords = [None; 3];

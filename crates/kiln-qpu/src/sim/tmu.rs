@@ -17,9 +17,33 @@ pub struct TexConfig {
     pub min_nearest: bool,
     pub wrap_s: u32,
     pub wrap_t: u32,
+    /// A cube map (`CMMODE`): six faces `cube_stride` bytes apart, chosen by direction.
+    pub cube: bool,
+    pub cube_stride: u32,
 }
 
+/// Parameter 0's cube-map mode bit (`CMMODE`).
+pub const P0_CUBE_MAP: u32 = 1 << 9;
+/// Parameter 2's type field (bits 31:30) for a cube-map stride (`PTYPE_CUBE_MAP_STRIDE`).
+pub const P2_CUBE_MAP_STRIDE: u32 = 1 << 30;
+/// Parameter 2's cube-map stride field (`CMST`, bits 29:12: the stride in bytes, 4 KiB units).
+pub const P2_STRIDE_MASK: u32 = 0x3fff_f000;
+
 impl TexConfig {
+    /// The configuration a request's parameters give: p0, p1, and the cube-map stride of the
+    /// first later parameter of type `CUBE_MAP_STRIDE` (the kernel's `vc4_validate.c` looks at
+    /// p2 and p3).
+    pub fn from_request(params: &[u32]) -> TexConfig {
+        let p = |k: usize| params.get(k).copied().unwrap_or(0);
+        let mut c = TexConfig::from_params(p(0), p(1));
+        c.cube_stride = params
+            .iter()
+            .skip(2)
+            .find(|&&w| w >> 30 == P2_CUBE_MAP_STRIDE >> 30)
+            .map_or(0, |w| w & P2_STRIDE_MASK);
+        c
+    }
+
     pub fn from_params(p0: u32, p1: u32) -> TexConfig {
         let dim = |v: u32| if v == 0 { 2048 } else { v };
         TexConfig {
@@ -32,6 +56,8 @@ impl TexConfig {
             min_nearest: (p1 >> 4) & 7 == 1,
             wrap_s: p1 & 3,
             wrap_t: (p1 >> 2) & 3,
+            cube: p0 & P0_CUBE_MAP != 0,
+            cube_stride: 0,
         }
     }
 }
@@ -87,6 +113,47 @@ fn fetch(mem: &Memory, c: &TexConfig, x: i64, y: i64) -> Result<u32, TmuError> {
     let a = c.base.wrapping_add(texel_offset(c.width, c.height, x, y));
     let v = mem.read_u32(a).ok_or(TmuError::Memory(a))?;
     Ok(if c.ty == 1 { v | 0xff00_0000 } else { v })
+}
+
+/// The cube face (+X, −X, +Y, −Y, +Z, −Z = 0–5) and face coordinates of direction (x, y, z):
+/// the largest magnitude is the major axis `ma` (x, then y, then z among equals), the face
+/// coordinates `(sc / |ma| + 1) / 2` and `(tc / |ma| + 1) / 2` with OpenGL's `sc`, `tc` per face
+/// (table 8.19). Denormal components are flushed first, as every QPU float input is.
+pub fn cube_face(x: f32, y: f32, z: f32) -> (u32, f32, f32) {
+    let flush = |c: f32| if c.is_subnormal() { 0.0 } else { c };
+    let v = [flush(x), flush(y), flush(z)];
+    let m = v.map(f32::abs);
+    let axis = if m[0] >= m[1] && m[0] >= m[2] {
+        0
+    } else if m[1] >= m[2] {
+        1
+    } else {
+        2
+    };
+    let negative = v[axis] < 0.0 || v[axis].is_nan();
+    // (sc, tc) for the positive and the negative face of each axis.
+    let (sc, tc) = match (axis, negative) {
+        (0, false) => (-v[2], -v[1]),
+        (0, true) => (v[2], -v[1]),
+        (1, false) => (v[0], v[2]),
+        (1, true) => (v[0], -v[2]),
+        (_, false) => (v[0], -v[1]),
+        (_, true) => (-v[0], -v[1]),
+    };
+    let ma = m[axis];
+    let face = 2 * axis as u32 + negative as u32;
+    (face, (sc / ma + 1.0) * 0.5, (tc / ma + 1.0) * 0.5)
+}
+
+/// Samples a cube map in direction (s, t, r): the face [`cube_face`] chooses, sampled as a 2D
+/// image at its face coordinates.
+pub fn sample_cube(mem: &Memory, c: &TexConfig, s: f32, t: f32, r: f32) -> Result<u32, TmuError> {
+    let (face, fs, ft) = cube_face(s, t, r);
+    let face_config = TexConfig {
+        base: c.base.wrapping_add(face * c.cube_stride),
+        ..*c
+    };
+    sample(mem, &face_config, fs, ft)
 }
 
 /// Samples a 2D texture at normalised coordinates (s, t).
@@ -167,6 +234,37 @@ mod tests {
         assert_eq!(sample(&mem, &c, 1.3, 0.1).unwrap(), 1);
         let clamp = TexConfig::from_params(0x1000, p1 | 1 | 4);
         assert_eq!(sample(&mem, &clamp, 1.3, 2.0).unwrap(), 3 + 30);
+    }
+
+    #[test]
+    fn cube_maps_read_the_face_of_the_major_axis() {
+        let mut mem = Memory::new(0x20000);
+        let stride = 0x1000;
+        for f in 0..6 {
+            store(&mut mem, 0x1000 + f * stride, 4, 4, |x, y| {
+                100 * f + x + 10 * y
+            });
+        }
+        // nearest, clamp; P0 with CMMODE, P2 with the stride
+        let p1 = (4 << 20) | (4 << 8) | (1 << 7) | (1 << 4) | 1 | 4;
+        let c = TexConfig::from_request(&[0x1000 | P0_CUBE_MAP, p1, P2_CUBE_MAP_STRIDE | stride]);
+        assert!(c.cube);
+        assert_eq!(c.cube_stride, stride);
+        // +X at its centre; −Y near s = 1 (column 3) and t = 0.5; −Z with its s mirrored.
+        assert_eq!(sample_cube(&mem, &c, 1.0, 0.0, 0.0).unwrap(), 2 + 20);
+        assert_eq!(
+            sample_cube(&mem, &c, 0.99, -1.0, 0.0).unwrap(),
+            300 + 3 + 20
+        );
+        assert_eq!(sample_cube(&mem, &c, 0.9, 0.0, -1.0).unwrap(), 500 + 20);
+        // An edge clamps: +Y at z = 1 is t = 1, the last row.
+        assert_eq!(sample_cube(&mem, &c, 0.0, 1.0, 1.0).unwrap(), 200 + 2 + 30);
+        // Without a parameter of type CUBE_MAP_STRIDE the stride is 0: every face is face 0.
+        let no_stride = TexConfig::from_request(&[0x1000 | P0_CUBE_MAP, p1, 0]);
+        assert_eq!(
+            sample_cube(&mem, &no_stride, 0.0, 0.0, -1.0).unwrap(),
+            2 + 20
+        );
     }
 
     #[test]
