@@ -573,6 +573,7 @@ fn compile_file(
                     Some(reasons) => Outcome::Unsupported(reasons),
                     None => Outcome::Failed(format!("{name}: {e}")),
                 },
+                Err(e @ pipeline::Error::TimeLimit { .. }) => Outcome::Failed(e.to_string()),
                 Err(_) => Outcome::NotLowered,
                 Ok(c) => {
                     let (mismatch, unchecked) = if check {

@@ -98,6 +98,9 @@ pub struct Options {
     /// Schedule each block before allocation (`kiln_sched::pressure`; off: the middle end's
     /// order).
     pub pre_schedule: bool,
+    /// Give up on a compile that has run this long, at the next stage it finishes (the middle
+    /// end, a thread mode's allocation, the retry): `Error::TimeLimit`. `None`: no limit.
+    pub time_limit: Option<std::time::Duration>,
 }
 
 impl Default for Options {
@@ -113,6 +116,7 @@ impl Default for Options {
             debug: DebugFlags::from_env(),
             keep: Vec::new(),
             schedule: true,
+            time_limit: None,
             pre_schedule: true,
         }
     }
@@ -134,6 +138,12 @@ pub enum Error {
     Middle { name: String, error: PassError },
     /// The back end refused or failed.
     Back { name: String, error: CompileError },
+    /// The compile ran past `Options::time_limit`; `after`: the stage it had finished.
+    TimeLimit {
+        name: String,
+        limit: std::time::Duration,
+        after: &'static str,
+    },
 }
 
 impl Error {
@@ -160,6 +170,12 @@ impl fmt::Display for Error {
                 error: e @ CompileError::Unsupported(_),
             } => write!(f, "{name}: {e}"),
             Error::Back { name, error } => write!(f, "{name}: the vc4 back end failed: {error}"),
+            Error::TimeLimit { name, limit, after } => {
+                write!(
+                    f,
+                    "{name}: over the time limit of {limit:?} (after {after})"
+                )
+            }
         }
     }
 }
@@ -526,11 +542,22 @@ pub fn compile_lowered(
     lowered: Lowered,
     options: &Options,
 ) -> Result<Compilation, Error> {
+    let started = std::time::Instant::now();
+    let in_time = |after: &'static str| match options.time_limit {
+        Some(limit) if started.elapsed() > limit => Err(Error::TimeLimit {
+            name: name.to_string(),
+            limit,
+            after,
+        }),
+        _ => Ok(()),
+    };
     let mut kept = Kept::new(&options.keep);
     let mut f = middle(name, lowered, options, &mut kept)?;
+    in_time("the middle end")?;
     let info = shader_info(&f.interface);
     let name = || name.to_string();
     let first = back_end(&f.generic, &info, options, &mut kept);
+    in_time("the back end")?;
     // The QPU cannot spill, and a threaded shader has half the registers: where the middle
     // end raised the register demand past what the files hold (the allocation spills, or a
     // shader that could run two threads runs one), it runs again under the demand of the

@@ -202,6 +202,45 @@ fn corpus_compile_reports_by_outcome() {
     assert!(out.contains("sample_index"), "{out}");
 }
 
+/// `--time-limit`: an entry point past it fails with a message that says so, the run goes on
+/// to the others, and a limit that is no number of seconds is refused before anything runs.
+#[test]
+fn corpus_compile_time_limit() {
+    let d = dir().join("time-limit");
+    std::fs::create_dir_all(&d).unwrap();
+    std::fs::write(d.join("a.wgsl"), SHADE).unwrap();
+    std::fs::write(d.join("c.wgsl"), TEXTURED).unwrap();
+    let dir = d.to_str().unwrap();
+    let args = |limit: &'static str| {
+        [
+            "corpus",
+            "compile",
+            dir,
+            "--no-cache",
+            "--verbose",
+            "--time-limit",
+            limit,
+        ]
+    };
+    let (ok, out, err) = kiln(&args("0.000000001"));
+    assert!(!ok);
+    assert!(
+        out.contains("2: 0 compiled, 0 unsupported, 2 failed"),
+        "{out}"
+    );
+    assert!(
+        format!("{out}{err}").contains("over the time limit of 1ns (after the middle end)"),
+        "{out}\n{err}"
+    );
+    let (ok, out, err) = kiln(&args("0"));
+    assert!(ok, "{out}\n{err}");
+    assert!(out.contains("2: 2 compiled"), "{out}");
+    let (ok, _, err) = kiln(&args("soon"));
+    assert!(!ok && err.contains("--time-limit"), "{err}");
+    let (ok, _, err) = kiln(&args("inf"));
+    assert!(!ok && err.contains("--time-limit inf"), "{err}");
+}
+
 /// `--mesa` on a part of the corpus matches its entry points by their place in the corpus, and
 /// a directory outside the corpus is an error that says so.
 #[test]

@@ -204,8 +204,22 @@ pub struct CorpusCompileArgs {
     /// No pre-RA scheduler.
     #[arg(long)]
     pub no_pre_sched: bool,
+    /// Seconds an entry point may take: a compile past it fails (`over the time limit`) when
+    /// its current stage ends, and the run goes on; 0: no limit.
+    #[arg(long, value_name = "SECONDS", default_value_t = 10.0)]
+    pub time_limit: f64,
     #[command(flatten)]
     pub cache: crate::cli::cache::CacheArgs,
+}
+
+/// `--time-limit SECONDS` as a limit (0: none).
+fn time_limit(seconds: f64) -> miette::Result<Option<std::time::Duration>> {
+    if !seconds.is_finite() || seconds < 0.0 {
+        return Err(miette::miette!(
+            "--time-limit {seconds}: expected a number of seconds, 0 for none"
+        ));
+    }
+    Ok((seconds > 0.0).then(|| std::time::Duration::from_secs_f64(seconds)))
 }
 
 /// `kiln corpus compile DIR`.
@@ -227,6 +241,7 @@ pub fn corpus_compile(args: CorpusCompileArgs) -> miette::Result<()> {
         schedule: !args.no_sched,
         pre_schedule: !args.no_pre_sched,
         check: args.check || Options::default().check,
+        time_limit: time_limit(args.time_limit)?,
         ..Options::default()
     };
     // Outputs are checked before the corpus runs, not after.
