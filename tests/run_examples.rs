@@ -315,6 +315,48 @@ fn main(@location(0) uv: vec2<f32>) -> @location(0) vec4<f32> {
     let _ = std::fs::remove_dir_all(&d);
 }
 
+/// `textureLoad` of a 7×5 PNG (its sizes the driver's 1/width and 1/height): each pixel is the
+/// texel at its integer coordinates, wrapped where they fall left of or above the image.
+#[test]
+fn texel_fetches_from_a_png() {
+    let d = dir("fetch");
+    let shader = d.join("fetch.wgsl");
+    std::fs::write(
+        &shader,
+        "
+@group(0) @binding(0) var t: texture_2d<f32>;
+@fragment
+fn main(@location(0) uv: vec2<f32>) -> @location(0) vec4<f32> {
+    return textureLoad(t, vec2<i32>(floor(uv * vec2<f32>(10.0, 8.0))) - vec2<i32>(2, 1), 0);
+}
+",
+    )
+    .unwrap();
+    let (tw, th) = (7u32, 5u32);
+    let texels: Vec<[u8; 4]> = (0..tw * th)
+        .map(|i| [(i * 7) as u8, (i % tw * 30) as u8, (i / tw * 50) as u8, 255])
+        .collect();
+    let png = d.join("t.png");
+    write_png(&png, tw, th, &texels).unwrap();
+    let p = prepare(&shader);
+    let (w, h) = (20u32, 16u32);
+    let out = draw(&p, w, h, &[], &[format!("0={}", png.display())]);
+    assert_agrees(&out, "textureLoad");
+    for py in 0..h {
+        for px in 0..w {
+            let x = ((px as f32 + 0.5) / w as f32 * 10.0).floor() as i32 - 2;
+            let y = ((py as f32 + 0.5) / h as f32 * 8.0).floor() as i32 - 1;
+            let (tx, ty) = (x.rem_euclid(tw as i32) as u32, y.rem_euclid(th as i32) as u32);
+            assert_eq!(
+                out.simulated[(py * w + px) as usize],
+                texels[(ty * tw + tx) as usize],
+                "pixel ({px}, {py}) fetches ({x}, {y})"
+            );
+        }
+    }
+    let _ = std::fs::remove_dir_all(&d);
+}
+
 /// `gl_FrontFacing`: the `rev_flag` read, true on a front face and false on a back face, each
 /// image exact against the selected program and equal to the interpreter's.
 #[test]

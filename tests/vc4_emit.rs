@@ -807,6 +807,77 @@ bb0:
     }
 }
 
+/// Texel fetches (`texture_fetch`, WGSL's `textureLoad`): the texel's centre scaled by the
+/// driver's 1/width and 1/height, looked up at level 0. The simulator reads exactly the texel
+/// the procedural texture holds at (x, y), wrapped, for texels inside, left of and beyond the
+/// 16×16 image — checked against `Texture::fetch`, not against the lowering. A uniform table
+/// with a wrong scale in place of 1/width disagrees.
+#[test]
+fn texel_fetches_read_the_texel() {
+    use kiln_vc4::harness::SimOutput;
+    use kiln_vc4::uniforms::Uniform;
+    let text = "target generic(v=32, s=16)
+function @main {
+bb0:
+    %0:v1 = input 0
+    %1:v1 = input 1
+    %2:v1 = f2i %0
+    %3:v1 = f2i %1
+    %4:v4 = texture_fetch 0, %2, %3, 0
+    %5:v1, %6:v1, %7:v1, %8:v1 = split_vector %4
+    %9:v4 = texture_fetch 1, %3, %2
+    %10:v1, %11:v1, %12:v1, %13:v1 = split_vector %9
+    output 0, %5
+    output 1, %6
+    output 2, %7
+    output 3, %11
+    return
+}
+";
+    let c = agrees(text);
+    assert!(
+        c.emitted
+            .uniforms
+            .contains(&Uniform::TexrectScale { unit: 1, axis: 1 })
+    );
+    for allocator in [Allocator::Ssa, Allocator::Graph] {
+        let (c, info) = compile_text(text, allocator, OutputMode::Vpm);
+        let mut env = harness::environment(&c.ssa, &info);
+        let x = |l: usize| l as i32 - 5;
+        let y = |l: usize| 3 * l as i32 - 7;
+        env.inputs
+            .insert(0, (0..16).map(|l| (x(l) as f32).to_bits()).collect());
+        env.inputs
+            .insert(1, (0..16).map(|l| (y(l) as f32).to_bits()).collect());
+        let SimOutput::Vpm(rows) =
+            harness::simulate(&c.emitted, OutputMode::Vpm, false, &env).expect("the program runs")
+        else {
+            panic!("VPM output")
+        };
+        let (t0, t1) = (
+            kiln_interp::Texture::procedural(0),
+            kiln_interp::Texture::procedural(1),
+        );
+        for (slot, vals) in rows {
+            for (l, &v) in vals.iter().enumerate() {
+                let want = match slot {
+                    0..=2 => t0.fetch(x(l), y(l))[slot as usize],
+                    _ => t1.fetch(y(l), x(l))[1],
+                };
+                assert_eq!(v, want, "slot {slot} lane {l}: ({}, {})", x(l), y(l));
+            }
+        }
+        let mut wrong = c.emitted.clone();
+        let k = wrong
+            .uniforms
+            .iter()
+            .position(|u| *u == Uniform::TexrectScale { unit: 0, axis: 0 })
+            .expect("unit 0's 1/width");
+        wrong.uniforms[k] = Uniform::Constant(0.5f32.to_bits());
+        assert!(harness::check(&c.ssa, &wrong, OutputMode::Vpm, &info).is_err());
+    }
+}
+
 /// Graph colouring keeps the operands of one instruction on different read ports (files A and
 /// B), so the emitter copies none of them to ra14/rb14: twelve values live across sums and
 /// products of pairs of them (a bipartite pairing), more than the accumulators hold.

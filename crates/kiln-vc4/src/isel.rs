@@ -409,7 +409,7 @@ pub fn select(func: &mut Function) -> Result<(), Unsupported> {
     }
     let mut texture_results = vec![false; func.temps.len()];
     for inst in func.blocks.iter().flat_map(|b| &b.insts) {
-        if inst.op == Opcode::TextureSample {
+        if matches!(inst.op, Opcode::TextureSample | Opcode::TextureFetch) {
             texture_results[inst.defs[0].temp.index()] = true;
         }
     }

@@ -332,9 +332,16 @@ fn draw(
     for (&u, tex) in textures {
         upload(&mut m.mem, layout[&u], tex)?;
     }
-    let mut stream = crate::uniforms::stream(&c.emitted.uniforms, UNIFORMS, |s| {
-        r.uniforms.get(&s).copied()
-    });
+    // The driver's uniforms of the bound textures: the reciprocal sizes texel fetches scale by.
+    let mut uniforms = r.uniforms.clone();
+    for (&unit, tex) in textures {
+        for (axis, side) in [(0, tex.width), (1, tex.height)] {
+            let slot = crate::texture::TEXRECT_SCALE + 2 * unit + axis;
+            uniforms.insert(slot, (1.0 / side as f32).to_bits());
+        }
+    }
+    let mut stream =
+        crate::uniforms::stream(&c.emitted.uniforms, UNIFORMS, |s| uniforms.get(&s).copied());
     for (k, &u) in c.emitted.uniforms.iter().enumerate() {
         let unit = match u {
             Uniform::TextureP0 { unit, .. } | Uniform::TextureP1(unit) => unit,
@@ -357,8 +364,7 @@ fn draw(
         .iter()
         .map(|f| {
             let mut env = Env::from_slots(f, 16, |_| 0);
-            env.uniforms
-                .extend(r.uniforms.iter().map(|(&k, &v)| (k, v)));
+            env.uniforms.extend(uniforms.iter().map(|(&k, &v)| (k, v)));
             env.textures = textures.clone();
             env.step_limit = STEP_LIMIT;
             env

@@ -6,12 +6,12 @@
 
 use crate::ops::{Hw, Op, Unit};
 use kiln_ir::sample::{Dim, Level, SampleMode};
-use kiln_ir::{Def, Function, Inst, Opcode, Operand, OperandFlags, Temp, Value};
+use kiln_ir::{Def, Function, GenericTarget, Inst, Opcode, Operand, OperandFlags, Temp, Value};
 use std::collections::BTreeMap;
 
 /// What the TMU path cannot do in `func`: samplers other than 2D and cube (3D, 1D, arrays,
-/// depth comparison — the hardware has none), explicit gradients, texel fetches, and a texture
-/// result used other than through its split into components.
+/// depth comparison — the hardware has none), explicit gradients, and a texture result used
+/// other than through its split into components.
 pub fn refusals(func: &Function) -> Vec<String> {
     let mut refused = Vec::new();
     let mut uses: BTreeMap<Temp, usize> = BTreeMap::new();
@@ -23,7 +23,17 @@ pub fn refusals(func: &Function) -> Vec<String> {
     let mut samples = Vec::new();
     for inst in func.blocks.iter().flat_map(|b| &b.insts) {
         match inst.op {
-            Opcode::TextureFetch => refused.push("texel fetches (texture_fetch)".to_string()),
+            // x, y and the level: the front end refuses fetches from arrays and 3D images.
+            Opcode::TextureFetch if !(2..=3).contains(&inst.operands.len()) => refused.push(
+                format!("texel fetches with {} operands", inst.operands.len()),
+            ),
+            Opcode::TextureFetch => {
+                let t = inst.defs[0].temp;
+                if uses.get(&t).copied().unwrap_or(0) > 1 {
+                    refused.push("a texture result used whole".to_string());
+                }
+                samples.push(t);
+            }
             Opcode::TextureSample => {
                 let Some(mode) = SampleMode::of(&inst.imms) else {
                     refused.push(format!("texture sample mode {}", inst.imms[1]));
@@ -103,10 +113,16 @@ impl Layout {
     }
 }
 
-/// Replaces each `texture_sample U, s, t[, r][, b]` and its split by one lookup per component
-/// the function reads ([`Layout`]), in the split's place. A cube map's direction is divided by
-/// its largest magnitude first, as Mesa's `ntq_emit_tex` does (`fmaxabs`, the reciprocal,
-/// three products), once per sample.
+/// Replaces each `texture_sample U, s, t[, r][, b]` or `texture_fetch U, x, y[, level]` and its
+/// split by one lookup per component the function reads ([`Layout`]), in the split's place, with
+/// what the TMU needs computed once per sample before them:
+/// - a cube map's direction divided by its largest magnitude, as Mesa's `ntq_emit_tex` does
+///   (`fmaxabs`, the reciprocal with a Newton step, three products);
+/// - a texel fetch's integer texel turned into the coordinate of its centre,
+///   `(x + 0.5) · 2^level / width` — the reciprocal of the size a driver uniform, as Mesa's
+///   rectangle textures have it (`QUNIFORM_TEXRECT_SCALE_X`, [`TEXRECT_SCALE`]) — looked up at
+///   the explicit level; the unit is bound with nearest filtering, so the lookup reads that
+///   texel, wrapped as the interpreter wraps it.
 /// `func` has no [`refusals`].
 pub fn select_lookups(func: &mut Function) {
     struct Sample {
@@ -114,26 +130,39 @@ pub fn select_lookups(func: &mut Function) {
         layout: Layout,
         /// The bias or level's mode constant (1 or 2).
         level: u32,
+        fetch: bool,
         operands: Vec<Operand>,
     }
     let mut samples: BTreeMap<Temp, Sample> = BTreeMap::new();
     for inst in func.blocks.iter().flat_map(|b| &b.insts) {
-        if inst.op == Opcode::TextureSample {
-            let mode = SampleMode::of(&inst.imms).expect("refusals checked the mode");
-            let lod = mode.level != Level::Implicit;
-            samples.insert(
-                inst.defs[0].temp,
+        let operands = inst.operands.iter().map(|&o| clean(o)).collect();
+        let sample = match inst.op {
+            Opcode::TextureSample => {
+                let mode = SampleMode::of(&inst.imms).expect("refusals checked the mode");
                 Sample {
                     unit: inst.imms[0],
                     layout: Layout {
                         cube: mode.dim == Dim::Cube,
-                        lod,
+                        lod: mode.level != Level::Implicit,
                     },
                     level: if mode.level == Level::Explicit { 2 } else { 1 },
-                    operands: inst.operands.iter().map(|&o| clean(o)).collect(),
+                    fetch: false,
+                    operands,
+                }
+            }
+            Opcode::TextureFetch => Sample {
+                unit: inst.imms[0],
+                layout: Layout {
+                    cube: false,
+                    lod: true,
                 },
-            );
-        }
+                level: 2,
+                fetch: true,
+                operands,
+            },
+            _ => continue,
+        };
+        samples.insert(inst.defs[0].temp, sample);
     }
     if samples.is_empty() {
         return;
@@ -145,12 +174,13 @@ pub fn select_lookups(func: &mut Function) {
             used[t.index()] = true;
         }
     }
+    let uniform_class = func.target.class(GenericTarget::S, 1);
     for b in 0..func.blocks.len() {
         let insts = std::mem::take(&mut func.blocks[b].insts);
         let mut out = Vec::with_capacity(insts.len());
         for inst in insts {
             let sample = match inst.op {
-                Opcode::TextureSample => continue,
+                Opcode::TextureSample | Opcode::TextureFetch => continue,
                 Opcode::SplitVector => inst.operands[0].temp_id().and_then(|t| samples.get(&t)),
                 _ => None,
             };
@@ -161,31 +191,57 @@ pub fn select_lookups(func: &mut Function) {
             if !inst.defs.iter().any(|d| used[d.temp.index()]) {
                 continue;
             }
+            // A component's class: per lane, as the coordinates are.
+            let class = func.class(inst.defs[0].temp);
+            // An instruction defining a new temp: per lane, or a uniform `slot` (the uniform
+            // file's class).
+            let mut emit = |code: Opcode, operands: &[Operand], slot: Option<u32>| {
+                let t = func.new_temp(if slot.is_some() { uniform_class } else { class });
+                let mut i = Inst::new(code);
+                i.flags = inst.flags;
+                i.defs.push(Def::new(t));
+                i.imms.extend(slot);
+                i.operands.extend_from_slice(operands);
+                out.push(i);
+                Operand::temp(t)
+            };
             let mut coords = sample.operands.clone();
             if sample.layout.cube {
-                // A component's class: per lane, as the direction is.
-                let class = func.class(inst.defs[0].temp);
-                let mut op = |op: Op, operands: &[Operand]| {
-                    let t = Temp::new(func.temps.len());
-                    func.temps.push(class);
-                    let mut i = Inst::new(op.opcode());
-                    i.flags = inst.flags;
-                    i.defs.push(Def::new(t));
-                    i.operands.extend_from_slice(operands);
-                    out.push(i);
-                    Operand::temp(t)
-                };
-                let xy = op(Op::Fmaxabs, &coords[..2]);
-                let ma = op(Op::Fmaxabs, &[xy, coords[2]]);
+                let xy = emit(Op::Fmaxabs.opcode(), &coords[..2], None);
+                let ma = emit(Op::Fmaxabs.opcode(), &[xy, coords[2]], None);
                 // The reciprocal with a Newton–Raphson step, r·(2 − ma·r), as Mesa's code has
                 // it: the face coordinates are the products, the TMU takes them as they are.
-                let r = op(Op::Recip, &[ma]);
-                let mr = op(Op::Fmul, &[ma, r]);
-                let e = op(Op::Fsub, &[Operand::constant(2.0f32.to_bits()), mr]);
-                let rcp = op(Op::Fmul, &[r, e]);
+                let r = emit(Op::Recip.opcode(), &[ma], None);
+                let mr = emit(Op::Fmul.opcode(), &[ma, r], None);
+                let e = emit(Op::Fsub.opcode(), &[fc(2.0), mr], None);
+                let rcp = emit(Op::Fmul.opcode(), &[r, e], None);
                 for c in coords[..3].iter_mut() {
-                    *c = op(Op::Fmul, &[*c, rcp]);
+                    *c = emit(Op::Fmul.opcode(), &[*c, rcp], None);
                 }
+            }
+            if sample.fetch {
+                let level = coords.get(2).copied().unwrap_or(Operand::constant(0));
+                let level_is_0 = matches!(level.value, Value::Const(0));
+                let mut centre = Vec::with_capacity(3);
+                for (axis, &c) in coords[..2].iter().enumerate() {
+                    let f = emit(Opcode::I2f, &[c], None);
+                    let mid = emit(Opcode::Fadd, &[f, fc(0.5)], None);
+                    let slot = TEXRECT_SCALE + 2 * sample.unit + axis as u32;
+                    let scale = emit(Opcode::Uniform, &[], Some(slot));
+                    centre.push(emit(Opcode::Fmul, &[mid, scale], None));
+                }
+                if level_is_0 {
+                    centre.push(fc(0.0));
+                } else {
+                    // Level L's texels are 2^L of level 0's wide.
+                    let step = emit(Opcode::Ishl, &[Operand::constant(1), level], None);
+                    let step = emit(Opcode::I2f, &[step], None);
+                    for c in centre.iter_mut() {
+                        *c = emit(Opcode::Fmul, &[*c, step], None);
+                    }
+                    centre.push(emit(Opcode::I2f, &[level], None));
+                }
+                coords = centre;
             }
             for (k, d) in inst.defs.iter().enumerate() {
                 if !used[d.temp.index()] {
@@ -209,6 +265,15 @@ pub fn select_lookups(func: &mut Function) {
         }
         func.blocks[b].insts = out;
     }
+}
+
+/// IR uniform slots the driver fills with the reciprocal of a texture's width and height:
+/// `TEXRECT_SCALE + 2·unit` and `+ 1` (Mesa's `QUNIFORM_TEXRECT_SCALE_X`, `_Y`).
+pub const TEXRECT_SCALE: u32 = 0xfffe_0000;
+
+/// A float constant operand.
+fn fc(x: f32) -> Operand {
+    Operand::constant(x.to_bits())
 }
 
 fn clean(o: Operand) -> Operand {

@@ -38,6 +38,13 @@ pub enum Uniform {
         unit: u32,
         explicit_level: bool,
     },
+    /// The reciprocal of a texture's width (`axis` 0) or height (1) (Mesa
+    /// `QUNIFORM_TEXRECT_SCALE_X`, `_Y`), read at uniform slot
+    /// `crate::texture::TEXRECT_SCALE + 2·unit + axis` of the IR: a texel fetch's coordinates.
+    TexrectScale {
+        unit: u32,
+        axis: u32,
+    },
     /// The address of the uniform stream itself (Mesa `QUNIFORM_UNIFORMS_ADDRESS`), read by the
     /// stream resets at block starts.
     StreamAddress,
@@ -47,8 +54,14 @@ impl Uniform {
     /// The table entry for an IR `uniform SLOT`.
     pub fn of_slot(slot: u32) -> Uniform {
         let k = slot.wrapping_sub(crate::vertex::VIEWPORT_X_SCALE);
+        let texrect = slot.wrapping_sub(crate::texture::TEXRECT_SCALE);
         if k < 4 {
             Uniform::Viewport(k)
+        } else if texrect < 0x1_0000 {
+            Uniform::TexrectScale {
+                unit: texrect / 2,
+                axis: texrect % 2,
+            }
         } else {
             Uniform::User(slot)
         }
@@ -60,6 +73,9 @@ impl Uniform {
             Uniform::Constant(_) | Uniform::StreamAddress => None,
             Uniform::User(s) => Some(s),
             Uniform::Viewport(k) => Some(crate::vertex::VIEWPORT_X_SCALE + k),
+            Uniform::TexrectScale { unit, axis } => {
+                Some(crate::texture::TEXRECT_SCALE + 2 * unit + axis)
+            }
             Uniform::TextureP0 { .. } | Uniform::TextureP1(_) | Uniform::TextureP2 { .. } => None,
         }
     }
@@ -115,6 +131,11 @@ impl std::fmt::Display for Uniform {
                 }
             ),
             Uniform::StreamAddress => write!(f, "uniforms address"),
+            Uniform::TexrectScale { unit, axis } => write!(
+                f,
+                "texture {unit} 1/{}",
+                if *axis == 0 { "width" } else { "height" }
+            ),
             Uniform::Viewport(k) => write!(
                 f,
                 "viewport {}",

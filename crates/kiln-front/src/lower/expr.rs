@@ -415,6 +415,32 @@ impl<'m> Lowerer<'m, '_> {
                 let Val::Resource(img) = self.expr(cx, *image)? else {
                     return Err(FrontError::unsupported("texture chosen at run time"));
                 };
+                if let TypeInner::Image {
+                    dim,
+                    arrayed,
+                    class,
+                } = m.types[m.global_variables[img].ty].inner
+                {
+                    let integer = matches!(
+                        class,
+                        naga::ImageClass::Sampled {
+                            kind: ScalarKind::Sint | ScalarKind::Uint,
+                            ..
+                        }
+                    );
+                    if integer || arrayed || dim != naga::ImageDimension::D2 {
+                        return Err(FrontError::unsupported(format!(
+                            "texel fetches from {} images",
+                            if integer {
+                                "integer"
+                            } else if arrayed {
+                                "array"
+                            } else {
+                                "non-2D"
+                            }
+                        )));
+                    }
+                }
                 let unit = match self.units.iter().position(|u| u.0 == img) {
                     Some(u) => u as u32,
                     None => self.unit(img, img),
