@@ -346,7 +346,10 @@ fn main(@location(0) uv: vec2<f32>) -> @location(0) vec4<f32> {
         for px in 0..w {
             let x = ((px as f32 + 0.5) / w as f32 * 10.0).floor() as i32 - 2;
             let y = ((py as f32 + 0.5) / h as f32 * 8.0).floor() as i32 - 1;
-            let (tx, ty) = (x.rem_euclid(tw as i32) as u32, y.rem_euclid(th as i32) as u32);
+            let (tx, ty) = (
+                x.rem_euclid(tw as i32) as u32,
+                y.rem_euclid(th as i32) as u32,
+            );
             assert_eq!(
                 out.simulated[(py * w + px) as usize],
                 texels[(ty * tw + tx) as usize],

@@ -878,6 +878,76 @@ bb0:
     }
 }
 
+/// Depth comparisons (2D shadow samplers, mode 896: `less_equal`; 1154: `greater` at an explicit
+/// level): the texel's word read whole from r4, its upper 24 bits the depth, compared with the
+/// reference clamped to [0, 1]. The simulator's results are checked against the comparison
+/// worked out here from the procedural texture's bytes, for references below 0, inside and
+/// above 1.
+#[test]
+fn depth_comparisons_read_the_texel_word() {
+    use kiln_vc4::harness::SimOutput;
+    let text = "target generic(v=32, s=16)
+function @main {
+bb0:
+    %0:v1 = input 0
+    %1:v1 = input 1
+    %2:v1 = input 2
+    %3:v4 = texture_sample 0, 896, %0, %1, %2
+    %4:v1, %5:v1, %6:v1, %7:v1 = split_vector %3
+    %8:v4 = texture_sample 0, 1154, %1, %0, %2, 0.0
+    %9:v1, %10:v1, %11:v1, %12:v1 = split_vector %8
+    output 0, %4
+    output 1, %9
+    output 2, %7
+    output 3, %5
+    return
+}
+";
+    agrees(text);
+    for allocator in [Allocator::Ssa, Allocator::Graph] {
+        let (c, info) = compile_text(text, allocator, OutputMode::Vpm);
+        let mut env = harness::environment(&c.ssa, &info);
+        let s = |l: usize| (l as f32 + 0.5) / 16.0;
+        let t = |l: usize| ((l * 7) % 16) as f32 / 16.0 + 0.03;
+        let r = |l: usize| l as f32 / 12.0 - 0.2;
+        for (slot, f) in [(0, &s as &dyn Fn(usize) -> f32), (1, &t), (2, &r)] {
+            env.inputs
+                .insert(slot, (0..16).map(|l| f(l).to_bits()).collect());
+        }
+        let SimOutput::Vpm(rows) =
+            harness::simulate(&c.emitted, OutputMode::Vpm, false, &env).expect("the program runs")
+        else {
+            panic!("VPM output")
+        };
+        let tex = kiln_interp::Texture::procedural(0);
+        let depth = |x: f32, y: f32| {
+            let [_, g, b, a] = tex.texels[(y * 16.0) as usize * 16 + (x * 16.0) as usize];
+            (g as u32 + 256 * b as u32 + 65536 * a as u32) as f32 / 16_777_215.0
+        };
+        let (mut passed, mut failed) = (0, 0);
+        for (slot, vals) in rows {
+            for (l, &v) in vals.iter().enumerate() {
+                let reference = r(l).clamp(0.0, 1.0);
+                let want = match slot {
+                    0 => (reference <= depth(s(l), t(l))) as u32 as f32,
+                    1 => (reference > depth(t(l), s(l))) as u32 as f32,
+                    2 => 1.0,
+                    _ => 0.0,
+                };
+                if slot < 2 {
+                    if want == 1.0 {
+                        passed += 1
+                    } else {
+                        failed += 1
+                    }
+                }
+                assert_eq!(f32::from_bits(v), want, "slot {slot} lane {l}");
+            }
+        }
+        assert!(passed > 4 && failed > 4, "{passed} pass, {failed} fail");
+    }
+}
+
 /// Graph colouring keeps the operands of one instruction on different read ports (files A and
 /// B), so the emitter copies none of them to ra14/rb14: twelve values live across sums and
 /// products of pairs of them (a bipartite pairing), more than the accumulators hold.

@@ -543,6 +543,22 @@ fn cube_map_samples_read_the_face_of_the_major_axis() {
     });
 }
 
+/// `textureSampleCompare` on a depth texture: 1 where the reference (clamped to [0, 1]) is at
+/// most the texel's depth — its upper 24 bits over 2^24 − 1 — worked out here from the bytes.
+#[test]
+fn depth_comparison_against_the_texel() {
+    let src = "@group(0) @binding(0) var t: texture_depth_2d; @group(0) @binding(1) var s: sampler_comparison;\n@fragment fn main(@location(0) x: vec4f) -> @location(0) vec4f { return vec4f(textureSampleCompare(t, s, vec2f(x.x * 0.1 + 0.52, 0.3), x.y * 0.2 + 0.1)); }";
+    let got = floats(run_with(Language::Wgsl, src, lane_input, |_| 0));
+    let tex = kiln_interp::Texture::procedural(0);
+    check(got, |x| {
+        let col = ((x[0] * 0.1 + 0.52) * 16.0).floor() as usize;
+        let [_, g, b, a] = tex.texels[4 * 16 + col];
+        let depth = (g as u32 + 256 * b as u32 + 65536 * a as u32) as f32 / 16_777_215.0;
+        let reference = (x[1] * 0.2 + 0.1).clamp(0.0, 1.0);
+        [(reference <= depth) as u32 as f32; 4]
+    });
+}
+
 #[test]
 fn conversions() {
     check(

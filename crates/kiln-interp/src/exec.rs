@@ -454,7 +454,10 @@ impl<'a, S: Storage> Machine<'a, S> {
                     let mode = SampleMode::of(&inst.imms)
                         .ok_or_else(|| self.err(b, i, "no sample mode"))?;
                     let cube = mode.dim == Dim::Cube;
-                    if mode.arrayed || mode.compare || !matches!(mode.dim, Dim::D2 | Dim::Cube) {
+                    if mode.arrayed
+                        || (cube && mode.compare.is_some())
+                        || !matches!(mode.dim, Dim::D2 | Dim::Cube)
+                    {
                         return Err(self.err(
                             b,
                             i,
@@ -484,10 +487,10 @@ impl<'a, S: Storage> Machine<'a, S> {
                         ));
                     }
                     let c = |k: usize| vals.get(k).copied().flatten().map_or(0.0, f32::from_bits);
-                    let texel = if cube {
-                        tex.sample_cube(c(0), c(1), c(2))
-                    } else {
-                        tex.sample(c(0), c(1))
+                    let texel = match mode.compare {
+                        Some(func) => tex.sample_compare(c(0), c(1), c(2), func),
+                        None if cube => tex.sample_cube(c(0), c(1), c(2)),
+                        None => tex.sample(c(0), c(1)),
                     };
                     texel.map(Some).into_iter().collect()
                 }

@@ -1,5 +1,8 @@
 //! Test textures: RGBA8 images sampled with nearest filtering — 2D images with repeat wrapping,
-//! cube maps (six square faces) with the face chosen by the major axis and edges clamped.
+//! cube maps (six square faces) with the face chosen by the major axis and edges clamped, and
+//! depth comparisons reading a 24-bit depth from the texel's upper bytes.
+
+use kiln_ir::sample::Compare;
 
 /// An RGBA8 image: one face, or the six faces of a cube map.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -36,6 +39,36 @@ pub fn cube_face(x: f32, y: f32, z: f32) -> (u32, f32, f32) {
         (5, -x, -y, az)
     };
     (face, (sc / ma + 1.0) * 0.5, (tc / ma + 1.0) * 0.5)
+}
+
+/// The depth a texel of a depth texture holds: a 24-bit depth in its upper three bytes (the
+/// X8Z24 word Mesa's vc4 reads, `ntq_scale_depth_texture`), `(word >> 8) · (1 / 0xffffff)`.
+pub fn depth(texel: [u8; 4]) -> f32 {
+    let z = u32::from_le_bytes(texel) >> 8;
+    z as f32 * (1.0 / 16_777_215.0f32)
+}
+
+/// A depth comparison's result, 1.0 or 0.0: `reference`, clamped to [0, 1] as for a
+/// fixed-point depth texture (`GL_ARB_shadow`), against `depth` with `func`, computed with the
+/// generic ops' meaning (`kiln_ir::semantics`) as the code that lowers it does.
+pub fn shadow(func: Compare, reference: f32, depth: f32) -> f32 {
+    use kiln_ir::semantics::eval_scalar;
+    let pass = match func.as_op() {
+        Err(constant) => constant,
+        Ok((op, reference_first)) => {
+            let f = |op, a: f32, b: f32| eval_scalar(op, &[a.to_bits(), b.to_bits()]);
+            let clamped = f(kiln_ir::Opcode::Fmax, reference, 0.0)
+                .and_then(|r| f(kiln_ir::Opcode::Fmin, f32::from_bits(r), 1.0))
+                .map_or(f32::NAN, f32::from_bits);
+            let (a, b) = if reference_first {
+                (clamped, depth)
+            } else {
+                (depth, clamped)
+            };
+            f(op, a, b).is_some_and(|c| c != 0)
+        }
+    };
+    if pass { 1.0 } else { 0.0 }
 }
 
 /// Texel index on an axis of `n` texels for a cube face coordinate: nearest, clamped to the
@@ -110,6 +143,11 @@ impl Texture {
     /// Samples at normalized coordinates `(s, t)`: nearest texel, coordinates wrapped (repeat);
     /// returns normalized RGBA as f32 bits. Non-finite coordinates read texel (0, 0).
     pub fn sample(&self, s: f32, t: f32) -> [u32; 4] {
+        self.texel_at(s, t).map(|c| (c as f32 / 255.0).to_bits())
+    }
+
+    /// The texel [`Texture::sample`] reads at `(s, t)`.
+    pub fn texel_at(&self, s: f32, t: f32) -> [u8; 4] {
         let wrap = |c: f32, n: u32| -> u32 {
             if !c.is_finite() {
                 return 0;
@@ -118,8 +156,15 @@ impl Texture {
             (x as u32).min(n - 1)
         };
         let (x, y) = (wrap(s, self.width), wrap(t, self.height));
-        let texel = self.texels[(y * self.width + x) as usize];
-        texel.map(|c| (c as f32 / 255.0).to_bits())
+        self.texels[(y * self.width + x) as usize]
+    }
+
+    /// A depth comparison at `(s, t)` (a shadow sampler): the texel's depth ([`depth`])
+    /// compared with `reference` clamped to [0, 1] ([`shadow`]); RGBA `(r, 0, 0, 1)` as f32
+    /// bits.
+    pub fn sample_compare(&self, s: f32, t: f32, reference: f32, func: Compare) -> [u32; 4] {
+        let r = shadow(func, reference, depth(self.texel_at(s, t)));
+        [r, 0.0, 0.0, 1.0].map(f32::to_bits)
     }
 
     /// Samples the cube map in direction (x, y, z): the face [`cube_face`] selects, its nearest

@@ -1,8 +1,9 @@
 //! What a `texture_sample` samples and how: its mode immediate (`imm1`) decoded.
 //!
 //! Bits 0–1 choose the level of detail (implicit, bias, explicit level, gradients), bits 4–5 the
-//! sampler's dimension (2D, cube, 3D, 1D), bit 6 an arrayed sampler, bit 7 a depth comparison.
-//! Mode 0 is a plain 2D sample. The operands follow in that order: the coordinates (two for 2D,
+//! sampler's dimension (2D, cube, 3D, 1D), bit 6 an arrayed sampler, bit 7 a depth comparison
+//! and bits 8–10 its function ([`Compare`], the sampler state a driver compiles in, as Mesa's
+//! vc4 shader key does). Mode 0 is a plain 2D sample. The operands follow in that order: the coordinates (two for 2D,
 //! three for cube and 3D, one for 1D), the layer when arrayed, the depth reference when
 //! comparing, then the bias or level (one operand) or the two gradients (one per coordinate
 //! each).
@@ -50,17 +51,74 @@ impl Dim {
     }
 }
 
+/// A depth comparison's function (`GL_TEXTURE_COMPARE_FUNC`, WebGPU's `GPUCompareFunction`),
+/// in OpenGL's order: the sample is 1 where `reference FUNC depth` holds, else 0.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Compare {
+    Never,
+    Less,
+    Equal,
+    LessEqual,
+    Greater,
+    NotEqual,
+    GreaterEqual,
+    Always,
+}
+
+impl Compare {
+    const ALL: [Compare; 8] = [
+        Compare::Never,
+        Compare::Less,
+        Compare::Equal,
+        Compare::LessEqual,
+        Compare::Greater,
+        Compare::NotEqual,
+        Compare::GreaterEqual,
+        Compare::Always,
+    ];
+
+    /// The comparison as generic IR: `(op, reference first)`, or the constant result of
+    /// `never` and `always`. `Fle` is `not(a > b)`, so a NaN reference passes `less_equal`.
+    pub fn as_op(self) -> Result<(crate::Opcode, bool), bool> {
+        use crate::Opcode::*;
+        Ok(match self {
+            Compare::Never => return Err(false),
+            Compare::Always => return Err(true),
+            Compare::Less => (Flt, true),
+            Compare::LessEqual => (Fle, true),
+            Compare::Greater => (Flt, false),
+            Compare::GreaterEqual => (Fle, false),
+            Compare::Equal => (Feq, true),
+            Compare::NotEqual => (Fne, true),
+        })
+    }
+
+    /// The name `.kir` comments and messages use.
+    pub fn name(self) -> &'static str {
+        match self {
+            Compare::Never => "never",
+            Compare::Less => "less",
+            Compare::Equal => "equal",
+            Compare::LessEqual => "less_equal",
+            Compare::Greater => "greater",
+            Compare::NotEqual => "not_equal",
+            Compare::GreaterEqual => "greater_equal",
+            Compare::Always => "always",
+        }
+    }
+}
+
 /// A `texture_sample`'s mode, decoded.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SampleMode {
     pub level: Level,
     pub dim: Dim,
     pub arrayed: bool,
-    /// A depth comparison against a reference operand (a shadow sampler).
-    pub compare: bool,
+    /// A depth comparison against a reference operand (a shadow sampler), with its function.
+    pub compare: Option<Compare>,
 }
 
-const KNOWN_BITS: u32 = 0b1111_0011;
+const KNOWN_BITS: u32 = 0b111_1111_0011;
 
 impl SampleMode {
     /// A plain sample of `dim` with `level`.
@@ -69,7 +127,7 @@ impl SampleMode {
             level,
             dim,
             arrayed: false,
-            compare: false,
+            compare: None,
         }
     }
 
@@ -87,12 +145,16 @@ impl SampleMode {
             Dim::D3 => 2,
             Dim::D1 => 3,
         };
-        level | dim << 4 | (self.arrayed as u32) << 6 | (self.compare as u32) << 7
+        let compare = self.compare.map_or(0, |c| {
+            1 << 7 | (Compare::ALL.iter().position(|&k| k == c).unwrap_or(0) as u32) << 8
+        });
+        level | dim << 4 | (self.arrayed as u32) << 6 | compare
     }
 
     /// The mode of immediate `m`, or `None` when it sets bits no mode has.
     pub fn decode(m: u32) -> Option<SampleMode> {
-        if m & !KNOWN_BITS != 0 {
+        // A function without a comparison is no mode.
+        if m & !KNOWN_BITS != 0 || (m & 1 << 7 == 0 && m >> 8 != 0) {
             return None;
         }
         let level = [
@@ -106,7 +168,7 @@ impl SampleMode {
             level,
             dim,
             arrayed: m & 1 << 6 != 0,
-            compare: m & 1 << 7 != 0,
+            compare: (m & 1 << 7 != 0).then(|| Compare::ALL[(m >> 8) as usize & 7]),
         })
     }
 
@@ -123,7 +185,7 @@ impl SampleMode {
             Level::Bias | Level::Explicit => 1,
             Level::Gradient => 2 * coords,
         };
-        coords + self.arrayed as usize + self.compare as usize + lod
+        coords + self.arrayed as usize + self.compare.is_some() as usize + lod
     }
 
     /// Whether the level of detail comes from derivatives across the quad (reads other lanes).
@@ -137,7 +199,7 @@ impl SampleMode {
         if self.arrayed {
             s.push_str(" array");
         }
-        if self.compare {
+        if self.compare.is_some() {
             s.push_str(" shadow");
         }
         s
@@ -159,7 +221,7 @@ mod tests {
         ] {
             for dim in [Dim::D2, Dim::Cube, Dim::D3, Dim::D1] {
                 for arrayed in [false, true] {
-                    for compare in [false, true] {
+                    for compare in std::iter::once(None).chain(Compare::ALL.map(Some)) {
                         let m = SampleMode {
                             level,
                             dim,
@@ -172,7 +234,7 @@ mod tests {
                 }
             }
         }
-        assert_eq!(seen.len(), 64);
+        assert_eq!(seen.len(), 4 * 4 * 2 * 9);
         // Mode 0 stays a plain implicit 2D sample, as text written before modes had kinds.
         assert_eq!(
             SampleMode::decode(0),
@@ -180,6 +242,7 @@ mod tests {
         );
         assert_eq!(SampleMode::decode(1 << 2), None);
         assert_eq!(SampleMode::decode(1 << 8), None);
+        assert_eq!(SampleMode::decode(1 << 11 | 1 << 7), None);
     }
 
     #[test]
@@ -189,7 +252,7 @@ mod tests {
         assert_eq!(SampleMode::new(Dim::D3, Level::Gradient).operands(), 9);
         let shadow_array = SampleMode {
             arrayed: true,
-            compare: true,
+            compare: Some(Compare::Less),
             ..SampleMode::new(Dim::D2, Level::Explicit)
         };
         assert_eq!(shadow_array.operands(), 5);

@@ -1560,10 +1560,17 @@ impl<'a> Emitter<'a> {
             ld.sig = Signal::LoadTmu0;
             self.push_alu(ld);
         }
-        let unpack = [Unpack::U8a, Unpack::U8b, Unpack::U8c, Unpack::U8d][k as usize & 3];
+        let unpack = match k {
+            0..=3 => [Unpack::U8a, Unpack::U8b, Unpack::U8c, Unpack::U8d][k as usize],
+            _ => Unpack::None,
+        };
         if std::mem::take(&mut self.channel_in_place) {
             let t = inst.defs[0].temp;
             self.in_r4.push((t, unpack, self.uses[t.index()]));
+        } else if unpack == Unpack::None {
+            // The whole word (a depth texel).
+            let cond = self.write_cond(b, inst)?;
+            self.push_alu(builder::mov(d, Reg::Acc(4))?.cond_add(cond));
         } else {
             let cond = self.write_cond(b, inst)?;
             self.push_alu(

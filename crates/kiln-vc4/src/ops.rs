@@ -278,7 +278,8 @@ vc4_ops! {
     Recipsqrt "recipsqrt" => sfu_op(waddr::SFU_RECIPSQRT), ir(1, false, |a| eval(Op::Recipsqrt, a));
     Exp2 "exp2" => sfu_op(waddr::SFU_EXP), ir(1, false, |a| eval(Op::Exp2, a));
     Log2 "log2" => sfu_op(waddr::SFU_LOG), ir(1, false, |a| eval(Op::Log2, a));
-    /// `qpu_tex U, k, s, t`: component k of texture unit U's texel at (s, t).
+    /// `qpu_tex U, k, s, t`: component k of texture unit U's texel at (s, t) as a float, or
+    /// its whole word for k = 4 ([`crate::texture::WORD`]).
     Tex "tex" => tmu(false, false), ir(4, false, texel_component);
     /// `qpu_tex_b U, k, s, t, b, M`: the same with a bias (`M` = 1) or an explicit level
     /// (`M` = 2) written to the TMU's b register (Mesa's `txb` / `txl`). The test textures
@@ -378,11 +379,16 @@ fn texel(c: u32, n: u32) -> i32 {
     ((c as f64 * n as f64).floor() as i64).rem_euclid(n as i64) as i32
 }
 
-/// `qpu_tex`'s meaning: component `a[1]` of unit `a[0]`'s procedural texture
+/// `qpu_tex`'s meaning: component `a[1]` (0–3, or the whole word: `texture::WORD`) of unit
+/// `a[0]`'s procedural texture
 /// (`kiln_interp::Texture::procedural`, what the harness binds) at (`a[2]`, `a[3]`).
 fn texel_component(a: &[u32]) -> u32 {
     let tex = kiln_interp::Texture::procedural(a[0]);
     let (x, y) = (texel(a[2], tex.width), texel(a[3], tex.height));
+    if a[1] == crate::texture::WORD {
+        let (w, h) = (tex.width as i32, tex.height as i32);
+        return u32::from_le_bytes(tex.texels[(y.rem_euclid(h) * w + x.rem_euclid(w)) as usize]);
+    }
     tex.fetch(x, y)[a[1] as usize & 3]
 }
 

@@ -5,13 +5,13 @@
 //! already in r4. The design is in `docs/vc4.md` ("The emitter": textures).
 
 use crate::ops::{Hw, Op, Unit};
-use kiln_ir::sample::{Dim, Level, SampleMode};
+use kiln_ir::sample::{Compare, Dim, Level, SampleMode};
 use kiln_ir::{Def, Function, GenericTarget, Inst, Opcode, Operand, OperandFlags, Temp, Value};
 use std::collections::BTreeMap;
 
-/// What the TMU path cannot do in `func`: samplers other than 2D and cube (3D, 1D, arrays,
-/// depth comparison — the hardware has none), explicit gradients, and a texture result used
-/// other than through its split into components.
+/// What the TMU path cannot do in `func`: samplers other than 2D, cube and 2D shadow (3D, 1D,
+/// arrays — the hardware has none — and cube shadow), explicit gradients, and a texture result
+/// used other than through its split into components.
 pub fn refusals(func: &Function) -> Vec<String> {
     let mut refused = Vec::new();
     let mut uses: BTreeMap<Temp, usize> = BTreeMap::new();
@@ -39,7 +39,8 @@ pub fn refusals(func: &Function) -> Vec<String> {
                     refused.push(format!("texture sample mode {}", inst.imms[1]));
                     continue;
                 };
-                if mode.arrayed || mode.compare || !matches!(mode.dim, Dim::D2 | Dim::Cube) {
+                let cube_compare = mode.dim == Dim::Cube && mode.compare.is_some();
+                if mode.arrayed || cube_compare || !matches!(mode.dim, Dim::D2 | Dim::Cube) {
                     refused.push(format!("{} samplers", mode.kind()));
                 } else if mode.level == Level::Gradient {
                     refused.push("texture sampling with explicit gradients".to_string());
@@ -122,7 +123,10 @@ impl Layout {
 ///   `(x + 0.5) · 2^level / width` — the reciprocal of the size a driver uniform, as Mesa's
 ///   rectangle textures have it (`QUNIFORM_TEXRECT_SCALE_X`, [`TEXRECT_SCALE`]) — looked up at
 ///   the explicit level; the unit is bound with nearest filtering, so the lookup reads that
-///   texel, wrapped as the interpreter wraps it.
+///   texel, wrapped as the interpreter wraps it;
+/// - a depth comparison's texel word turned into a depth and compared (one lookup of
+///   [`WORD`]).
+///
 /// `func` has no [`refusals`].
 pub fn select_lookups(func: &mut Function) {
     struct Sample {
@@ -131,6 +135,7 @@ pub fn select_lookups(func: &mut Function) {
         /// The bias or level's mode constant (1 or 2).
         level: u32,
         fetch: bool,
+        compare: Option<Compare>,
         operands: Vec<Operand>,
     }
     let mut samples: BTreeMap<Temp, Sample> = BTreeMap::new();
@@ -147,6 +152,7 @@ pub fn select_lookups(func: &mut Function) {
                     },
                     level: if mode.level == Level::Explicit { 2 } else { 1 },
                     fetch: false,
+                    compare: mode.compare,
                     operands,
                 }
             }
@@ -158,6 +164,7 @@ pub fn select_lookups(func: &mut Function) {
                 },
                 level: 2,
                 fetch: true,
+                compare: None,
                 operands,
             },
             _ => continue,
@@ -243,29 +250,90 @@ pub fn select_lookups(func: &mut Function) {
                 }
                 coords = centre;
             }
+            let n = if sample.layout.cube { 3 } else { 2 };
+            let lookup = |component: u32, def: Temp| {
+                let mut lookup = Inst::new(sample.layout.op().opcode());
+                lookup.flags = inst.flags;
+                lookup.defs.push(Def::new(def));
+                lookup
+                    .operands
+                    .extend([Operand::constant(sample.unit), Operand::constant(component)]);
+                lookup.operands.extend_from_slice(&coords[..n]);
+                if sample.layout.lod {
+                    lookup.operands.extend([
+                        coords[n + sample.compare.is_some() as usize],
+                        Operand::constant(sample.level),
+                    ]);
+                }
+                lookup
+            };
+            if let Some(compare) = sample.compare {
+                // Mesa's shadow lookup (`ntq_emit_tex`, `ntq_scale_depth_texture`): the texel's
+                // word, its upper 24 bits as the depth, compared with the reference clamped to
+                // [0, 1]; RGBA (r, 0, 0, 1).
+                let word = func.new_temp(class);
+                out.push(lookup(WORD, word));
+                let mut emit = |code: Opcode, operands: &[Operand], def: Option<Temp>| {
+                    let t = def.unwrap_or_else(|| func.new_temp(class));
+                    let mut i = Inst::new(code);
+                    i.flags = inst.flags;
+                    i.defs.push(Def::new(t));
+                    i.operands.extend_from_slice(operands);
+                    out.push(i);
+                    Operand::temp(t)
+                };
+                let z = emit(
+                    Opcode::Ushr,
+                    &[Operand::temp(word), Operand::constant(8)],
+                    None,
+                );
+                let z = emit(Opcode::I2f, &[z], None);
+                let depth = emit(Opcode::Fmul, &[z, fc(1.0 / 16_777_215.0)], None);
+                let reference = emit(Opcode::Fmax, &[coords[n], fc(0.0)], None);
+                let reference = emit(Opcode::Fmin, &[reference, fc(1.0)], None);
+                for (k, d) in inst.defs.iter().enumerate() {
+                    if !used[d.temp.index()] {
+                        continue;
+                    }
+                    let t = Some(d.temp);
+                    match (k, compare.as_op()) {
+                        (0, Ok((op, reference_first))) => {
+                            let (a, b) = if reference_first {
+                                (reference, depth)
+                            } else {
+                                (depth, reference)
+                            };
+                            let pass = emit(op, &[a, b], None);
+                            emit(Opcode::Sel, &[pass, fc(1.0), fc(0.0)], t);
+                        }
+                        (0, Err(constant)) => {
+                            emit(Opcode::Mov, &[fc(if constant { 1.0 } else { 0.0 })], t);
+                        }
+                        (3, _) => {
+                            emit(Opcode::Mov, &[fc(1.0)], t);
+                        }
+                        _ => {
+                            emit(Opcode::Mov, &[fc(0.0)], t);
+                        }
+                    }
+                }
+                continue;
+            }
             for (k, d) in inst.defs.iter().enumerate() {
                 if !used[d.temp.index()] {
                     continue;
                 }
-                let mut lookup = Inst::new(sample.layout.op().opcode());
-                lookup.flags = inst.flags;
-                lookup.defs.push(Def::new(d.temp));
-                lookup
-                    .operands
-                    .extend([Operand::constant(sample.unit), Operand::constant(k as u32)]);
-                let n = if sample.layout.cube { 3 } else { 2 };
-                lookup.operands.extend_from_slice(&coords[..n]);
-                if sample.layout.lod {
-                    lookup
-                        .operands
-                        .extend([coords[n], Operand::constant(sample.level)]);
-                }
+                let lookup = lookup(k as u32, d.temp);
                 out.push(lookup);
             }
         }
         func.blocks[b].insts = out;
     }
 }
+
+/// The component of a lookup that is the texel's whole word (r4 as the TMU leaves it), rather
+/// than one of its bytes as a float: a depth texture's texel.
+pub const WORD: u32 = 4;
 
 /// IR uniform slots the driver fills with the reciprocal of a texture's width and height:
 /// `TEXRECT_SCALE + 2·unit` and `+ 1` (Mesa's `QUNIFORM_TEXRECT_SCALE_X`, `_Y`).

@@ -2,7 +2,7 @@
 
 use super::{FnCx, Lowerer, Ptr, Root, Val, types};
 use crate::FrontError;
-use kiln_ir::sample::{Level, SampleMode};
+use kiln_ir::sample::{Compare, Level, SampleMode};
 use kiln_ir::{Opcode, Operand};
 use naga::{BinaryOperator as B, Expression, Handle, ScalarKind, TypeInner};
 
@@ -320,6 +320,18 @@ impl<'m> Lowerer<'m, '_> {
                 };
                 let unit = self.unit(img, smp);
                 let dim = self.sample_dim(img)?;
+                let depth_image = matches!(
+                    m.types[m.global_variables[img].ty].inner,
+                    TypeInner::Image {
+                        class: naga::ImageClass::Depth { .. },
+                        ..
+                    }
+                );
+                if depth_image && depth_ref.is_none() {
+                    return Err(FrontError::unsupported(
+                        "depth textures sampled without a comparison",
+                    ));
+                }
                 let mut ops = self.comps(cx, *coordinate)?;
                 if let Some(a) = array_index {
                     ops.extend(self.comps(cx, *a)?);
@@ -347,11 +359,13 @@ impl<'m> Lowerer<'m, '_> {
                         Level::Gradient
                     }
                 };
+                // The comparison's function is sampler state the shader does not name:
+                // OpenGL's default, `less_equal`.
                 let mode = SampleMode {
                     level,
                     dim,
                     arrayed: array_index.is_some(),
-                    compare: depth_ref.is_some(),
+                    compare: depth_ref.map(|_| Compare::LessEqual),
                 }
                 .encode();
                 let coords: Vec<Operand> = ops

@@ -700,7 +700,8 @@ impl<'m> Lowerer<'m, '_> {
         let kind = match self.m.types[self.m.global_variables[image].ty].inner {
             naga::TypeInner::Image { arrayed, class, .. } => kiln_ir::sample::SampleMode {
                 arrayed,
-                compare: matches!(class, naga::ImageClass::Depth { .. }),
+                compare: matches!(class, naga::ImageClass::Depth { .. })
+                    .then_some(kiln_ir::sample::Compare::LessEqual),
                 ..kiln_ir::sample::SampleMode::new(
                     self.sample_dim(image).unwrap_or(kiln_ir::sample::Dim::D2),
                     kiln_ir::sample::Level::Implicit,
