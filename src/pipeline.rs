@@ -98,6 +98,11 @@ pub struct Options {
     /// Schedule each block before allocation (`kiln_sched::pressure`; off: the middle end's
     /// order).
     pub pre_schedule: bool,
+    /// User clip distances a fragment shader discards on (Mesa's `ucp_enables` key,
+    /// `kiln_front::clip`): it reads that many `gl_ClipDistance` varyings after its own and
+    /// discards where one is negative. 0 for none; vertex shaders ignore it (they write what
+    /// they write).
+    pub clip_distances: u32,
     /// Give up on a compile that has run this long, at the next stage it finishes (the middle
     /// end, a thread mode's allocation, the retry): `Error::TimeLimit`. `None`: no limit.
     pub time_limit: Option<std::time::Duration>,
@@ -116,6 +121,7 @@ impl Default for Options {
             debug: DebugFlags::from_env(),
             keep: Vec::new(),
             schedule: true,
+            clip_distances: 0,
             time_limit: None,
             pre_schedule: true,
         }
@@ -348,6 +354,10 @@ pub fn shader_info(iface: &Interface) -> ShaderInfo {
                 SlotKind::BuiltIn { name, .. } if !vertex && name == "front_facing" => {
                     InputKind::FrontFacing
                 }
+                // Interpolated like the varyings, after them (their slots are above).
+                SlotKind::BuiltIn { name, .. } if !vertex && name == "clip_distance" => {
+                    InputKind::Varying
+                }
                 SlotKind::BuiltIn { name, component } => {
                     InputKind::Unsupported(format!("built-in {name}.{component}"))
                 }
@@ -369,6 +379,9 @@ pub fn shader_info(iface: &Interface) -> ShaderInfo {
                 }
                 SlotKind::BuiltIn { name, .. } if vertex && name == "point_size" => {
                     OutputKind::PointSize
+                }
+                SlotKind::BuiltIn { name, component } if vertex && name == "clip_distance" => {
+                    OutputKind::ClipDistance(*component)
                 }
                 SlotKind::Location { location: 0, .. }
                     if s.scalar
@@ -551,6 +564,18 @@ pub fn compile_lowered(
         }),
         _ => Ok(()),
     };
+    let mut lowered = lowered;
+    if options.clip_distances > 0
+        && lowered.interface.stage == kiln_front::interface::Stage::Fragment
+    {
+        kiln_front::clip::discard_clipped(&mut lowered, options.clip_distances).map_err(|e| {
+            Error::Front {
+                name: name.to_string(),
+                error: Box::new(FrontError::unsupported(e)),
+                source: None,
+            }
+        })?;
+    }
     let mut kept = Kept::new(&options.keep);
     let mut f = middle(name, lowered, options, &mut kept)?;
     in_time("the middle end")?;
@@ -671,7 +696,7 @@ impl Options {
     /// Everything in the options that changes the code (not `check`, `keep`, `debug`).
     pub fn code_key(&self) -> String {
         format!(
-            "{:?} {:?} {:?} {:?} {:?} {:?} {} {}",
+            "{:?} {:?} {:?} {:?} {:?} {:?} {} {} {}",
             self.allocator,
             self.threads,
             self.output,
@@ -679,7 +704,8 @@ impl Options {
             self.precision,
             self.budget,
             self.schedule,
-            self.pre_schedule
+            self.pre_schedule,
+            self.clip_distances
         )
     }
 }

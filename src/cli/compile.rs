@@ -53,6 +53,10 @@ pub struct CompileArgs {
     /// Leave each block in the middle end's order before allocation (no pre-RA scheduler).
     #[arg(long)]
     pub no_pre_sched: bool,
+    /// A fragment shader discards where one of this many user clip distances (varyings after
+    /// its own, written by the vertex shader's `gl_ClipDistance`) is negative (at most 8).
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub clip_distances: u32,
     #[command(flatten)]
     pub cache: crate::cli::cache::CacheArgs,
 }
@@ -77,6 +81,7 @@ fn compile_on_this_thread(args: CompileArgs) -> miette::Result<String> {
         schedule: !args.no_sched,
         pre_schedule: !args.no_pre_sched,
         check: args.check || Options::default().check,
+        clip_distances: args.clip_distances,
         ..Options::default()
     };
     let entry = args.entry.entry_point();

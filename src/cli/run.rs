@@ -20,6 +20,10 @@ pub struct RunArgs {
     /// vertex attributes of one vertex as `NAME@K=…`.
     #[arg(long = "set", value_name = "NAME=VALUE")]
     pub set: Vec<String>,
+    /// A fragment shader discards where one of this many user clip distances (inputs
+    /// `clip_distance`, set like the others) is negative.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub clip_distances: u32,
     /// `BINDING=FILE.png`: the texture of a sampler, by binding number or name; a cube map
     /// takes six files, `BINDING=PX.png,NX.png,PY.png,NY.png,PZ.png,NZ.png`.
     #[arg(long = "texture", value_name = "BINDING=FILE")]
@@ -83,6 +87,7 @@ fn run_on_this_thread(args: &RunArgs) -> miette::Result<String> {
     }
     let options = Options {
         allocator: args.allocator,
+        clip_distances: args.clip_distances,
         ..Options::default()
     };
     let c = pipeline::compile(&shader, &entry, &options)?;

@@ -8,6 +8,7 @@
 //! back edges are known, trivial phis removed); composites are split into 32-bit scalars;
 //! naga's control flow becomes kiln's structured if/loop/break/continue.
 
+pub mod clip;
 pub mod corpus;
 pub mod glsl_globals;
 pub mod interface;

@@ -49,6 +49,9 @@ pub enum OutputKind {
     Varying(u32, u32),
     /// A vertex shader's point size (`crate::vertex` writes it after 1/Wc).
     PointSize,
+    /// A vertex shader's `gl_ClipDistance[k]` (`crate::vertex` writes them after the varyings,
+    /// for the fragment shader to discard on: `kiln_front::clip`).
+    ClipDistance(u32),
     /// Any value written raw to a VPM row ([`crate::emit::OutputMode::Vpm`]): a vertex
     /// shader's outputs in Mesa's layout (`crate::vertex`), generated test programs.
     Raw,

@@ -24,6 +24,8 @@ struct VertexOutputs {
     point_size: Option<u32>,
     /// (location, component) → slot.
     varyings: BTreeMap<(u32, u32), u32>,
+    /// Clip distance k → slot.
+    clip_distances: BTreeMap<u32, u32>,
 }
 
 /// Rewrites the outputs of a generic vertex shader into Mesa's VPM rows; returns the shader
@@ -41,6 +43,9 @@ pub fn lower_vertex_outputs(
             OutputKind::PointSize => outs.point_size = Some(slot),
             OutputKind::Varying(l, c) => {
                 outs.varyings.insert((*l, *c), slot);
+            }
+            OutputKind::ClipDistance(k) => {
+                outs.clip_distances.insert(*k, slot);
             }
             OutputKind::Unsupported(what) => refused.push(format!("output {what}")),
             other => refused.push(format!("vertex output {other:?}")),
@@ -141,6 +146,7 @@ pub fn lower_vertex_outputs(
     rows.extend(
         outs.varyings
             .values()
+            .chain(outs.clip_distances.values())
             .map(|s| value.get(s).copied().unwrap_or(Operand::constant(0))),
     );
     let mut outputs = BTreeMap::new();
