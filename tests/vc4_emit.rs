@@ -948,6 +948,63 @@ bb0:
     }
 }
 
+/// Explicit gradients (mode 3) become an explicit level: λ = ½·log2 of the longer squared
+/// texel-space gradient, the texture's size a driver uniform. The selected program's level
+/// operand, run in the interpreter, is λ worked out here (within the SFU's log2 error), for
+/// gradients of different lengths per lane.
+#[test]
+fn explicit_gradients_give_the_level() {
+    let text = "target generic(v=32, s=16)
+function @main {
+bb0:
+    %0:v1 = input 0
+    %1:v1 = input 1
+    %2:v1 = input 2
+    %3:v1 = input 3
+    %4:v4 = texture_sample 0, 3, %0, %1, %2, %3, %3, %0
+    %5:v1, %6:v1, %7:v1, %8:v1 = split_vector %4
+    output 0, %5
+    return
+}
+";
+    agrees(text);
+    let (c, info) = compile_text(text, Allocator::Graph, OutputMode::Vpm);
+    let mut f = c.ssa.clone();
+    let level = f
+        .blocks
+        .iter()
+        .flat_map(|b| &b.insts)
+        .find(|i| kiln_vc4::texture::Layout::of(i).is_some_and(|l| l.lod))
+        .map(|i| i.operands[4])
+        .expect("a lookup at a level");
+    let last = f.blocks.len() - 1;
+    let at = f.blocks[last].insts.len() - 1;
+    let mut out = kiln_ir::Inst::new(kiln_ir::Opcode::Output);
+    out.imms.push(1);
+    out.operands.push(level);
+    f.blocks[last].insts.insert(at, out);
+    let mut env = harness::environment(&f, &info);
+    let input =
+        |k: u32, l: usize| [0.3, 0.6, 0.05 * (l as f32 + 1.0), 0.002 * l as f32][k as usize];
+    for k in 0..4 {
+        env.inputs
+            .insert(k, (0..16).map(|l| input(k, l).to_bits()).collect());
+    }
+    let run = kiln_interp::run_ssa(&f, &env).unwrap_or_else(|e| panic!("{e}"));
+    for l in 0..16 {
+        let (s, dsx, dty) = (input(0, l), input(2, l), input(3, l));
+        // ddx = (dsx, dty), ddy = (dty, s); a 16×16 texture.
+        let x = (dsx * 16.0).powi(2) + (dty * 16.0).powi(2);
+        let y = (dty * 16.0).powi(2) + (s * 16.0).powi(2);
+        let want = 0.5 * x.max(y).log2();
+        let got = f32::from_bits(run.slots[&1][l].as_ref().unwrap()[0].unwrap());
+        assert!(
+            (got - want).abs() < 1e-3,
+            "lane {l}: level {got}, want {want}"
+        );
+    }
+}
+
 /// Graph colouring keeps the operands of one instruction on different read ports (files A and
 /// B), so the emitter copies none of them to ra14/rb14: twelve values live across sums and
 /// products of pairs of them (a bipartite pairing), more than the accumulators hold.

@@ -80,16 +80,21 @@ pub fn environment(ssa: &Function, info: &ShaderInfo) -> Env {
         env.uniforms
             .insert(crate::vertex::VIEWPORT_X_SCALE + k as u32, v.to_bits());
     }
-    // Texel fetches scale by the bound texture's size: the procedural textures are 16×16.
+    // Texel fetches and gradients scale by the bound texture's size: the procedural textures
+    // are 16×16.
     for inst in ssa.blocks.iter().flat_map(|b| &b.insts) {
-        if inst.op == kiln_ir::Opcode::Uniform
-            && let Uniform::TexrectScale { unit, axis } = Uniform::of_slot(inst.imms[0])
-        {
-            let tex = kiln_interp::Texture::procedural(unit);
-            let side = if axis == 0 { tex.width } else { tex.height };
-            env.uniforms
-                .insert(inst.imms[0], (1.0 / side as f32).to_bits());
+        if inst.op != kiln_ir::Opcode::Uniform {
+            continue;
         }
+        let (unit, axis, reciprocal) = match Uniform::of_slot(inst.imms[0]) {
+            Uniform::TexrectScale { unit, axis } => (unit, axis, true),
+            Uniform::TextureSize { unit, axis } => (unit, axis, false),
+            _ => continue,
+        };
+        let tex = kiln_interp::Texture::procedural(unit);
+        let side = if axis == 0 { tex.width } else { tex.height } as f32;
+        let value = if reciprocal { 1.0 / side } else { side };
+        env.uniforms.insert(inst.imms[0], value.to_bits());
     }
     env.step_limit = STEP_LIMIT;
     env

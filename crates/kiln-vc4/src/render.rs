@@ -332,12 +332,15 @@ fn draw(
     for (&u, tex) in textures {
         upload(&mut m.mem, layout[&u], tex)?;
     }
-    // The driver's uniforms of the bound textures: the reciprocal sizes texel fetches scale by.
+    // The driver's uniforms of the bound textures: the sizes gradients and (as reciprocals)
+    // texel fetches scale by.
     let mut uniforms = r.uniforms.clone();
     for (&unit, tex) in textures {
         for (axis, side) in [(0, tex.width), (1, tex.height)] {
             let slot = crate::texture::TEXRECT_SCALE + 2 * unit + axis;
             uniforms.insert(slot, (1.0 / side as f32).to_bits());
+            let slot = crate::texture::TEXTURE_SIZE + 2 * unit + axis;
+            uniforms.insert(slot, (side as f32).to_bits());
         }
     }
     let mut stream =

@@ -42,8 +42,10 @@ pub fn refusals(func: &Function) -> Vec<String> {
                 let cube_compare = mode.dim == Dim::Cube && mode.compare.is_some();
                 if mode.arrayed || cube_compare || !matches!(mode.dim, Dim::D2 | Dim::Cube) {
                     refused.push(format!("{} samplers", mode.kind()));
-                } else if mode.level == Level::Gradient {
-                    refused.push("texture sampling with explicit gradients".to_string());
+                } else if mode.level == Level::Gradient
+                    && (mode.dim != Dim::D2 || mode.compare.is_some())
+                {
+                    refused.push(format!("{} sampling with explicit gradients", mode.kind()));
                 } else if inst.operands.len() != mode.operands() {
                     refused.push(format!(
                         "a {} sample with {} operands",
@@ -124,6 +126,7 @@ impl Layout {
 ///   rectangle textures have it (`QUNIFORM_TEXRECT_SCALE_X`, [`TEXRECT_SCALE`]) — looked up at
 ///   the explicit level; the unit is bound with nearest filtering, so the lookup reads that
 ///   texel, wrapped as the interpreter wraps it;
+/// - explicit gradients turned into the level of detail they give, looked up at that level;
 /// - a depth comparison's texel word turned into a depth and compared (one lookup of
 ///   [`WORD`]).
 ///
@@ -135,6 +138,7 @@ pub fn select_lookups(func: &mut Function) {
         /// The bias or level's mode constant (1 or 2).
         level: u32,
         fetch: bool,
+        gradient: bool,
         compare: Option<Compare>,
         operands: Vec<Operand>,
     }
@@ -150,8 +154,13 @@ pub fn select_lookups(func: &mut Function) {
                         cube: mode.dim == Dim::Cube,
                         lod: mode.level != Level::Implicit,
                     },
-                    level: if mode.level == Level::Explicit { 2 } else { 1 },
+                    level: if matches!(mode.level, Level::Explicit | Level::Gradient) {
+                        2
+                    } else {
+                        1
+                    },
                     fetch: false,
+                    gradient: mode.level == Level::Gradient,
                     compare: mode.compare,
                     operands,
                 }
@@ -164,6 +173,7 @@ pub fn select_lookups(func: &mut Function) {
                 },
                 level: 2,
                 fetch: true,
+                gradient: false,
                 compare: None,
                 operands,
             },
@@ -225,6 +235,30 @@ pub fn select_lookups(func: &mut Function) {
                 for c in coords[..3].iter_mut() {
                     *c = emit(Op::Fmul.opcode(), &[*c, rcp], None);
                 }
+            }
+            if sample.gradient {
+                // OpenGL's level of detail from explicit gradients (§8.14: ρ the longer of the
+                // two texel-space gradients, λ = log2 ρ), as `nir_lower_tex`'s `lower_txd`
+                // makes a `txl` of it: λ = ½·log2 max(|(∂s·w, ∂t·h)/∂x|², |…/∂y|²), the sizes
+                // driver uniforms ([`TEXTURE_SIZE`]).
+                let mut size = [Operand::constant(0); 2];
+                for (axis, side) in size.iter_mut().enumerate() {
+                    let slot = TEXTURE_SIZE + 2 * sample.unit + axis as u32;
+                    *side = emit(Opcode::Uniform, &[], Some(slot));
+                }
+                let mut lengths = [Operand::constant(0); 2];
+                for (d, length) in lengths.iter_mut().enumerate() {
+                    let u = emit(Opcode::Fmul, &[coords[2 + 2 * d], size[0]], None);
+                    let v = emit(Opcode::Fmul, &[coords[3 + 2 * d], size[1]], None);
+                    let uu = emit(Opcode::Fmul, &[u, u], None);
+                    let vv = emit(Opcode::Fmul, &[v, v], None);
+                    *length = emit(Opcode::Fadd, &[uu, vv], None);
+                }
+                let longer = emit(Opcode::Fmax, &lengths, None);
+                let log = emit(Opcode::Flog2, &[longer], None);
+                let level = emit(Opcode::Fmul, &[log, fc(0.5)], None);
+                coords.truncate(2);
+                coords.push(level);
             }
             if sample.fetch {
                 let level = coords.get(2).copied().unwrap_or(Operand::constant(0));
@@ -330,6 +364,10 @@ pub fn select_lookups(func: &mut Function) {
         func.blocks[b].insts = out;
     }
 }
+
+/// IR uniform slots the driver fills with a texture's width and height as floats:
+/// `TEXTURE_SIZE + 2·unit` and `+ 1` (v3d's `QUNIFORM_TEXTURE_WIDTH`, `_HEIGHT`).
+pub const TEXTURE_SIZE: u32 = 0xfffd_0000;
 
 /// The component of a lookup that is the texel's whole word (r4 as the TMU leaves it), rather
 /// than one of its bytes as a float: a depth texture's texel.

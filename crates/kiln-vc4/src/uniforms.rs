@@ -45,6 +45,12 @@ pub enum Uniform {
         unit: u32,
         axis: u32,
     },
+    /// A texture's width (`axis` 0) or height (1) as a float, read at uniform slot
+    /// `crate::texture::TEXTURE_SIZE + 2·unit + axis` of the IR: explicit gradients' level.
+    TextureSize {
+        unit: u32,
+        axis: u32,
+    },
     /// The address of the uniform stream itself (Mesa `QUNIFORM_UNIFORMS_ADDRESS`), read by the
     /// stream resets at block starts.
     StreamAddress,
@@ -62,6 +68,13 @@ impl Uniform {
                 unit: texrect / 2,
                 axis: texrect % 2,
             }
+        } else if let size = slot.wrapping_sub(crate::texture::TEXTURE_SIZE)
+            && size < 0x1_0000
+        {
+            Uniform::TextureSize {
+                unit: size / 2,
+                axis: size % 2,
+            }
         } else {
             Uniform::User(slot)
         }
@@ -75,6 +88,9 @@ impl Uniform {
             Uniform::Viewport(k) => Some(crate::vertex::VIEWPORT_X_SCALE + k),
             Uniform::TexrectScale { unit, axis } => {
                 Some(crate::texture::TEXRECT_SCALE + 2 * unit + axis)
+            }
+            Uniform::TextureSize { unit, axis } => {
+                Some(crate::texture::TEXTURE_SIZE + 2 * unit + axis)
             }
             Uniform::TextureP0 { .. } | Uniform::TextureP1(_) | Uniform::TextureP2 { .. } => None,
         }
@@ -134,6 +150,11 @@ impl std::fmt::Display for Uniform {
             Uniform::TexrectScale { unit, axis } => write!(
                 f,
                 "texture {unit} 1/{}",
+                if *axis == 0 { "width" } else { "height" }
+            ),
+            Uniform::TextureSize { unit, axis } => write!(
+                f,
+                "texture {unit} {}",
                 if *axis == 0 { "width" } else { "height" }
             ),
             Uniform::Viewport(k) => write!(
