@@ -681,7 +681,7 @@ fn ffma_is_mul_then_add() {
 #[test]
 fn unsupported_features_are_named() {
     for (op, why) in [
-        (Opcode::TextureFetch, "texel fetches (texture_fetch)"),
+        (Opcode::TextureFetch, "a texture result used whole"),
         (Opcode::TextureSample, "a texture result used whole"),
     ] {
         let before = program(op, 2);
