@@ -417,13 +417,24 @@ fn every_corpus_fragment_shader_renders_exactly() {
                 .collect()
         })
         .collect();
-    let bad: Vec<&(String, Result<usize, String>)> =
-        results.iter().filter(|(_, r)| r != &Ok(0)).collect();
+    // A loop bounded by a uniform that is 0 by default (`deltaPhi` of the irradiance cube
+    // maps) does not end: the interpreter stops at its step limit and nothing is checked, as
+    // `corpus compile --check` reports such a shader "not checked".
+    let stopped = |r: &Result<usize, String>| r.as_ref().is_err_and(|e| e.contains("step limit"));
+    let unchecked = results.iter().filter(|(_, r)| stopped(r)).count();
+    let bad: Vec<&(String, Result<usize, String>)> = results
+        .iter()
+        .filter(|(_, r)| r != &Ok(0) && !stopped(r))
+        .collect();
     eprintln!(
-        "{} fragment entry points rendered, {} not exact",
+        "{} fragment entry points rendered, {} not exact, {unchecked} not checked (the interpreter stops)",
         results.len(),
         bad.len()
     );
     assert!(results.len() > 2000, "the corpus was not found");
+    assert!(
+        unchecked <= 8,
+        "{unchecked} renders the interpreter cannot finish"
+    );
     assert!(bad.is_empty(), "{:#?}", &bad[..bad.len().min(20)]);
 }

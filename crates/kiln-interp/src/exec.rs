@@ -3,7 +3,7 @@
 //! both sides of divergent ifs and a loop until every lane has left (`docs/semantics.md`).
 
 use crate::storage::Storage;
-use crate::texture::Texture;
+use crate::texture::{self, Texture};
 use crate::{Env, InterpError, Outputs};
 use kiln_ir::sample::{Dim, SampleMode};
 use kiln_ir::semantics::eval_scalar;
@@ -454,16 +454,6 @@ impl<'a, S: Storage> Machine<'a, S> {
                     let mode = SampleMode::of(&inst.imms)
                         .ok_or_else(|| self.err(b, i, "no sample mode"))?;
                     let cube = mode.dim == Dim::Cube;
-                    if mode.arrayed
-                        || (cube && mode.compare.is_some())
-                        || !matches!(mode.dim, Dim::D2 | Dim::Cube)
-                    {
-                        return Err(self.err(
-                            b,
-                            i,
-                            format!("{} samplers are not interpreted", mode.kind()),
-                        ));
-                    }
                     let tex = self.textures.entry(unit).or_insert_with(|| {
                         if cube {
                             Texture::procedural_cube(unit)
@@ -487,12 +477,22 @@ impl<'a, S: Storage> Machine<'a, S> {
                         ));
                     }
                     let c = |k: usize| vals.get(k).copied().flatten().map_or(0.0, f32::from_bits);
-                    let texel = match mode.compare {
-                        Some(func) => tex.sample_compare(c(0), c(1), c(2), func),
-                        None if cube => tex.sample_cube(c(0), c(1), c(2)),
-                        None => tex.sample(c(0), c(1)),
+                    // The test textures have one layer and one slice: a 3D sample reads (s, t),
+                    // a 1D sample (s, 0), an array's layer does not matter.
+                    let texel = match mode.dim {
+                        Dim::Cube => tex.texel_cube(c(0), c(1), c(2)),
+                        Dim::D1 => tex.texel_at(c(0), 0.0),
+                        Dim::D2 | Dim::D3 => tex.texel_at(c(0), c(1)),
                     };
-                    texel.map(Some).into_iter().collect()
+                    let reference = mode.dim.coords() + mode.arrayed as usize;
+                    let rgba = match mode.compare {
+                        Some(func) => {
+                            let r = texture::shadow(func, c(reference), texture::depth(texel));
+                            [r.to_bits(), 0, 0, 1.0f32.to_bits()]
+                        }
+                        None => texel.map(|c| (c as f32 / 255.0).to_bits()),
+                    };
+                    rgba.map(Some).into_iter().collect()
                 }
                 Opcode::TextureFetch => {
                     let unit = inst.imms[0];

@@ -159,21 +159,18 @@ impl Texture {
         self.texels[(y * self.width + x) as usize]
     }
 
-    /// A depth comparison at `(s, t)` (a shadow sampler): the texel's depth ([`depth`])
-    /// compared with `reference` clamped to [0, 1] ([`shadow`]); RGBA `(r, 0, 0, 1)` as f32
-    /// bits.
-    pub fn sample_compare(&self, s: f32, t: f32, reference: f32, func: Compare) -> [u32; 4] {
-        let r = shadow(func, reference, depth(self.texel_at(s, t)));
-        [r, 0.0, 0.0, 1.0].map(f32::to_bits)
+    /// The texel [`Texture::sample_cube`] reads in direction (x, y, z).
+    pub fn texel_cube(&self, x: f32, y: f32, z: f32) -> [u8; 4] {
+        let (f, s, t) = cube_face(x, y, z);
+        let (i, j) = (clamped_texel(s, self.width), clamped_texel(t, self.height));
+        self.face(f)[(j * self.width + i) as usize]
     }
 
     /// Samples the cube map in direction (x, y, z): the face [`cube_face`] selects, its nearest
     /// texel with the coordinates clamped to the edge; normalized RGBA as f32 bits.
     pub fn sample_cube(&self, x: f32, y: f32, z: f32) -> [u32; 4] {
-        let (f, s, t) = cube_face(x, y, z);
-        let (i, j) = (clamped_texel(s, self.width), clamped_texel(t, self.height));
-        let texel = self.face(f)[(j * self.width + i) as usize];
-        texel.map(|c| (c as f32 / 255.0).to_bits())
+        self.texel_cube(x, y, z)
+            .map(|c| (c as f32 / 255.0).to_bits())
     }
 }
 
