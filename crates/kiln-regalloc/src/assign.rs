@@ -573,6 +573,7 @@ impl<'f> Assigner<'f> {
             }
         }
         self.vector_groups(b, k, inst, &mut wants)?;
+        self.clear_for_vectors(inst, &mut wants);
         let killed_here = |t: Temp| {
             inst.operands
                 .iter()
@@ -1112,6 +1113,68 @@ impl<'f> Assigner<'f> {
 
     /// Vector operands (`vector_aligned` runs) not already consecutive and aligned get a
     /// block of the file: the one with the fewest units taken by other values.
+    /// A vector definition needs a whole aligned block that no late-kill operand holds (the
+    /// operands are read after it is written). When every block holds one — a texture
+    /// sample's coordinates in both halves of a small file — the operands in the block that
+    /// holds the fewest units of them move out first, to free units elsewhere (`wants`), as
+    /// ACO's `get_reg_create_vector` moves operands to make room; the block's other occupants
+    /// are [`Assigner::make_room`]'s.
+    fn clear_for_vectors(&mut self, inst: &Inst, wants: &mut Vec<(usize, Temp, PhysReg)>) {
+        for d in &inst.defs {
+            let class = self.temps[d.temp.index()];
+            if d.fixed.is_some() || d.tied.is_some() || class.size <= 1 || class.is_none() {
+                continue;
+            }
+            // Where each late-kill operand is read: its wanted place, or where it is.
+            let held: Vec<(Temp, Span)> = inst
+                .operands
+                .iter()
+                .enumerate()
+                .filter(|(_, o)| o.is_late_kill())
+                .filter_map(|(j, o)| {
+                    let t = o.temp_id()?;
+                    let r = wants
+                        .iter()
+                        .find(|w| w.0 == j)
+                        .map(|w| w.2)
+                        .or(self.place[t.index()])?;
+                    Some((t, self.span(t, r)))
+                })
+                .collect();
+            let mut best: Option<(u32, u32)> = None;
+            for &u in self.starts(class).iter() {
+                let span = Span::of(PhysReg::new(class.file, u), class.size);
+                let n: u32 = held
+                    .iter()
+                    .filter(|h| h.1.overlaps(span))
+                    .map(|h| h.1.size as u32)
+                    .sum();
+                if best.is_none_or(|(m, _)| n < m) {
+                    best = Some((n, u));
+                }
+            }
+            let Some((1.., u)) = best else { continue };
+            let span = Span::of(PhysReg::new(class.file, u), class.size);
+            let mut blocked: Vec<Span> = held.iter().map(|h| h.1).collect();
+            blocked.push(span);
+            blocked.extend(wants.iter().map(|&(_, t, r)| self.span(t, r)));
+            for &(t, s) in &held {
+                if !s.overlaps(span) || wants.iter().any(|w| w.1 == t) {
+                    continue;
+                }
+                let Some(r) = self.pick(self.temps[t.index()], None, &blocked) else {
+                    continue;
+                };
+                blocked.push(self.span(t, r));
+                for (j, o) in inst.operands.iter().enumerate() {
+                    if o.temp_id() == Some(t) {
+                        wants.push((j, t, r));
+                    }
+                }
+            }
+        }
+    }
+
     fn vector_groups(
         &mut self,
         b: Block,
