@@ -1147,7 +1147,7 @@ impl<'f> Assigner<'f> {
                 let n: u32 = held
                     .iter()
                     .filter(|h| h.1.overlaps(span))
-                    .map(|h| h.1.size as u32)
+                    .map(|h| h.1.size)
                     .sum();
                 if best.is_none_or(|(m, _)| n < m) {
                     best = Some((n, u));
