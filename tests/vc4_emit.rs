@@ -1946,10 +1946,10 @@ bb0:
     );
 }
 
-/// The colour packed into an accumulator is written to the tile buffer by the program end's
-/// own instruction, with the scoreboard waited for by a signal before it (Broadcom's ending:
-/// `mov tlb_color_all, r1; thrend`). Both validators accept it; without the wait they refuse
-/// it (the end's instruction may not wait itself).
+/// The colour packed into an accumulator is written to the tile buffer at the program's end,
+/// by the end's own instruction or in its delay slots, which hold the program's last
+/// instructions rather than `nop`s; the scoreboard is waited for by a signal before it. Both
+/// validators accept it; without the wait they refuse it.
 #[test]
 fn the_colour_write_ends_the_program() {
     use kiln_qpu::isa::{Instr, Signal, validate::validate_instrs, validate_mesa::validate_mesa};
@@ -1976,21 +1976,33 @@ bb0:
         .position(|i| i.signal() == Some(Signal::ProgramEnd))
         .expect("an end");
     assert!(
-        kiln_qpu::isa::effects::is_tlb(&code[end]),
-        "the end writes the colour:\n{}",
+        code[end..].iter().any(kiln_qpu::isa::effects::is_tlb),
+        "the end or its slots write the colour:\n{}",
         c.disasm()
     );
     assert_eq!(end + 3, code.len(), "{}", c.disasm());
+    assert!(
+        code[end + 1..].iter().all(|i| *i != Instr::nop()),
+        "the slots do work:\n{}",
+        c.disasm()
+    );
     let wait = code
         .iter()
         .position(|i| i.signal() == Some(Signal::ScoreboardWait))
         .expect("a scoreboard wait");
-    let mut unwaited = code.clone();
-    if let Instr::Alu(a) = &mut unwaited[wait] {
-        a.sig = Signal::None;
+    assert!(wait < end, "{}", c.disasm());
+    assert!(validate_instrs(code).is_empty());
+    let words: Vec<u64> = code.iter().map(|i| i.encode()).collect();
+    assert!(validate_mesa(&words).is_ok());
+    // The end one instruction later leaves it one delay slot: both validators refuse that.
+    let mut late = code.clone();
+    for (k, sig) in [(end, Signal::None), (end + 1, Signal::ProgramEnd)] {
+        if let Instr::Alu(a) = &mut late[k] {
+            a.sig = sig;
+        }
     }
-    assert!(!validate_instrs(&unwaited).is_empty());
-    let words: Vec<u64> = unwaited.iter().map(|i| i.encode()).collect();
+    assert!(!validate_instrs(&late).is_empty());
+    let words: Vec<u64> = late.iter().map(|i| i.encode()).collect();
     assert!(validate_mesa(&words).is_err());
 }
 

@@ -183,6 +183,7 @@ pub fn schedule_with(e: &Emitted, live_at_end: u128) -> Result<Emitted, EmitErro
     let mut origins = s.origins;
     let excess = s.excess;
     colour_write_ends(&mut out, &mut origins);
+    fill_end_slots(&mut out, &mut origins);
     let out_len = out.len();
     Ok(Emitted {
         instrs: out,
@@ -258,6 +259,105 @@ fn colour_write_ends(out: &mut Vec<Instr>, origins: &mut Vec<[Origin; 2]>) {
     out[end - 1] = Instr::Alu(merged);
     out.remove(end);
     origins.remove(end);
+}
+
+/// The program end's two delay slots filled with the program's last instructions: its signal
+/// moves up to two instructions earlier and as many trailing `nop`s go (the instructions run in
+/// the same order; the slots execute as any other). The end's instruction may not write a
+/// register file, nor touch the tile buffer without an earlier scoreboard wait; it and its
+/// slots read no varying, uniform or VPM and use no register 14; the last instruction writes
+/// no Z; no branch or its delay slots reaches past the end's instruction (the rules of both
+/// validators, from the reference guide's "Thread End").
+fn fill_end_slots(out: &mut Vec<Instr>, origins: &mut Vec<[Origin; 2]>) {
+    let n = out.len();
+    let Some(end) = out
+        .iter()
+        .rposition(|i| matches!(i, Instr::Alu(a) if a.sig == Signal::ProgramEnd))
+    else {
+        return;
+    };
+    if end + 3 != n || out[end + 1..].iter().any(|i| *i != Instr::nop()) {
+        return;
+    }
+    let quiet = |p: &Instr| {
+        let (ra, rb) = effects::regfile_reads(p);
+        !effects::writes_addr(p, waddr::VPM)
+            && !effects::reads_io(p, kiln_qpu::isa::raddr::VARYING)
+            && !effects::reads_io(p, kiln_qpu::isa::raddr::UNIFORM)
+            && !effects::reads_io(p, kiln_qpu::isa::raddr::VPM)
+            && ra != Some(14)
+            && rb != Some(14)
+            && !effects::writes(p).iter().any(|w| w.waddr == 14)
+    };
+    let waited_before = |k: usize| {
+        out[..k]
+            .iter()
+            .any(|i| effects::is_tlb(i) || effects::sig(i) == Some(Signal::ScoreboardWait))
+    };
+    for k in [2usize, 1] {
+        let Some(first) = end.checked_sub(k) else {
+            continue;
+        };
+        let Instr::Alu(host) = &out[first] else {
+            continue;
+        };
+        // A scoreboard wait on the host moves to the latest instruction before it that has no
+        // signal, after the last thread switch's slots and not in the first two.
+        let wait_to = if host.sig == Signal::ScoreboardWait {
+            let switch_end = out
+                .iter()
+                .rposition(|i| {
+                    matches!(
+                        effects::sig(i),
+                        Some(Signal::ThreadSwitch | Signal::LastThreadSwitch)
+                    )
+                })
+                .map_or(0, |s| s + 3);
+            let Some(w) = (switch_end.max(2)..first)
+                .rev()
+                .find(|&w| matches!(&out[w], Instr::Alu(a) if a.sig == Signal::None))
+            else {
+                continue;
+            };
+            Some(w)
+        } else {
+            None
+        };
+        let host_free = host.sig == Signal::None || wait_to.is_some();
+        let last = &out[end];
+        let reached = out.iter().enumerate().any(|(b, i)| match i {
+            Instr::Branch(br) => b + 3 >= first || b as i64 + 4 + br.imm as i64 / 8 > first as i64,
+            _ => false,
+        });
+        let ok = !reached
+            && host_free
+            && !effects::writes(&out[first]).iter().any(|w| w.waddr < 32)
+            && (!effects::is_tlb(&out[first]) || waited_before(first))
+            && out[first..=end].iter().all(quiet)
+            && out[first + 1..end].iter().all(|i| match i {
+                Instr::Alu(a) => matches!(a.sig, Signal::None | Signal::SmallImm),
+                Instr::LoadImm(_) => true,
+                _ => false,
+            })
+            && !effects::writes_addr(last, waddr::TLB_Z);
+        if !ok {
+            continue;
+        }
+        if let Some(w) = wait_to
+            && let Instr::Alu(a) = &mut out[w]
+        {
+            a.sig = Signal::ScoreboardWait;
+        }
+        if let Instr::Alu(a) = &mut out[end] {
+            a.sig = Signal::None;
+        }
+        if let Instr::Alu(a) = &mut out[first] {
+            a.sig = Signal::ProgramEnd;
+        }
+        out.truncate(n - k);
+        origins.truncate(n - k);
+        return;
+    }
 }
 
 fn end_nop() -> Instr {
