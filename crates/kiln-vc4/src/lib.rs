@@ -6,6 +6,7 @@
 
 pub mod compare_at_use;
 pub mod compile;
+pub mod dead_writes;
 pub mod emit;
 pub mod harness;
 pub mod interface;

@@ -37,6 +37,7 @@ pub fn schedule_with(e: &Emitted, live_at_end: u128) -> Result<Emitted, EmitErro
     crate::pack_fold::fold(&mut instrs, live_at_end);
     crate::pack_fold::colour_in_accumulator(&mut instrs, live_at_end);
     crate::rename::rename(&mut instrs, live_at_end);
+    crate::dead_writes::remove(&mut instrs, live_at_end);
     let mut label = vec![false; n + 1];
     let mut fixed = vec![false; n];
     // Thread switches whose two delay slots are `nop`s: the switch's signal goes where the

@@ -1,0 +1,207 @@
+//! Dead writes out of the QPU code before scheduling: an ALU operation or load immediate whose
+//! only effect is a register nothing reads afterwards — and flags nothing tests — goes, the way
+//! a dead-code pass after register allocation removes what the allocator's copies and the
+//! execute mask's bookkeeping left (the mask reset at a program's last endif, a value copied
+//! for a path that ends). Liveness is the renaming pass's, over the program's control flow
+//! ([`crate::rename::liveness`]); flags count as dead only where, in the straight-line code that
+//! follows, they are set again or the program ends before anything tests them.
+
+use crate::rename::{Regs, liveness, refs};
+use kiln_qpu::isa::effects;
+use kiln_qpu::isa::validate::{block_starts, successors};
+use kiln_qpu::isa::{AddOp, Cond, Instr, MulOp, Mux, Signal, raddr, waddr};
+
+/// Rounds of removal: each can make the reads of what it removed dead in turn.
+const ROUNDS: usize = 4;
+
+/// Removes dead operations from `code` (a removed instruction becomes a `nop`, which the
+/// scheduler drops); `live_at_end` as for [`crate::rename::rename`]. Instructions that read the
+/// uniform stream, a varying, the VPM or a mutex, carry a signal, or write anything but
+/// registers keep their effects.
+pub fn remove(code: &mut [Instr], live_at_end: Regs) {
+    let succ = successors(code);
+    let starts = block_starts(code);
+    let mut scratch = Vec::new();
+    for _ in 0..ROUNDS {
+        let r: Vec<_> = code.iter().map(|i| refs(i, &mut scratch)).collect();
+        let live_out = liveness(&r, &succ, live_at_end);
+        let mut changed = false;
+        for i in 0..code.len() {
+            let dead = |waddr: u8, file_a: bool| {
+                register_bit(waddr, file_a).is_some_and(|b| live_out[i] & (1 << b) == 0)
+            };
+            // Scanned only for an instruction that sets flags, up to the next that does: each
+            // stretch of code is scanned once per round.
+            let sets_flags = match &code[i] {
+                Instr::Alu(a) => a.w.sf,
+                Instr::LoadImm(l) => l.w.sf,
+                _ => false,
+            };
+            let flags_dead = sets_flags && flags_dead_after(code, &starts, i);
+            let flags_dead = || flags_dead;
+            match &mut code[i] {
+                Instr::Alu(a) => {
+                    // Which operation sets the flags: the add unit's, or the mul unit's when the
+                    // add unit has none.
+                    let add_sets = a.w.sf && a.op_add != AddOp::Nop;
+                    let mul_sets = a.w.sf && a.op_add == AddOp::Nop;
+                    let add_gone = a.op_add != AddOp::Nop
+                        && (a.w.waddr_add == waddr::NOP || dead(a.w.waddr_add, !a.w.ws))
+                        && (!add_sets || flags_dead());
+                    let mul_gone = a.op_mul != MulOp::Nop
+                        && (a.w.waddr_mul == waddr::NOP || dead(a.w.waddr_mul, a.w.ws))
+                        && (!mul_sets || flags_dead());
+                    if add_gone {
+                        a.op_add = AddOp::Nop;
+                        a.w.waddr_add = waddr::NOP;
+                        a.w.cond_add = Cond::Never;
+                        changed = true;
+                    }
+                    if mul_gone {
+                        a.op_mul = MulOp::Nop;
+                        a.w.waddr_mul = waddr::NOP;
+                        a.w.cond_mul = Cond::Never;
+                        changed = true;
+                    }
+                    if (add_gone || mul_gone) && a.op_add == AddOp::Nop && a.op_mul == MulOp::Nop {
+                        a.w.sf = false;
+                    }
+                    // A register-file address no operation reads any more is not encoded: it
+                    // would still count as a read (Mesa's validator counts encoded addresses).
+                    if add_gone || mul_gone {
+                        let muxes = effects::used_muxes(a);
+                        if !muxes.contains(&Mux::A) && a.raddr_a < 32 {
+                            a.raddr_a = raddr::NOP;
+                        }
+                        if !muxes.contains(&Mux::B) && a.raddr_b < 32 && a.sig != Signal::SmallImm {
+                            a.raddr_b = raddr::NOP;
+                        }
+                    }
+                }
+                Instr::LoadImm(l) => {
+                    let gone = |waddr: u8, file_a: bool| waddr == waddr::NOP || dead(waddr, file_a);
+                    if !l.w.sf && gone(l.w.waddr_add, !l.w.ws) && gone(l.w.waddr_mul, l.w.ws) {
+                        code[i] = Instr::nop();
+                        changed = true;
+                        continue;
+                    }
+                }
+                _ => {}
+            }
+            if let Instr::Alu(a) = &code[i]
+                && a.op_add == AddOp::Nop
+                && a.op_mul == MulOp::Nop
+                && matches!(a.sig, Signal::None | Signal::SmallImm)
+                && ![raddr::UNIFORM, raddr::VARYING, raddr::VPM, raddr::MUTEX]
+                    .iter()
+                    .any(|&r| effects::reads_io(&code[i], r))
+                && code[i] != Instr::nop()
+            {
+                code[i] = Instr::nop();
+            }
+        }
+        if !changed {
+            return;
+        }
+    }
+}
+
+/// The liveness bit of a register write (file A 0–31, file B 32–63, r0–r3 64–67), or `None`
+/// for a write that is an effect (a peripheral, r5, the SFU, the TMU…).
+fn register_bit(w: u8, file_a: bool) -> Option<u32> {
+    match w {
+        0..=31 if file_a => Some(w as u32),
+        0..=31 => Some(32 + w as u32),
+        waddr::R0..=waddr::R3 => Some(64 + (w - waddr::R0) as u32),
+        _ => None,
+    }
+}
+
+/// Whether the flags instruction `i` sets are never tested: the straight-line code after it
+/// sets them again, or the program ends, before any conditional write, branch or block start.
+fn flags_dead_after(code: &[Instr], starts: &[bool], i: usize) -> bool {
+    for (j, ins) in code.iter().enumerate().skip(i + 1) {
+        if starts[j] {
+            return false;
+        }
+        match ins {
+            Instr::Branch(_) => return false,
+            Instr::Alu(a) => {
+                let tests = (a.op_add != AddOp::Nop
+                    && !matches!(a.w.cond_add, Cond::Always | Cond::Never))
+                    || (a.op_mul != MulOp::Nop
+                        && !matches!(a.w.cond_mul, Cond::Always | Cond::Never));
+                if tests {
+                    return false;
+                }
+                if a.w.sf {
+                    return true;
+                }
+            }
+            Instr::LoadImm(l) => {
+                if !matches!(l.w.cond_add, Cond::Always | Cond::Never)
+                    || !matches!(l.w.cond_mul, Cond::Always | Cond::Never)
+                {
+                    return false;
+                }
+                if l.w.sf {
+                    return true;
+                }
+            }
+            Instr::Semaphore(_) => {}
+        }
+    }
+    true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kiln_qpu::isa::builder::{self, Reg};
+
+    fn alu(a: Result<kiln_qpu::isa::AluInstr, kiln_qpu::isa::builder::BuildError>) -> Instr {
+        Instr::Alu(a.expect("valid"))
+    }
+
+    /// A value written and never read goes, with the flags only its condition tested; a value
+    /// the colour reads stays, as do flags a later conditional write tests and whatever reads
+    /// a uniform.
+    #[test]
+    fn only_what_nothing_reads_goes() {
+        let code = vec![
+            // r0 = x + y: read by the colour write.
+            alu(builder::qpu_a(
+                AddOp::Fadd,
+                Reg::Acc(0),
+                Reg::A(1),
+                Reg::B(2),
+            )),
+            // r1 = x: never read.
+            alu(builder::mov(Reg::Acc(1), Reg::A(1))),
+            // flags from ra13 − rb3, tested only by a dead conditional write.
+            alu(builder::qpu_a(AddOp::Sub, Reg::Nop, Reg::A(13), Reg::B(3)).map(|a| a.sf())),
+            alu(builder::mov(Reg::A(13), Reg::B(4)).map(|a| a.cond_add(Cond::Zs))),
+            // flags tested by a live conditional write.
+            alu(builder::qpu_a(AddOp::Sub, Reg::Nop, Reg::A(5), Reg::B(3)).map(|a| a.sf())),
+            alu(builder::mov(Reg::Acc(0), Reg::B(4)).map(|a| a.cond_add(Cond::Zs))),
+            // a dead value from the uniform stream: its read stays.
+            alu(builder::mov(Reg::Acc(2), Reg::ReadA(raddr::UNIFORM))),
+            alu(builder::mov(Reg::Io(waddr::TLB_COLOR_ALL), Reg::Acc(0))),
+        ];
+        let mut out = code.clone();
+        remove(&mut out, 0);
+        let gone: Vec<bool> = out.iter().map(|i| *i == Instr::nop()).collect();
+        assert_eq!(
+            gone,
+            vec![false, true, true, true, false, false, false, false],
+            "{out:#?}"
+        );
+        // The uniform read keeps its instruction, its write gone.
+        let Instr::Alu(u) = &out[6] else { panic!() };
+        assert!(u.op_add == AddOp::Nop && effects::reads_io(&out[6], raddr::UNIFORM));
+        // Something read after the end keeps what writes it.
+        let mut kept = code.clone();
+        remove(&mut kept, 1 << 65);
+        assert!(kept[1] != Instr::nop());
+    }
+}
