@@ -312,6 +312,9 @@ struct Emitter<'a> {
     mode: OutputMode,
     /// ra14 holds the colour being packed (no fix-up may use it).
     packing: bool,
+    /// Every colour component the shader writes is a constant: the packed word, written whole
+    /// at the end (Mesa packs a constant colour at compile time, `vc4_nir_lower_blend`).
+    constant_colour: Option<u32>,
     /// The VPM write setup is done.
     vpm_setup: bool,
     /// The function discards lanes (seen a `discard`).
@@ -464,6 +467,9 @@ pub fn emit(func: &Function, info: &ShaderInfo, mode: OutputMode) -> Result<Emit
         last_thrsw: None,
         discards: false,
         packing: false,
+        constant_colour: (mode == OutputMode::Tlb)
+            .then(|| constant_colour(func, info))
+            .flatten(),
         vpm_setup: false,
         attributes: 0,
         attribute_count: func.blocks[0]
@@ -2060,6 +2066,10 @@ impl<'a> Emitter<'a> {
                         "output slot {slot} to the tile buffer"
                     )));
                 };
+                if self.constant_colour.is_some() {
+                    self.outputs.push((slot, op));
+                    return Ok(());
+                }
                 if !self.packing {
                     // Components the shader does not write stay 0.
                     let all = (0..4).all(|k| {
@@ -2157,7 +2167,7 @@ impl<'a> Emitter<'a> {
             }
         }
         if mode == OutputMode::Tlb {
-            if !self.packing {
+            if !self.packing && self.constant_colour.is_none() {
                 self.push(builder::load_imm(Reg::A(SCRATCH_A), 0)?);
             }
             // The first two instructions may not touch the TLB or wait on the scoreboard.
@@ -2171,11 +2181,21 @@ impl<'a> Emitter<'a> {
             } else {
                 Cond::Always
             };
+            // The colour: ra14, or a constant (a small immediate, or loaded into r0: every
+            // value is dead by now).
+            let colour = match self.constant_colour {
+                None => Reg::A(SCRATCH_A),
+                Some(word) => match self.src(&Operand::constant(word))? {
+                    Src::Big(v) => {
+                        self.push(builder::load_imm(Reg::Acc(0), v)?);
+                        Reg::Acc(0)
+                    }
+                    s => self.place(&[s])?[0],
+                },
+            };
             // The tile-buffer write waits on the scoreboard itself (its first access does,
             // as in Mesa's code, which has no explicit wait).
-            self.push_alu(
-                builder::mov(Reg::Io(waddr::TLB_COLOR_ALL), Reg::A(SCRATCH_A))?.cond_add(cond),
-            );
+            self.push_alu(builder::mov(Reg::Io(waddr::TLB_COLOR_ALL), colour)?.cond_add(cond));
         }
         let mut end = AluInstr::nop();
         end.sig = Signal::ProgramEnd;
@@ -2184,6 +2204,26 @@ impl<'a> Emitter<'a> {
         self.nop();
         Ok(())
     }
+}
+
+/// The RGBA8 word of `func`'s colour when every component it writes is a constant (unwritten
+/// ones are 0), packed as the mul unit packs a float (`sim::alu::pack_mul`).
+fn constant_colour(func: &Function, info: &ShaderInfo) -> Option<u32> {
+    let mut word = 0;
+    for inst in func.blocks.iter().flat_map(|b| &b.insts) {
+        if inst.op != Opcode::Output {
+            continue;
+        }
+        let Some(OutputKind::Color(c @ 0..4)) = info.outputs.get(&inst.imms[0]) else {
+            continue;
+        };
+        let Value::Const(v) = inst.operands[0].value else {
+            return None;
+        };
+        let (bits, mask) = kiln_qpu::sim::alu::pack_mul(4 + *c as u8, v);
+        word = (word & !mask) | (bits & mask);
+    }
+    Some(word)
 }
 
 /// A comparison's flag-setting operation: the add-unit op, whether the operands swap, and the
