@@ -38,6 +38,24 @@ fn compile_text(text: &str, allocator: Allocator, output: OutputMode) -> (Compil
 }
 
 /// Both output paths and both allocators agree with the interpreter.
+/// The simulator's VPM rows for `c` with input slot k holding `inputs[k]` per lane (the
+/// harness's values elsewhere).
+fn rows_with_inputs(
+    c: &Compiled,
+    info: &ShaderInfo,
+    inputs: &[(u32, &dyn Fn(usize) -> f32)],
+) -> Vec<(u32, Vec<u32>)> {
+    let mut env = harness::environment(&c.ssa, info);
+    for &(slot, f) in inputs {
+        env.inputs
+            .insert(slot, (0..16).map(|l| f(l).to_bits()).collect());
+    }
+    match harness::simulate(&c.emitted, OutputMode::Vpm, false, &env).expect("the program runs") {
+        harness::SimOutput::Vpm(rows) => rows,
+        _ => panic!("VPM output"),
+    }
+}
+
 fn agrees(text: &str) -> Compiled {
     let mut last = None;
     for allocator in [Allocator::Ssa, Allocator::Graph] {
@@ -814,7 +832,6 @@ bb0:
 /// with a wrong scale in place of 1/width disagrees.
 #[test]
 fn texel_fetches_read_the_texel() {
-    use kiln_vc4::harness::SimOutput;
     use kiln_vc4::uniforms::Uniform;
     let text = "target generic(v=32, s=16)
 function @main {
@@ -842,18 +859,9 @@ bb0:
     );
     for allocator in [Allocator::Ssa, Allocator::Graph] {
         let (c, info) = compile_text(text, allocator, OutputMode::Vpm);
-        let mut env = harness::environment(&c.ssa, &info);
         let x = |l: usize| l as i32 - 5;
         let y = |l: usize| 3 * l as i32 - 7;
-        env.inputs
-            .insert(0, (0..16).map(|l| (x(l) as f32).to_bits()).collect());
-        env.inputs
-            .insert(1, (0..16).map(|l| (y(l) as f32).to_bits()).collect());
-        let SimOutput::Vpm(rows) =
-            harness::simulate(&c.emitted, OutputMode::Vpm, false, &env).expect("the program runs")
-        else {
-            panic!("VPM output")
-        };
+        let rows = rows_with_inputs(&c, &info, &[(0, &|l| x(l) as f32), (1, &|l| y(l) as f32)]);
         let (t0, t1) = (
             kiln_interp::Texture::procedural(0),
             kiln_interp::Texture::procedural(1),
@@ -885,7 +893,6 @@ bb0:
 /// above 1.
 #[test]
 fn depth_comparisons_read_the_texel_word() {
-    use kiln_vc4::harness::SimOutput;
     let text = "target generic(v=32, s=16)
 function @main {
 bb0:
@@ -906,19 +913,10 @@ bb0:
     agrees(text);
     for allocator in [Allocator::Ssa, Allocator::Graph] {
         let (c, info) = compile_text(text, allocator, OutputMode::Vpm);
-        let mut env = harness::environment(&c.ssa, &info);
         let s = |l: usize| (l as f32 + 0.5) / 16.0;
         let t = |l: usize| ((l * 7) % 16) as f32 / 16.0 + 0.03;
         let r = |l: usize| l as f32 / 12.0 - 0.2;
-        for (slot, f) in [(0, &s as &dyn Fn(usize) -> f32), (1, &t), (2, &r)] {
-            env.inputs
-                .insert(slot, (0..16).map(|l| f(l).to_bits()).collect());
-        }
-        let SimOutput::Vpm(rows) =
-            harness::simulate(&c.emitted, OutputMode::Vpm, false, &env).expect("the program runs")
-        else {
-            panic!("VPM output")
-        };
+        let rows = rows_with_inputs(&c, &info, &[(0, &s), (1, &t), (2, &r)]);
         let tex = kiln_interp::Texture::procedural(0);
         let depth = |x: f32, y: f32| {
             let [_, g, b, a] = tex.texels[(y * 16.0) as usize * 16 + (x * 16.0) as usize];

@@ -231,24 +231,12 @@ fn colour_write_ends(out: &mut Vec<Instr>, origins: &mut Vec<[Origin; 2]>) {
         Instr::Branch(br) => b + 4 > end - 1 || b as i64 + 4 + br.imm as i64 / 8 >= end as i64 - 1,
         _ => false,
     });
-    let switch_end = out
-        .iter()
-        .rposition(|i| {
-            matches!(
-                effects::sig(i),
-                Some(Signal::ThreadSwitch | Signal::LastThreadSwitch)
-            )
-        })
-        .map_or(0, |k| k + 3);
     if reached {
         return;
     }
     // A tile-buffer access before has waited already.
     if !out[..end - 1].iter().any(effects::is_tlb) {
-        let Some(wait) = (switch_end.max(2)..end - 1)
-            .rev()
-            .find(|&k| matches!(&out[k], Instr::Alu(a) if a.sig == Signal::None))
-        else {
+        let Some(wait) = wait_place(out, end - 1) else {
             return;
         };
         if let Instr::Alu(a) = &mut out[wait] {
@@ -302,22 +290,9 @@ fn fill_end_slots(out: &mut Vec<Instr>, origins: &mut Vec<[Origin; 2]>) {
         let Instr::Alu(host) = &out[first] else {
             continue;
         };
-        // A scoreboard wait on the host moves to the latest instruction before it that has no
-        // signal, after the last thread switch's slots and not in the first two.
+        // A scoreboard wait on the host moves earlier ([`wait_place`]).
         let wait_to = if host.sig == Signal::ScoreboardWait {
-            let switch_end = out
-                .iter()
-                .rposition(|i| {
-                    matches!(
-                        effects::sig(i),
-                        Some(Signal::ThreadSwitch | Signal::LastThreadSwitch)
-                    )
-                })
-                .map_or(0, |s| s + 3);
-            let Some(w) = (switch_end.max(2)..first)
-                .rev()
-                .find(|&w| matches!(&out[w], Instr::Alu(a) if a.sig == Signal::None))
-            else {
+            let Some(w) = wait_place(out, first) else {
                 continue;
             };
             Some(w)
@@ -359,6 +334,24 @@ fn fill_end_slots(out: &mut Vec<Instr>, origins: &mut Vec<[Origin; 2]>) {
         origins.truncate(n - k);
         return;
     }
+}
+
+/// Where a scoreboard wait for a tile-buffer access at `before` can go: the latest
+/// instruction before it that has no signal, after the last thread switch's slots and not in
+/// the first two.
+fn wait_place(out: &[Instr], before: usize) -> Option<usize> {
+    let switch_end = out
+        .iter()
+        .rposition(|i| {
+            matches!(
+                effects::sig(i),
+                Some(Signal::ThreadSwitch | Signal::LastThreadSwitch)
+            )
+        })
+        .map_or(0, |k| k + 3);
+    (switch_end.max(2)..before)
+        .rev()
+        .find(|&k| matches!(&out[k], Instr::Alu(a) if a.sig == Signal::None))
 }
 
 fn end_nop() -> Instr {
