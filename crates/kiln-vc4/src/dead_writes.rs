@@ -11,98 +11,98 @@ use kiln_qpu::isa::effects;
 use kiln_qpu::isa::validate::{block_starts, successors};
 use kiln_qpu::isa::{AddOp, Cond, Instr, MulOp, Mux, Signal, raddr, waddr};
 
-/// Rounds of removal: each can make the reads of what it removed dead in turn.
-const ROUNDS: usize = 4;
-
 /// Removes dead operations from `code` (a removed instruction becomes a `nop`, which the
 /// scheduler drops); `live_at_end` as for [`crate::rename::rename`]. Instructions that read the
 /// uniform stream, a varying, the VPM or a mutex, carry a signal, or write anything but
-/// registers keep their effects.
+/// registers keep their effects. One backward walk: within straight-line code the registers
+/// live after an instruction are those the instructions after it — as they are left — still
+/// read, so a chain of dead writes goes at once; at a block's end they are the liveness over
+/// the control flow, computed once.
 pub fn remove(code: &mut [Instr], live_at_end: Regs) {
     let succ = successors(code);
     let starts = block_starts(code);
     let mut scratch = Vec::new();
-    for _ in 0..ROUNDS {
-        let r: Vec<_> = code.iter().map(|i| refs(i, &mut scratch)).collect();
-        let live_out = liveness(&r, &succ, live_at_end);
-        let mut changed = false;
-        for i in 0..code.len() {
-            let dead = |waddr: u8, file_a: bool| {
-                register_bit(waddr, file_a).is_some_and(|b| live_out[i] & (1 << b) == 0)
-            };
-            // Scanned only for an instruction that sets flags, up to the next that does: each
-            // stretch of code is scanned once per round.
-            let sets_flags = match &code[i] {
-                Instr::Alu(a) => a.w.sf,
-                Instr::LoadImm(l) => l.w.sf,
-                _ => false,
-            };
-            let flags_dead = sets_flags && flags_dead_after(code, &starts, i);
-            let flags_dead = || flags_dead;
-            match &mut code[i] {
-                Instr::Alu(a) => {
-                    // Which operation sets the flags: the add unit's, or the mul unit's when the
-                    // add unit has none.
-                    let add_sets = a.w.sf && a.op_add != AddOp::Nop;
-                    let mul_sets = a.w.sf && a.op_add == AddOp::Nop;
-                    let add_gone = a.op_add != AddOp::Nop
-                        && (a.w.waddr_add == waddr::NOP || dead(a.w.waddr_add, !a.w.ws))
-                        && (!add_sets || flags_dead());
-                    let mul_gone = a.op_mul != MulOp::Nop
-                        && (a.w.waddr_mul == waddr::NOP || dead(a.w.waddr_mul, a.w.ws))
-                        && (!mul_sets || flags_dead());
-                    if add_gone {
-                        a.op_add = AddOp::Nop;
-                        a.w.waddr_add = waddr::NOP;
-                        a.w.cond_add = Cond::Never;
-                        changed = true;
-                    }
-                    if mul_gone {
-                        a.op_mul = MulOp::Nop;
-                        a.w.waddr_mul = waddr::NOP;
-                        a.w.cond_mul = Cond::Never;
-                        changed = true;
-                    }
-                    if (add_gone || mul_gone) && a.op_add == AddOp::Nop && a.op_mul == MulOp::Nop {
+    let r: Vec<_> = code.iter().map(|i| refs(i, &mut scratch)).collect();
+    let live_out = liveness(&r, &succ, live_at_end);
+    let mut live: Regs = 0;
+    for i in (0..code.len()).rev() {
+        if starts[i + 1] || succ[i].as_slice() != [i + 1] {
+            live = live_out[i];
+        }
+        let dead = |waddr: u8, file_a: bool| {
+            register_bit(waddr, file_a).is_some_and(|b| live & (1 << b) == 0)
+        };
+        // Scanned only for an instruction that sets flags, up to the next that does (or a test,
+        // a branch, a block start): each stretch of code is scanned once.
+        let sets_flags = match &code[i] {
+            Instr::Alu(a) => a.w.sf,
+            Instr::LoadImm(l) => l.w.sf,
+            _ => false,
+        };
+        let flags_dead = sets_flags && flags_dead_after(code, &starts, i);
+        let before = code[i];
+        match &mut code[i] {
+            Instr::Alu(a) => {
+                // Which operation sets the flags: the add unit's, or the mul unit's when the
+                // add unit has none.
+                let add_sets = a.w.sf && a.op_add != AddOp::Nop;
+                let mul_sets = a.w.sf && a.op_add == AddOp::Nop;
+                let add_gone = a.op_add != AddOp::Nop
+                    && (a.w.waddr_add == waddr::NOP || dead(a.w.waddr_add, !a.w.ws))
+                    && (!add_sets || flags_dead);
+                let mul_gone = a.op_mul != MulOp::Nop
+                    && (a.w.waddr_mul == waddr::NOP || dead(a.w.waddr_mul, a.w.ws))
+                    && (!mul_sets || flags_dead);
+                if add_gone {
+                    a.op_add = AddOp::Nop;
+                    a.w.waddr_add = waddr::NOP;
+                    a.w.cond_add = Cond::Never;
+                }
+                if mul_gone {
+                    a.op_mul = MulOp::Nop;
+                    a.w.waddr_mul = waddr::NOP;
+                    a.w.cond_mul = Cond::Never;
+                }
+                if add_gone || mul_gone {
+                    if a.op_add == AddOp::Nop && a.op_mul == MulOp::Nop {
                         a.w.sf = false;
                     }
                     // A register-file address no operation reads any more is not encoded: it
                     // would still count as a read (Mesa's validator counts encoded addresses).
-                    if add_gone || mul_gone {
-                        let muxes = effects::used_muxes(a);
-                        if !muxes.contains(&Mux::A) && a.raddr_a < 32 {
-                            a.raddr_a = raddr::NOP;
-                        }
-                        if !muxes.contains(&Mux::B) && a.raddr_b < 32 && a.sig != Signal::SmallImm {
-                            a.raddr_b = raddr::NOP;
-                        }
+                    let muxes = effects::used_muxes(a);
+                    if !muxes.contains(&Mux::A) && a.raddr_a < 32 {
+                        a.raddr_a = raddr::NOP;
+                    }
+                    if !muxes.contains(&Mux::B) && a.raddr_b < 32 && a.sig != Signal::SmallImm {
+                        a.raddr_b = raddr::NOP;
                     }
                 }
-                Instr::LoadImm(l) => {
-                    let gone = |waddr: u8, file_a: bool| waddr == waddr::NOP || dead(waddr, file_a);
-                    if !l.w.sf && gone(l.w.waddr_add, !l.w.ws) && gone(l.w.waddr_mul, l.w.ws) {
-                        code[i] = Instr::nop();
-                        changed = true;
-                        continue;
-                    }
+            }
+            Instr::LoadImm(l) => {
+                let gone = |waddr: u8, file_a: bool| waddr == waddr::NOP || dead(waddr, file_a);
+                if !l.w.sf && gone(l.w.waddr_add, !l.w.ws) && gone(l.w.waddr_mul, l.w.ws) {
+                    code[i] = Instr::nop();
                 }
-                _ => {}
             }
-            if let Instr::Alu(a) = &code[i]
-                && a.op_add == AddOp::Nop
-                && a.op_mul == MulOp::Nop
-                && matches!(a.sig, Signal::None | Signal::SmallImm)
-                && ![raddr::UNIFORM, raddr::VARYING, raddr::VPM, raddr::MUTEX]
-                    .iter()
-                    .any(|&r| effects::reads_io(&code[i], r))
-                && code[i] != Instr::nop()
-            {
-                code[i] = Instr::nop();
-            }
+            _ => {}
         }
-        if !changed {
-            return;
+        if let Instr::Alu(a) = &code[i]
+            && a.op_add == AddOp::Nop
+            && a.op_mul == MulOp::Nop
+            && matches!(a.sig, Signal::None | Signal::SmallImm)
+            && ![raddr::UNIFORM, raddr::VARYING, raddr::VPM, raddr::MUTEX]
+                .iter()
+                .any(|&r| effects::reads_io(&code[i], r))
+        {
+            code[i] = Instr::nop();
         }
+        // What is live before the instruction as it is now.
+        let now = if code[i] == before {
+            r[i]
+        } else {
+            refs(&code[i], &mut scratch)
+        };
+        live = now.reads | (live & !now.whole);
     }
 }
 
