@@ -51,6 +51,10 @@ pub struct Rule {
     pub to: &'static str,
     /// A condition on the constants bound to `#` variables, in order of first appearance.
     pub when: Option<fn(&[u32]) -> bool>,
+    /// Every operation of the search pattern below its root has no reader but the pattern
+    /// (NIR's `is_used_once`): for rules that move an operation outward, so that a value read
+    /// twice is not computed twice.
+    pub once: bool,
     pub precision: Precision,
     pub tolerance: Tolerance,
 }
@@ -61,6 +65,7 @@ const fn exact(name: &'static str, from: &'static str, to: &'static str) -> Rule
         from,
         to,
         when: None,
+        once: false,
         precision: Precision::Exact,
         tolerance: Tolerance::None,
     }
@@ -77,6 +82,7 @@ const fn relaxed(
         from,
         to,
         when: None,
+        once: false,
         precision: Precision::Relaxed,
         tolerance,
     }
@@ -84,6 +90,11 @@ const fn relaxed(
 
 const fn when(mut rule: Rule, f: fn(&[u32]) -> bool) -> Rule {
     rule.when = Some(f);
+    rule
+}
+
+const fn once(mut rule: Rule) -> Rule {
+    rule.once = true;
     rule
 }
 
@@ -201,6 +212,61 @@ pub const RULES: &[Rule] = &[
         "(fmul a 0.0)",
         "0.0",
         Tolerance::Reassociated(0),
+    ),
+    // Negation moves outward, to where an addition, a subtraction or another negation
+    // absorbs it, or into a constant (NIR's `fmul(fneg(a), b) → fneg(fmul(a, b))`).
+    exact("fneg_fneg", "(fneg (fneg a))", "a"),
+    relaxed(
+        "fmul_fneg_constant",
+        "(fmul (fneg a) #b)",
+        "(fmul a (fneg #b))",
+        Tolerance::NanPayload,
+    ),
+    relaxed(
+        "fneg_fmul_constant",
+        "(fneg (fmul a #b))",
+        "(fmul a (fneg #b))",
+        Tolerance::NanPayload,
+    ),
+    once(relaxed(
+        "fmul_fneg",
+        "(fmul (fneg a) b)",
+        "(fneg (fmul a b))",
+        Tolerance::NanPayload,
+    )),
+    once(relaxed(
+        "fsub_fneg_first",
+        "(fsub (fneg a) b)",
+        "(fneg (fadd a b))",
+        Tolerance::SignedZero,
+    )),
+    relaxed(
+        "fneg_fsub",
+        "(fneg (fsub a b))",
+        "(fsub b a)",
+        Tolerance::SignedZero,
+    ),
+    exact("flt_fneg_fneg", "(flt (fneg a) (fneg b))", "(flt b a)"),
+    exact(
+        "flt_fneg_constant",
+        "(flt (fneg a) #b)",
+        "(flt (fneg #b) a)",
+    ),
+    exact(
+        "flt_constant_fneg",
+        "(flt #a (fneg b))",
+        "(flt b (fneg #a))",
+    ),
+    exact("fle_fneg_fneg", "(fle (fneg a) (fneg b))", "(fle b a)"),
+    exact(
+        "fle_fneg_constant",
+        "(fle (fneg a) #b)",
+        "(fle (fneg #b) a)",
+    ),
+    exact(
+        "fle_constant_fneg",
+        "(fle #a (fneg b))",
+        "(fle b (fneg #a))",
     ),
     exact("fabs_fneg", "(fabs (fneg a))", "(fabs a)"),
     exact("fabs_fabs", "(fabs (fabs a))", "(fabs a)"),
@@ -350,6 +416,10 @@ struct Matcher<'a> {
     func: &'a Function,
     avail: &'a Avail<'a>,
     block: Block,
+    /// Readers of each temp when the round began (temps made since: unknown).
+    uses: &'a [u32],
+    /// The rule's `once`.
+    once: bool,
 }
 
 impl Matcher<'_> {
@@ -386,6 +456,7 @@ impl Matcher<'_> {
                 };
                 let d = &self.func.block(*b).insts[*i];
                 d.op == *op
+                    && (!self.once || self.uses.get(t.index()) == Some(&1))
                     && d.defs.len() == 1
                     && self.func.class(t).size == 1
                     && self.operands(d, args, bind, true)
@@ -465,6 +536,7 @@ fn build(
 fn rewrite(
     func: &mut Function,
     avail: &Avail,
+    uses: &[u32],
     rules: &[&Compiled],
     b: Block,
     i: usize,
@@ -476,16 +548,18 @@ fn rewrite(
     {
         return None;
     }
-    let m = Matcher {
-        func,
-        avail,
-        block: b,
-    };
     for c in rules {
         let Pat::Op(op, args) = &c.from else { continue };
         if *op != inst.op {
             continue;
         }
+        let m = Matcher {
+            func,
+            avail,
+            block: b,
+            uses,
+            once: c.rule.once,
+        };
         let mut bind = vec![None; c.vars];
         if !m.operands(inst, args, &mut bind, false) {
             continue;
@@ -595,6 +669,22 @@ fn constant_operands(func: &mut Function, avail: &Avail, b: Block, i: usize) -> 
     changed
 }
 
+/// How many operands read each temp.
+fn readers(func: &Function) -> Vec<u32> {
+    let mut uses = vec![0; func.temps.len()];
+    for o in func
+        .blocks
+        .iter()
+        .flat_map(|b| &b.insts)
+        .flat_map(|i| &i.operands)
+    {
+        if let Value::Temp(t) = o.value {
+            uses[t.index()] += 1;
+        }
+    }
+    uses
+}
+
 /// The rules of `precision` (exact rules at both).
 fn rules_at(precision: Precision) -> Vec<&'static Compiled> {
     compiled()
@@ -615,6 +705,7 @@ pub fn algebraic_with(cx: &mut Context, precision: Precision) -> Result<Changed,
     let mut changed = false;
     for _ in 0..ROUNDS {
         let avail = Avail::new(func, &cfg, &dom);
+        let uses = readers(func);
         // (block, index, instructions to insert before it)
         let mut inserts: Vec<(Block, usize, Vec<Inst>)> = Vec::new();
         let mut round = false;
@@ -623,7 +714,7 @@ pub fn algebraic_with(cx: &mut Context, precision: Precision) -> Result<Changed,
                 if constant_operands(func, &avail, b, i) {
                     round = true;
                 }
-                if let Some(new) = rewrite(func, &avail, &rules, b, i) {
+                if let Some(new) = rewrite(func, &avail, &uses, &rules, b, i) {
                     round = true;
                     if !new.is_empty() {
                         inserts.push((b, i, new));
@@ -942,6 +1033,35 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// A rule marked `once` moves a negation outward only when the product is its only
+    /// reader: read twice, the negation stays where it is and is not computed twice.
+    #[test]
+    fn once_rules_keep_shared_values() {
+        let run = |tail: &str| {
+            let text = format!(
+                "target generic(v=16, s=8)
+function @f {{
+bb0:
+    %0:v1 = input 0
+    %1:v1 = input 1
+    %2:v1 = fneg %0
+    %3:v1 = fmul %2, %1
+    output 0, %3
+{tail}    return
+}}
+"
+            );
+            let mut cx = Context::new(kiln_ir::parse_function(&text).unwrap());
+            cx.run("algebraic", algebraic).unwrap();
+            kiln_ir::print_function(cx.func())
+        };
+        let alone = run("");
+        assert!(!alone.contains("fmul %2"), "{alone}");
+        assert!(alone.contains("fmul %0, %1"), "{alone}");
+        let shared = run("    output 1, %2\n");
+        assert!(shared.contains("%3:v1 = fmul %2, %1"), "{shared}");
     }
 
     /// A rule looks through an instruction only where the value it binds is readable there: a

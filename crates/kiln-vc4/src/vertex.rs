@@ -117,6 +117,15 @@ pub fn lower_vertex_outputs(
             .unwrap_or(Operand::constant(0))
     };
     let (x, y, z, w) = (pos(0), pos(1), pos(2), pos(3));
+    // A position whose y is negated (`gl_Position.y = -y`, the y flip every WGSL vertex shader
+    // translated from GLSL ends with) packs `−(Ys << 16)` by subtracting instead of or-ing:
+    // the low half holds only X, so `xlo | (ftoi(−v) << 16)` is `xlo − (ftoi(v) << 16)` and the
+    // negation costs nothing. (The two differ only where `ftoi` saturates, |Ys| ≥ 2^31
+    // sixteenths of a pixel, a vertex the coordinate shader's clipping has already discarded.)
+    let (y, y_negated) = match negated(func, last, y) {
+        Some(t) => (t, true),
+        None => (y, false),
+    };
     let rcp_w = op(func, &mut new, Opcode::Frcp, &[w]);
     let xs_scale = uniform(func, &mut new, VIEWPORT_X_SCALE);
     let ys_scale = uniform(func, &mut new, VIEWPORT_Y_SCALE);
@@ -135,7 +144,8 @@ pub fn lower_vertex_outputs(
         &[xi, Operand::constant(0xffff)],
     );
     let yhi = op(func, &mut new, Opcode::Ishl, &[yi, Operand::constant(16)]);
-    let xy = op(func, &mut new, Opcode::Ior, &[xlo, yhi]);
+    let pack = if y_negated { Opcode::Isub } else { Opcode::Ior };
+    let xy = op(func, &mut new, pack, &[xlo, yhi]);
     let zw = op(func, &mut new, Opcode::Fmul, &[z, rcp_w]);
     let zsc = op(func, &mut new, Opcode::Fmul, &[zw, zs_scale]);
     let zs = op(func, &mut new, Opcode::Fadd, &[zsc, zs_offset]);
@@ -171,4 +181,14 @@ pub fn lower_vertex_outputs(
         inputs: info.inputs.clone(),
         outputs,
     })
+}
+
+/// The operand `y` negates when it is a temp the last block defines as `fneg t`.
+fn negated(func: &Function, last: usize, y: Operand) -> Option<Operand> {
+    let t = y.temp_id()?;
+    func.blocks[last]
+        .insts
+        .iter()
+        .find(|i| i.op == Opcode::Fneg && i.defs.first().is_some_and(|d| d.temp == t))
+        .map(|i| Operand::from(i.operands[0].value))
 }
