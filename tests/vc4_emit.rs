@@ -439,6 +439,72 @@ bb0:
     }
 }
 
+/// The y flip (`gl_Position.y = -y`) costs no instruction: the negated y scale takes the
+/// negation, and the two `ftoi`s write the halves of the screen-XY row themselves. The row is
+/// checked against the viewport transform computed here from the generic program's position.
+#[test]
+fn vertex_y_flip_and_screen_xy_halves() {
+    use kiln_vc4::interface::{InputKind, OutputKind, Stage};
+    let func = kiln_ir::parse_function(
+        "target generic(v=32, s=16)
+function @main {
+bb0:
+    %0:v1 = input 0
+    %1:v1 = input 1
+    %2:v1 = input 2
+    %3:v1 = fneg %1
+    output 0, %0
+    output 1, %3
+    output 2, 0.25
+    output 3, %2
+    return
+}
+",
+    )
+    .unwrap();
+    let info = ShaderInfo {
+        stage: Stage::Vertex,
+        inputs: (0..3).map(|s| (s, InputKind::Attribute)).collect(),
+        outputs: (0..4).map(|c| (c, OutputKind::Position(c))).collect(),
+    };
+    let c = compile(&func, &info, &CompileOptions::default()).unwrap_or_else(|e| panic!("{e}"));
+    let listing = c.disasm();
+    assert!(!listing.contains("xor"), "{listing}");
+    assert!(
+        listing.contains("ftoi ra") && listing.contains(".16a"),
+        "{listing}"
+    );
+    assert!(listing.contains(".16b"), "{listing}");
+    harness::check_compiled(&c).unwrap_or_else(|m| panic!("{m}\n{listing}"));
+    // Positions on both sides of the origin, w a power of two (an exact reciprocal).
+    let mut env = harness::environment(&c.ssa, &c.info);
+    let x: Vec<f32> = (0..16).map(|l| l as f32 * 0.37 - 2.9).collect();
+    let y: Vec<f32> = (0..16).map(|l| 1.7 - l as f32 * 0.29).collect();
+    let w: Vec<f32> = (0..16).map(|l| [1.0, 2.0, 0.5, 4.0][l % 4]).collect();
+    for (slot, v) in [(0, &x), (1, &y), (2, &w)] {
+        env.inputs
+            .insert(slot, v.iter().map(|f| f.to_bits()).collect());
+    }
+    let kiln_vc4::harness::SimOutput::Vpm(rows) =
+        harness::simulate(&c.emitted, OutputMode::Vpm, true, &env).unwrap()
+    else {
+        panic!("a vertex shader writes the VPM")
+    };
+    let scale = |k: u32| f32::from_bits(env.uniforms[&(kiln_vc4::vertex::VIEWPORT_X_SCALE + k)]);
+    let (xs, ys) = (scale(0), scale(1));
+    for l in 0..16 {
+        // The generic program's position: (x, −y, 0.25, w).
+        let sx = (x[l] / w[l] * xs) as i32 as u32 & 0xffff;
+        let sy = (-y[l] / w[l] * ys) as i32 as u32;
+        assert_eq!(
+            rows[0].1[l],
+            sx | sy << 16,
+            "lane {l}: {:?}",
+            (x[l], y[l], w[l])
+        );
+    }
+}
+
 /// Texture sampling through the TMU: every component of two samples of two units agrees with
 /// the interpreter; a wrong component unpack disagrees.
 #[test]

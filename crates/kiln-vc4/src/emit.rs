@@ -1187,6 +1187,27 @@ impl<'a> Emitter<'a> {
                     self.push_alu(builder::mov(d, Reg::Acc(4))?.cond_add(cond));
                 }
             }
+            Hw::Halves(add) => {
+                let Reg::A(a) = d else {
+                    return Err(internal(format!("`{}` into {d:?}, not file A", op.name())));
+                };
+                if matches!(y, Src::A(r) if r == a) {
+                    return Err(internal(format!(
+                        "`{}`: the high half read from the register the low half wrote",
+                        op.name()
+                    )));
+                }
+                let cond = self.write_cond(b, inst)?;
+                // pm = 0 packs 16a and 16b: each write keeps the other half.
+                for (src, pack) in [(x, 1), (y, 2)] {
+                    let r = self.place_operation(&[src])?;
+                    self.push_alu(
+                        builder::qpu_a(add, d, r[0], r[0])?
+                            .cond_add(cond)
+                            .pack(false, pack),
+                    );
+                }
+            }
             Hw::Tmu { .. } | Hw::Derivative(_) => unreachable!("handled above"),
         }
         Ok(())

@@ -76,7 +76,7 @@ pub fn environment(ssa: &Function, info: &ShaderInfo) -> Env {
         }
     }
     // A 64×64 viewport with 12.4 sub-pixel x/y (Mesa scales by 16) and depth in [0, 1].
-    for (k, v) in [512.0f32, -512.0, 0.5, 0.5].into_iter().enumerate() {
+    for (k, v) in [512.0f32, -512.0, 0.5, 0.5, 512.0].into_iter().enumerate() {
         env.uniforms
             .insert(crate::vertex::VIEWPORT_X_SCALE + k as u32, v.to_bits());
     }

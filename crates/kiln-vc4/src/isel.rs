@@ -377,6 +377,14 @@ impl Emitter<'_> {
             Ibitcount => self.bitcount(a(0)),
             Ibitreverse => self.bitreverse(a(0)),
             Ubfe | Ibfe => self.bitfield_extract(inst.op == Ibfe, a(0), a(1), a(2)),
+            // Halves: two packed writes of a file-A register.
+            Bfi if a(2).value == Value::Const(16) && a(3).value == Value::Const(16) => {
+                let d = self.q(Op::Pack16, &[a(0), a(1)]);
+                if let Some(pack) = self.out.last_mut() {
+                    pack.operands[1] = halves_high(pack.operands[1]);
+                }
+                d
+            }
             Bfi => self.bitfield_insert(a(0), a(1), a(2), a(3)),
             Fsin => self.sin(a(0), false),
             Fcos => self.sin(a(0), true),
@@ -386,6 +394,63 @@ impl Emitter<'_> {
             Facos => self.acos(a(0)),
             _ => return None,
         })
+    }
+}
+
+/// The high half's operand of `qpu_pack16`/`qpu_ftoi_pack16`: read by the second instruction,
+/// after the first has written the low half of the result, so late-killed (never the
+/// result's register).
+fn halves_high(o: Operand) -> Operand {
+    o.with_flags(OperandFlags::LATE_KILL)
+}
+
+/// `bfi(f2i x, f2i y, 16, 16)` — the halves of a vertex's screen XY — as one
+/// `qpu_ftoi_pack16 x, y`, where each conversion is read by the insert alone in its block: the
+/// two `ftoi`s write the halves themselves (Mesa's `emit_scaled_viewport_write`).
+fn pack_conversions(func: &mut Function) {
+    let mut uses = vec![0u32; func.temps.len()];
+    for o in func
+        .blocks
+        .iter()
+        .flat_map(|b| &b.insts)
+        .flat_map(|i| &i.operands)
+    {
+        if let Some(t) = o.temp_id() {
+            uses[t.index()] += 1;
+        }
+    }
+    for block in &mut func.blocks {
+        let mut gone = Vec::new();
+        for k in 0..block.insts.len() {
+            let inst = &block.insts[k];
+            let halves = inst.op == Opcode::Bfi
+                && inst.operands[2].value == Value::Const(16)
+                && inst.operands[3].value == Value::Const(16);
+            if !halves {
+                continue;
+            }
+            let conversion = |o: &Operand| {
+                let t = o.temp_id().filter(|t| uses[t.index()] == 1)?;
+                block.insts[..k]
+                    .iter()
+                    .rposition(|i| i.op == Opcode::F2i && i.defs[0].temp == t)
+            };
+            let (Some(x), Some(y)) = (conversion(&inst.operands[0]), conversion(&inst.operands[1]))
+            else {
+                continue;
+            };
+            let source = |j: usize| Operand::from(block.insts[j].operands[0].value);
+            let (sx, sy) = (source(x), halves_high(source(y)));
+            let inst = &mut block.insts[k];
+            inst.op = Op::FtoiPack16.opcode();
+            inst.operands.clear();
+            inst.operands.extend([sx, sy]);
+            gone.extend([x, y]);
+        }
+        gone.sort_unstable();
+        for j in gone.into_iter().rev() {
+            block.insts.remove(j);
+        }
     }
 }
 
@@ -422,6 +487,7 @@ pub fn select(func: &mut Function) -> Result<(), Unsupported> {
         return Err(Unsupported(refused.into_iter().collect()));
     }
     crate::texture::select_lookups(func);
+    pack_conversions(func);
 
     let nonneg = sign_bit_clear(func);
     let uniform_file: Vec<bool> = func

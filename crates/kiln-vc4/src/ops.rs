@@ -99,6 +99,10 @@ pub enum Hw {
     },
     /// A derivative: the value rotated on the mul unit, neighbours subtracted on the add unit.
     Derivative(Axis),
+    /// Two 16-bit halves of a file-A register, each written by this add-unit operation of one
+    /// operand with the pack that keeps the other half (`op ra.16a, x` then `op ra.16b, y`:
+    /// the low 16 bits of each result; Mesa's `emit_scaled_viewport_write`).
+    Halves(AddOp),
 }
 
 /// The machine facts of one operation.
@@ -162,6 +166,10 @@ const fn tmu(cube: bool, lod: bool) -> Facts {
             Use(Resource::R4, Access::Write),
         ],
     }
+}
+
+const fn halves(op: AddOp) -> Facts {
+    alu(Hw::Halves(op), Unit::Add)
 }
 
 const fn derivative(axis: Axis) -> Facts {
@@ -291,6 +299,18 @@ vc4_ops! {
     TexCube "tex_cube" => tmu(true, false), ir(5, false, cube_texel_component);
     /// `qpu_tex_cube_b U, k, s, t, r, b, M`: the same with a bias or an explicit level.
     TexCubeB "tex_cube_b" => tmu(true, true), ir(7, false, cube_texel_component);
+    /// `%d = qpu_pack16 %lo, %hi`: the low 16 bits of `lo` and of `hi` in the low and high half
+    /// of a file-A register (`mov ra.16a, lo ; mov ra.16b, hi`).
+    Pack16 "pack16" => halves(AddOp::Or), Ir {
+        eval: Some(|a| eval(Op::Pack16, a)),
+        ..HALVES
+    };
+    /// `%d = qpu_ftoi_pack16 %x, %y`: `ftoi` of each, packed as `qpu_pack16` packs (a vertex's
+    /// screen X and Y, `ftoi ra.16a, x ; ftoi ra.16b, y`).
+    FtoiPack16 "ftoi_pack16" => halves(AddOp::Ftoi), Ir {
+        eval: Some(|a| eval(Op::FtoiPack16, a)),
+        ..HALVES
+    };
     /// `%scratch, %d = qpu_fddx %v`: the horizontal derivative of `v`; `scratch` is an
     /// accumulator the emitter may overwrite in every lane.
     Fddx "fddx" => derivative(Axis::X), Ir {
@@ -359,6 +379,21 @@ const DERIVATIVE: Ir = Ir {
     cross_lane: None,
 };
 
+/// The halves' facts: two operands, a result in file A (a pack applies to file-A writes only);
+/// the table gives each its meaning.
+const HALVES: Ir = Ir {
+    defs: 1,
+    operands: 2,
+    commutative: false,
+    def_classes: Some(&[ClassReq {
+        file: "q",
+        size: 1,
+        subset: Some("a"),
+    }]),
+    eval: None,
+    cross_lane: None,
+};
+
 /// An ALU or SFU operation on one lane, as the QPU computes it.
 fn eval(op: Op, a: &[u32]) -> u32 {
     let b = a.get(1).copied().unwrap_or(0);
@@ -366,6 +401,16 @@ fn eval(op: Op, a: &[u32]) -> u32 {
         Hw::Add(o) | Hw::Either(o, _) => alu::add_op(o, a[0], b).map_or(0, |r| r.value),
         Hw::Mul(o) => alu::mul_op(o, a[0], b).value,
         Hw::Sfu(address) => sfu::sfu(address, a[0]),
+        Hw::Halves(o) => {
+            // Each write as the simulator packs it (pm = 0, codes 1 and 2: the low 16 bits).
+            let half = |x: u32, code: u8| {
+                let r = alu::add_op(o, x, x).unwrap_or_default();
+                alu::pack_a(code, r, false)
+            };
+            let (lo, lo_mask) = half(a[0], 1);
+            let (hi, hi_mask) = half(b, 2);
+            (lo & lo_mask) | (hi & hi_mask)
+        }
         Hw::Tmu { .. } | Hw::Derivative(_) => unreachable!("not evaluated per lane"),
     }
 }
@@ -512,6 +557,10 @@ mod tests {
         assert_eq!(ev(Op::Recip, &[f(0.0)]), f(f32::INFINITY));
         assert_eq!(ev(Op::Log2, &[f(8.0)]), f(3.0));
         assert_eq!(ev(Op::Exp2, &[f(-1.0)]), f(0.5));
+        // Halves: the low 16 bits of each, low then high.
+        assert_eq!(ev(Op::Pack16, &[0x1234_5678, 0x9abc_def0]), 0xdef0_5678);
+        assert_eq!(ev(Op::FtoiPack16, &[f(-3.7), f(5.2)]), 0x0005_fffd);
+        assert_eq!(ev(Op::FtoiPack16, &[f(3e9), f(-1.0)]), 0xffff_0000);
     }
 
     /// Each operation's latency is the distance the QPU needs: its result read one instruction
@@ -532,7 +581,7 @@ mod tests {
             let facts = op.facts();
             let d = facts.latency as usize;
             match facts.hw {
-                Hw::Add(_) | Hw::Mul(_) | Hw::Either(..) | Hw::Derivative(_) => {
+                Hw::Add(_) | Hw::Mul(_) | Hw::Either(..) | Hw::Derivative(_) | Hw::Halves(_) => {
                     let w = Instr::Alu(
                         builder::qpu_a(AddOp::Fadd, Reg::A(3), Reg::Acc(0), Reg::Acc(1)).unwrap(),
                     );

@@ -20,7 +20,8 @@ pub enum Uniform {
     /// uniform slot, the word index into its uniform blocks.
     User(u32),
     /// The viewport's x scale, y scale, z scale, z offset (k = 0–3; Mesa
-    /// `QUNIFORM_VIEWPORT_X_SCALE` … `QUNIFORM_VIEWPORT_Z_OFFSET`), read at uniform slot
+    /// `QUNIFORM_VIEWPORT_X_SCALE` … `QUNIFORM_VIEWPORT_Z_OFFSET`) and the y scale negated
+    /// (k = 4, for a y flip: `crate::vertex::VIEWPORT_Y_SCALE_NEGATED`), read at uniform slot
     /// `crate::vertex::VIEWPORT_X_SCALE + k` of the IR.
     Viewport(u32),
     /// Texture configuration parameter 0 / 1 of a unit (Mesa `QUNIFORM_TEXTURE_CONFIG_P0`,
@@ -61,7 +62,7 @@ impl Uniform {
     pub fn of_slot(slot: u32) -> Uniform {
         let k = slot.wrapping_sub(crate::vertex::VIEWPORT_X_SCALE);
         let texrect = slot.wrapping_sub(crate::texture::TEXRECT_SCALE);
-        if k < 4 {
+        if k < 5 {
             Uniform::Viewport(k)
         } else if texrect < 0x1_0000 {
             Uniform::TexrectScale {
@@ -160,7 +161,13 @@ impl std::fmt::Display for Uniform {
             Uniform::Viewport(k) => write!(
                 f,
                 "viewport {}",
-                ["x scale", "y scale", "z scale", "z offset"][*k as usize & 3]
+                [
+                    "x scale",
+                    "y scale",
+                    "z scale",
+                    "z offset",
+                    "y scale negated"
+                ][(*k as usize).min(4)]
             ),
         }
     }

@@ -14,6 +14,9 @@ pub const VIEWPORT_X_SCALE: u32 = 0xffff_0000;
 pub const VIEWPORT_Y_SCALE: u32 = 0xffff_0001;
 pub const VIEWPORT_Z_SCALE: u32 = 0xffff_0002;
 pub const VIEWPORT_Z_OFFSET: u32 = 0xffff_0003;
+/// The viewport's y scale negated, for a position whose y the shader negates (the y flip):
+/// the driver writes `−y scale` in its place, so the flip costs no instruction.
+pub const VIEWPORT_Y_SCALE_NEGATED: u32 = 0xffff_0004;
 /// First slot of the rewritten outputs (VPM row k is slot `ROW0 + k`).
 pub const ROW0: u32 = 0xfff0_0000;
 
@@ -118,17 +121,14 @@ pub fn lower_vertex_outputs(
     };
     let (x, y, z, w) = (pos(0), pos(1), pos(2), pos(3));
     // A position whose y is negated (`gl_Position.y = -y`, the y flip every WGSL vertex shader
-    // translated from GLSL ends with) packs `−(Ys << 16)` by subtracting instead of or-ing:
-    // the low half holds only X, so `xlo | (ftoi(−v) << 16)` is `xlo − (ftoi(v) << 16)` and the
-    // negation costs nothing. (The two differ only where `ftoi` saturates, |Ys| ≥ 2^31
-    // sixteenths of a pixel, a vertex the coordinate shader's clipping has already discarded.)
-    let (y, y_negated) = match negated(func, last, y) {
-        Some(t) => (t, true),
-        None => (y, false),
+    // translated from GLSL ends with) is scaled by the negated y scale instead.
+    let (y, ys_slot) = match negated(func, last, y) {
+        Some(t) => (t, VIEWPORT_Y_SCALE_NEGATED),
+        None => (y, VIEWPORT_Y_SCALE),
     };
     let rcp_w = op(func, &mut new, Opcode::Frcp, &[w]);
     let xs_scale = uniform(func, &mut new, VIEWPORT_X_SCALE);
-    let ys_scale = uniform(func, &mut new, VIEWPORT_Y_SCALE);
+    let ys_scale = uniform(func, &mut new, ys_slot);
     let zs_scale = uniform(func, &mut new, VIEWPORT_Z_SCALE);
     let zs_offset = uniform(func, &mut new, VIEWPORT_Z_OFFSET);
     let xw = op(func, &mut new, Opcode::Fmul, &[x, rcp_w]);
@@ -137,15 +137,9 @@ pub fn lower_vertex_outputs(
     let ys = op(func, &mut new, Opcode::Fmul, &[yw, ys_scale]);
     let xi = op(func, &mut new, Opcode::F2i, &[xs]);
     let yi = op(func, &mut new, Opcode::F2i, &[ys]);
-    let xlo = op(
-        func,
-        &mut new,
-        Opcode::Iand,
-        &[xi, Operand::constant(0xffff)],
-    );
-    let yhi = op(func, &mut new, Opcode::Ishl, &[yi, Operand::constant(16)]);
-    let pack = if y_negated { Opcode::Isub } else { Opcode::Ior };
-    let xy = op(func, &mut new, pack, &[xlo, yhi]);
+    // Xs in the low half, Ys in the high half.
+    let sixteen = Operand::constant(16);
+    let xy = op(func, &mut new, Opcode::Bfi, &[xi, yi, sixteen, sixteen]);
     let zw = op(func, &mut new, Opcode::Fmul, &[z, rcp_w]);
     let zsc = op(func, &mut new, Opcode::Fmul, &[zw, zs_scale]);
     let zs = op(func, &mut new, Opcode::Fadd, &[zsc, zs_offset]);
