@@ -269,6 +269,50 @@ pub const RULES: &[Rule] = &[
         "(fle b (fneg #a))",
     ),
     exact("fabs_fneg", "(fabs (fneg a))", "(fabs a)"),
+    // Booleans (0 or −1): selects between them are logic (a select of other values stays one:
+    // on the QPU it reads the condition's flags, where `iand` would need it in a register), a
+    // negated condition swaps the arms, a
+    // negated comparison is the opposite one (`fle` is `not flt` with its operands swapped,
+    // NaN included), and comparisons with one bound merge (NIR's `ior(flt(a, c), flt(b, c))
+    // → flt(fmin(a, b), c)`; fmin and fmax return the other operand of a NaN, as the
+    // comparison of a NaN is false).
+    exact("inot_inot", "(inot (inot a))", "a"),
+    exact("ior_zero", "(ior a 0)", "a"),
+    exact("ior_self", "(ior a a)", "a"),
+    exact("iand_ones", "(iand a -1)", "a"),
+    exact("iand_self", "(iand a a)", "a"),
+    exact("inot_flt", "(inot (flt a b))", "(fle b a)"),
+    exact("inot_fle", "(inot (fle a b))", "(flt b a)"),
+    exact("sel_inot", "(sel (inot ?a) b c)", "(sel ?a c b)"),
+    once(exact(
+        "sel_fle",
+        "(sel (fle a b) c d)",
+        "(sel (flt b a) d c)",
+    )),
+    exact("sel_true_or", "(sel ?a -1 ?b)", "(ior ?a ?b)"),
+    exact("sel_or_false", "(sel ?a ?b 0)", "(iand ?a ?b)"),
+    exact("sel_boolean", "(sel a -1 0)", "(ine a 0)"),
+    exact("sel_boolean_not", "(sel a 0 -1)", "(ieq a 0)"),
+    exact(
+        "ior_flt_below",
+        "(ior (flt a #c) (flt b #c))",
+        "(flt (fmin a b) #c)",
+    ),
+    exact(
+        "ior_flt_above",
+        "(ior (flt #c a) (flt #c b))",
+        "(flt #c (fmax a b))",
+    ),
+    once(exact(
+        "ior_ior_flt_below",
+        "(ior (ior (flt a #c) b) (flt d #c))",
+        "(ior (flt (fmin a d) #c) b)",
+    )),
+    once(exact(
+        "ior_ior_flt_above",
+        "(ior (ior (flt #c a) b) (flt #c d))",
+        "(ior (flt #c (fmax a d)) b)",
+    )),
     exact("fabs_fabs", "(fabs (fabs a))", "(fabs a)"),
     // Powers (NIR's `fpow` rules): exp2 and log2 where the SFU has them, multiplies where
     // the exponent is small.
@@ -282,13 +326,25 @@ pub const RULES: &[Rule] = &[
     ),
 ];
 
+/// What a variable of a pattern matches.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    /// Any value (`a`).
+    Any,
+    /// A constant (`#a`).
+    Constant,
+    /// A boolean: a value known to be 0 or −1 in every lane (`?a`: a comparison, a logic
+    /// operation of booleans, a select between booleans; NIR's 1-bit booleans).
+    Boolean,
+}
+
 /// A parsed pattern.
 #[derive(Clone, Debug, PartialEq)]
 enum Pat {
-    /// Variable number `k`; `constant`: it matches constants only.
+    /// Variable number `k`, of `kind`.
     Var {
         k: usize,
-        constant: bool,
+        kind: Kind,
     },
     Const(u32),
     Op(Opcode, Vec<Pat>),
@@ -306,7 +362,7 @@ struct Compiled {
 }
 
 /// Parses one pattern; `vars` names the variables seen so far.
-fn parse(text: &str, vars: &mut Vec<(String, bool)>, new_vars: bool) -> Result<Pat, String> {
+fn parse(text: &str, vars: &mut Vec<(String, Kind)>, new_vars: bool) -> Result<Pat, String> {
     let toks: Vec<String> = text
         .replace('(', " ( ")
         .replace(')', " ) ")
@@ -324,7 +380,7 @@ fn parse(text: &str, vars: &mut Vec<(String, bool)>, new_vars: bool) -> Result<P
 fn parse_at(
     toks: &[String],
     pos: &mut usize,
-    vars: &mut Vec<(String, bool)>,
+    vars: &mut Vec<(String, Kind)>,
     new_vars: bool,
 ) -> Result<Pat, String> {
     let tok = toks.get(*pos).ok_or("a pattern ends early")?.clone();
@@ -362,23 +418,26 @@ fn parse_at(
         };
         return Ok(Pat::Const(bits));
     }
-    let (name, constant) = match tok.strip_prefix('#') {
-        Some(n) => (n.to_string(), true),
-        None => (tok.clone(), false),
+    let (name, kind) = if let Some(n) = tok.strip_prefix('#') {
+        (n.to_string(), Kind::Constant)
+    } else if let Some(n) = tok.strip_prefix('?') {
+        (n.to_string(), Kind::Boolean)
+    } else {
+        (tok.clone(), Kind::Any)
     };
     if let Some(k) = vars.iter().position(|(n, _)| *n == name) {
-        return Ok(Pat::Var {
-            k,
-            constant: vars[k].1,
-        });
+        if vars[k].1 != kind {
+            return Err(format!("`{tok}`: `{name}` is bound as another kind"));
+        }
+        return Ok(Pat::Var { k, kind });
     }
     if !new_vars {
         return Err(format!("`{name}` is not bound by the search pattern"));
     }
-    vars.push((name, constant));
+    vars.push((name, kind));
     Ok(Pat::Var {
         k: vars.len() - 1,
-        constant,
+        kind,
     })
 }
 
@@ -389,7 +448,9 @@ fn compile(rule: &'static Rule) -> Result<Compiled, String> {
         return Err(format!("{}: the search pattern is no operation", rule.name));
     }
     let to = parse(rule.to, &mut vars, false).map_err(|e| format!("{}: {e}", rule.name))?;
-    let constants = (0..vars.len()).filter(|&k| vars[k].1).collect();
+    let constants = (0..vars.len())
+        .filter(|&k| vars[k].1 == Kind::Constant)
+        .collect();
     Ok(Compiled {
         rule,
         from,
@@ -420,16 +481,29 @@ struct Matcher<'a> {
     uses: &'a [u32],
     /// The rule's `once`.
     once: bool,
+    /// Temps known to be booleans when the round began.
+    booleans: &'a [bool],
 }
 
 impl Matcher<'_> {
+    fn boolean(&self, v: Value) -> bool {
+        match v {
+            Value::Const(c) => c == 0 || c == u32::MAX,
+            Value::Temp(t) => self.booleans.get(t.index()) == Some(&true),
+            Value::Undef(_) => false,
+        }
+    }
+
     /// Whether `v` matches `p`, binding variables; `inner`: `v` is read by an instruction the
     /// pattern looks through, so a temp it binds must be readable at the root.
     fn matches(&self, p: &Pat, v: Value, bind: &mut [Option<Value>], inner: bool) -> bool {
         match p {
             Pat::Const(c) => v == Value::Const(*c),
-            Pat::Var { k, constant } => {
-                if *constant && !matches!(v, Value::Const(_)) {
+            Pat::Var { k, kind } => {
+                if *kind == Kind::Constant && !matches!(v, Value::Const(_)) {
+                    return false;
+                }
+                if *kind == Kind::Boolean && !self.boolean(v) {
                     return false;
                 }
                 if matches!(v, Value::Undef(_)) {
@@ -537,6 +611,7 @@ fn rewrite(
     func: &mut Function,
     avail: &Avail,
     uses: &[u32],
+    booleans: &[bool],
     rules: &[&Compiled],
     b: Block,
     i: usize,
@@ -559,6 +634,7 @@ fn rewrite(
             block: b,
             uses,
             once: c.rule.once,
+            booleans,
         };
         let mut bind = vec![None; c.vars];
         if !m.operands(inst, args, &mut bind, false) {
@@ -669,17 +745,66 @@ fn constant_operands(func: &mut Function, avail: &Avail, b: Block, i: usize) -> 
     changed
 }
 
-/// How many operands read each temp.
+/// The temps known to be booleans (0 or −1 in every lane): comparisons, and logic operations,
+/// selects, copies and phis of booleans — one walk in reverse post-order (a phi of a value from
+/// a back edge is not known to be one).
+fn booleans(func: &Function, cfg: &kiln_ir::Cfg) -> Vec<bool> {
+    use Opcode::*;
+    let mut known = vec![false; func.temps.len()];
+    for b in cfg.rpo() {
+        for inst in &func.block(b).insts {
+            let [def] = inst.defs.as_slice() else {
+                continue;
+            };
+            let is = |k: usize| match inst.operands[k].value {
+                Value::Const(c) => c == 0 || c == u32::MAX,
+                Value::Temp(t) => known[t.index()],
+                Value::Undef(_) => false,
+            };
+            let all = |from: usize| (from..inst.operands.len()).all(is);
+            known[def.temp.index()] = match inst.op {
+                Flt | Fle | Feq | Fne | Ieq | Ine | Ilt | Ile | Ult | Ule => true,
+                Inot | Iand | Ior | Ixor | Mov | Phi => all(0),
+                Sel => all(1),
+                _ => false,
+            };
+        }
+    }
+    known
+}
+
+/// How many operands of live instructions read each temp: a rewrite leaves the instructions
+/// it no longer reads in place until dead-code elimination, and they do not count.
 fn readers(func: &Function) -> Vec<u32> {
     let mut uses = vec![0; func.temps.len()];
-    for o in func
-        .blocks
-        .iter()
-        .flat_map(|b| &b.insts)
-        .flat_map(|i| &i.operands)
-    {
-        if let Value::Temp(t) = o.value {
-            uses[t.index()] += 1;
+    let mut def_site: Vec<Option<&Inst>> = vec![None; func.temps.len()];
+    for inst in func.blocks.iter().flat_map(|b| &b.insts) {
+        for o in &inst.operands {
+            if let Value::Temp(t) = o.value {
+                uses[t.index()] += 1;
+            }
+        }
+        if let [d] = inst.defs.as_slice() {
+            def_site[d.temp.index()] = Some(inst);
+        }
+    }
+    // Unread pure definitions are dead: what they read is read once less.
+    let removable =
+        |i: &Inst| !i.op.info().side_effects && !i.op.info().terminator && !i.op.is_phi();
+    let mut dead: Vec<usize> = (0..uses.len())
+        .filter(|&t| uses[t] == 0 && def_site[t].is_some_and(removable))
+        .collect();
+    while let Some(t) = dead.pop() {
+        let Some(inst) = def_site[t].take() else {
+            continue;
+        };
+        for o in &inst.operands {
+            if let Value::Temp(u) = o.value {
+                uses[u.index()] -= 1;
+                if uses[u.index()] == 0 && def_site[u.index()].is_some_and(removable) {
+                    dead.push(u.index());
+                }
+            }
         }
     }
     uses
@@ -697,7 +822,7 @@ fn rules_at(precision: Precision) -> Vec<&'static Compiled> {
 /// would stop after this many rounds). Each round looks the definitions up once: an
 /// instruction a rule makes is looked through in the next round.
 pub fn algebraic_with(cx: &mut Context, precision: Precision) -> Result<Changed, PassError> {
-    const ROUNDS: usize = 8;
+    const ROUNDS: usize = 32;
     let rules = rules_at(precision);
     let cfg = cx.cfg()?;
     let dom = cx.dominance()?;
@@ -706,6 +831,7 @@ pub fn algebraic_with(cx: &mut Context, precision: Precision) -> Result<Changed,
     for _ in 0..ROUNDS {
         let avail = Avail::new(func, &cfg, &dom);
         let uses = readers(func);
+        let booleans = booleans(func, &cfg);
         // (block, index, instructions to insert before it)
         let mut inserts: Vec<(Block, usize, Vec<Inst>)> = Vec::new();
         let mut round = false;
@@ -714,7 +840,7 @@ pub fn algebraic_with(cx: &mut Context, precision: Precision) -> Result<Changed,
                 if constant_operands(func, &avail, b, i) {
                     round = true;
                 }
-                if let Some(new) = rewrite(func, &avail, &uses, &rules, b, i) {
+                if let Some(new) = rewrite(func, &avail, &uses, &booleans, &rules, b, i) {
                     round = true;
                     if !new.is_empty() {
                         inserts.push((b, i, new));
@@ -794,14 +920,19 @@ mod tests {
         ) -> Operand {
             match p {
                 Pat::Const(c) => Operand::constant(*c),
-                Pat::Var { k, .. } => {
+                Pat::Var { k, kind } => {
                     if let Some(&(_, c)) = constants.iter().find(|(j, _)| j == k) {
                         return Operand::constant(c);
                     }
                     if let Some(&(_, t)) = inputs.iter().find(|(j, _)| j == k) {
                         return Operand::temp(t);
                     }
-                    let t = b.inst(Opcode::Input, &[*k as u32], &[v1], [])[0];
+                    let mut t = b.inst(Opcode::Input, &[*k as u32], &[v1], [])[0];
+                    if *kind == Kind::Boolean {
+                        // A boolean from the input: its sign.
+                        let zero = Operand::constant(0);
+                        t = b.inst(Opcode::Flt, &[], &[v1], [Operand::temp(t), zero])[0];
+                    }
                     inputs.push((*k, t));
                     Operand::temp(t)
                 }

@@ -90,6 +90,8 @@ struct Emitter<'a> {
     out: Vec<Inst>,
     /// Per temp: bit 31 is known to be clear ([`sign_bit_clear`]).
     nonneg: &'a [bool],
+    /// Per temp: a comparison's result (0 or −1).
+    comparisons: &'a [bool],
 }
 
 /// Per temp of a generic function: whether its value's bit 31 is known to be clear on every
@@ -220,6 +222,23 @@ impl Emitter<'_> {
     fn lower(&mut self, inst: &Inst) -> Option<Operand> {
         use Opcode::*;
         let a = |k: usize| inst.operands[k];
+        // Logic with a comparison is a select on its flags (`x | c` is `c ? −1 : x`, `x & c`
+        // is `c ? x : 0` for c 0 or −1), as Mesa's `ntq_emit_bcsel` reads a comparison's
+        // flags: `or`/`and` would need the comparison in a register first.
+        if matches!(inst.op, Ior | Iand) {
+            let comparison = |k: usize| {
+                a(k).temp_id()
+                    .is_some_and(|t| self.comparisons.get(t.index()) == Some(&true))
+            };
+            if let Some(k) = (0..2).rev().find(|&k| comparison(k)) {
+                let (c, x) = (a(k), a(1 - k));
+                return Some(if inst.op == Ior {
+                    self.g(Sel, &[c, ic(-1), x])
+                } else {
+                    self.g(Sel, &[c, x, ic(0)])
+                });
+            }
+        }
         let direct = |op: Opcode| -> Option<Op> {
             Some(match op {
                 Iadd => Op::Add,
@@ -490,6 +509,14 @@ pub fn select(func: &mut Function) -> Result<(), Unsupported> {
     pack_conversions(func);
 
     let nonneg = sign_bit_clear(func);
+    let mut comparisons = vec![false; func.temps.len()];
+    for inst in func.blocks.iter().flat_map(|b| &b.insts) {
+        if crate::interface::is_comparison(inst.op)
+            && let [d] = inst.defs.as_slice()
+        {
+            comparisons[d.temp.index()] = true;
+        }
+    }
     let uniform_file: Vec<bool> = func
         .target
         .files()
@@ -548,6 +575,7 @@ pub fn select(func: &mut Function) -> Result<(), Unsupported> {
                 flags: inst.flags,
                 out: Vec::new(),
                 nonneg: &nonneg,
+                comparisons: &comparisons,
             };
             match e.lower(&inst) {
                 None => out.push(inst),
