@@ -8,7 +8,7 @@ mod bits;
 mod divide;
 mod trig;
 
-pub use trig::{ACOS_P, ASIN_P, ASIN_SMALL, ATAN_COEFFICIENTS, sin_coefficients};
+pub use trig::{ACOS_P, ASIN_P, ASIN_SMALL, ATAN_COEFFICIENTS, SIN_COEFFICIENTS};
 
 use crate::ops::Op;
 use crate::target::Vc4Target;
