@@ -10,6 +10,7 @@ use crate::util::{Avail, is_free_operand, set_value};
 use kiln_analysis::{Changed, Context, PassError};
 use kiln_ir::semantics::eval_scalar;
 use kiln_ir::{Block, Def, Function, Inst, InstFlags, Opcode, Operand, OperandFlags, Value};
+use rustc_hash::FxHashMap;
 use std::sync::OnceLock;
 
 /// How exact a rule, or the middle end, is.
@@ -441,9 +442,15 @@ fn parse_at(
     })
 }
 
+/// Most variables a rule may bind (its bindings live on the stack).
+const MAX_VARS: usize = 6;
+
 fn compile(rule: &'static Rule) -> Result<Compiled, String> {
     let mut vars = Vec::new();
     let from = parse(rule.from, &mut vars, true).map_err(|e| format!("{}: {e}", rule.name))?;
+    if vars.len() > MAX_VARS {
+        return Err(format!("{}: more than {MAX_VARS} variables", rule.name));
+    }
     if !matches!(from, Pat::Op(..)) {
         return Err(format!("{}: the search pattern is no operation", rule.name));
     }
@@ -543,7 +550,9 @@ impl Matcher<'_> {
         if inst.operands.len() != args.len() {
             return false;
         }
-        let saved = bind.to_vec();
+        let mut saved = [None; MAX_VARS];
+        saved[..bind.len()].copy_from_slice(bind);
+        let saved = &saved[..bind.len()];
         let in_order = |bind: &mut [Option<Value>], order: &[usize]| {
             order
                 .iter()
@@ -553,11 +562,11 @@ impl Matcher<'_> {
         if in_order(bind, &[0, 1, 2, 3][..args.len()]) {
             return true;
         }
-        bind.copy_from_slice(&saved);
+        bind.copy_from_slice(saved);
         if inst.op.info().commutative && args.len() == 2 && in_order(bind, &[1, 0]) {
             return true;
         }
-        bind.copy_from_slice(&saved);
+        bind.copy_from_slice(saved);
         false
     }
 }
@@ -612,7 +621,7 @@ fn rewrite(
     avail: &Avail,
     uses: &[u32],
     booleans: &[bool],
-    rules: &[&Compiled],
+    rules: &Rules,
     b: Block,
     i: usize,
 ) -> Option<Vec<Inst>> {
@@ -623,11 +632,11 @@ fn rewrite(
     {
         return None;
     }
-    for c in rules {
-        let Pat::Op(op, args) = &c.from else { continue };
-        if *op != inst.op {
-            continue;
-        }
+    let Some(candidates) = rules.get(&inst.op) else {
+        return None;
+    };
+    for c in candidates {
+        let Pat::Op(_, args) = &c.from else { continue };
         let m = Matcher {
             func,
             avail,
@@ -636,8 +645,9 @@ fn rewrite(
             once: c.rule.once,
             booleans,
         };
-        let mut bind = vec![None; c.vars];
-        if !m.operands(inst, args, &mut bind, false) {
+        let mut bind = [None; MAX_VARS];
+        let bind = &mut bind[..c.vars];
+        if !m.operands(inst, args, bind, false) {
             continue;
         }
         if let Some(when) = c.rule.when {
@@ -810,12 +820,29 @@ fn readers(func: &Function) -> Vec<u32> {
     uses
 }
 
-/// The rules of `precision` (exact rules at both).
-fn rules_at(precision: Precision) -> Vec<&'static Compiled> {
-    compiled()
-        .iter()
-        .filter(|c| precision == Precision::Relaxed || c.rule.precision == Precision::Exact)
-        .collect()
+/// Rules by the operation at the root of their search pattern, in order.
+type Rules = FxHashMap<Opcode, Vec<&'static Compiled>>;
+
+/// The rules of `precision` (exact rules at both), by root operation; built once per process.
+fn rules_at(precision: Precision) -> &'static Rules {
+    static EXACT: OnceLock<Rules> = OnceLock::new();
+    static RELAXED: OnceLock<Rules> = OnceLock::new();
+    let cell = match precision {
+        Precision::Exact => &EXACT,
+        Precision::Relaxed => &RELAXED,
+    };
+    cell.get_or_init(|| {
+        let mut by_root = Rules::default();
+        for c in compiled() {
+            if precision == Precision::Exact && c.rule.precision != Precision::Exact {
+                continue;
+            }
+            if let Pat::Op(op, _) = c.from {
+                by_root.entry(op).or_default().push(c);
+            }
+        }
+        by_root
+    })
 }
 
 /// Rewrites with the rules of `precision` to a fixed point (bounded: a rule set that cycled
@@ -840,7 +867,7 @@ pub fn algebraic_with(cx: &mut Context, precision: Precision) -> Result<Changed,
                 if constant_operands(func, &avail, b, i) {
                     round = true;
                 }
-                if let Some(new) = rewrite(func, &avail, &uses, &booleans, &rules, b, i) {
+                if let Some(new) = rewrite(func, &avail, &uses, &booleans, rules, b, i) {
                     round = true;
                     if !new.is_empty() {
                         inserts.push((b, i, new));
