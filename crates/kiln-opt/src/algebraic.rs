@@ -11,6 +11,7 @@ use kiln_analysis::{Changed, Context, PassError};
 use kiln_ir::semantics::eval_scalar;
 use kiln_ir::{Block, Def, Function, Inst, InstFlags, Opcode, Operand, OperandFlags, Value};
 use rustc_hash::FxHashMap;
+use smallvec::SmallVec;
 use std::sync::OnceLock;
 
 /// How exact a rule, or the middle end, is.
@@ -501,11 +502,18 @@ impl Matcher<'_> {
         }
     }
 
-    /// Whether `v` matches `p`, binding variables; `inner`: `v` is read by an instruction the
-    /// pattern looks through, so a temp it binds must be readable at the root.
-    fn matches(&self, p: &Pat, v: Value, bind: &mut [Option<Value>], inner: bool) -> bool {
+    /// Whether every (pattern, value, inner) of `todo` matches, binding variables; `inner`:
+    /// the value is read by an instruction the pattern looks through, so a temp it binds must
+    /// be readable at the root. A commutative operation is tried both ways round with the rest
+    /// of the pattern (full backtracking, as NIR's matcher enumerates its commutative
+    /// operations' directions): `(fsub (fadd a b) a)` matches `fsub (fadd x y) y` too.
+    fn all_match(&self, todo: &[(&Pat, Value, bool)], bind: &mut [Option<Value>]) -> bool {
+        let Some(&(p, v, inner)) = todo.first() else {
+            return true;
+        };
+        let rest = &todo[1..];
         match p {
-            Pat::Const(c) => v == Value::Const(*c),
+            Pat::Const(c) => v == Value::Const(*c) && self.all_match(rest, bind),
             Pat::Var { k, kind } => {
                 if *kind == Kind::Constant && !matches!(v, Value::Const(_)) {
                     return false;
@@ -523,10 +531,14 @@ impl Matcher<'_> {
                     return false;
                 }
                 match bind[*k] {
-                    Some(w) => w == v,
+                    Some(w) => w == v && self.all_match(rest, bind),
                     None => {
                         bind[*k] = Some(v);
-                        true
+                        if self.all_match(rest, bind) {
+                            return true;
+                        }
+                        bind[*k] = None;
+                        false
                     }
                 }
             }
@@ -540,34 +552,44 @@ impl Matcher<'_> {
                     && (!self.once || self.uses.get(t.index()) == Some(&1))
                     && d.defs.len() == 1
                     && self.func.class(t).size == 1
-                    && self.operands(d, args, bind, true)
+                    && self.operands_then(d, args, rest, bind, true)
             }
         }
     }
 
-    /// Whether the operands of `inst` match `args` (either order for a commutative pair).
-    fn operands(&self, inst: &Inst, args: &[Pat], bind: &mut [Option<Value>], inner: bool) -> bool {
+    /// Whether the operands of `inst` match `args` (either order for a commutative pair) and
+    /// then `rest` does.
+    fn operands_then(
+        &self,
+        inst: &Inst,
+        args: &[Pat],
+        rest: &[(&Pat, Value, bool)],
+        bind: &mut [Option<Value>],
+        inner: bool,
+    ) -> bool {
         if inst.operands.len() != args.len() {
             return false;
         }
-        let mut saved = [None; MAX_VARS];
-        saved[..bind.len()].copy_from_slice(bind);
-        let saved = &saved[..bind.len()];
-        let in_order = |bind: &mut [Option<Value>], order: &[usize]| {
-            order
-                .iter()
-                .zip(args)
-                .all(|(&j, p)| self.matches(p, inst.operands[j].value, bind, inner))
-        };
-        if in_order(bind, &[0, 1, 2, 3][..args.len()]) {
-            return true;
+        let swap = inst.op.info().commutative && args.len() == 2;
+        let orders: &[[usize; 2]] = if swap { &[[0, 1], [1, 0]] } else { &[[0, 1]] };
+        for order in orders {
+            let mut todo: SmallVec<[(&Pat, Value, bool); 8]> = SmallVec::new();
+            for (j, p) in args.iter().enumerate() {
+                let k = if j < 2 { order[j] } else { j };
+                todo.push((p, inst.operands[k].value, inner));
+            }
+            todo.extend_from_slice(rest);
+            // Bindings made by a failed attempt are undone by the attempt itself.
+            if self.all_match(&todo, bind) {
+                return true;
+            }
         }
-        bind.copy_from_slice(saved);
-        if inst.op.info().commutative && args.len() == 2 && in_order(bind, &[1, 0]) {
-            return true;
-        }
-        bind.copy_from_slice(saved);
         false
+    }
+
+    /// Whether the operands of the root `inst` match `args`.
+    fn operands(&self, inst: &Inst, args: &[Pat], bind: &mut [Option<Value>]) -> bool {
+        self.operands_then(inst, args, &[], bind, false)
     }
 }
 
@@ -647,7 +669,7 @@ fn rewrite(
         };
         let mut bind = [None; MAX_VARS];
         let bind = &mut bind[..c.vars];
-        if !m.operands(inst, args, bind, false) {
+        if !m.operands(inst, args, bind) {
             continue;
         }
         if let Some(when) = c.rule.when {
@@ -1191,6 +1213,28 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// A commutative operation inside a pattern is tried both ways round together with the
+    /// rest of the pattern: `fsub (fadd x y) y` is `fsub (fadd a b) a` with a = y, which the
+    /// first order (a = x) does not bind.
+    #[test]
+    fn commutative_operations_backtrack() {
+        let text = "target generic(v=16, s=8)
+function @f {
+bb0:
+    %0:v1 = input 0
+    %1:v1 = input 1
+    %2:v1 = fadd %0, %1
+    %3:v1 = fsub %2, %1
+    output 0, %3
+    return
+}
+";
+        let mut cx = Context::new(kiln_ir::parse_function(text).unwrap());
+        cx.run("algebraic", algebraic).unwrap();
+        let out = kiln_ir::print_function(cx.func());
+        assert!(out.contains("%3:v1 = mov %0"), "{out}");
     }
 
     /// A rule marked `once` moves a negation outward only when the product is its only
