@@ -480,6 +480,18 @@ fn compiled() -> &'static [Compiled] {
     })
 }
 
+/// A pattern still to match against a value, and what follows it: the continuation of a
+/// backtracking match, one node per stack frame.
+#[derive(Clone, Copy)]
+struct Todo<'p> {
+    p: &'p Pat,
+    v: Value,
+    /// `v` is read by an instruction the pattern looks through, so a temp it binds must be
+    /// readable at the root.
+    inner: bool,
+    next: Option<&'p Todo<'p>>,
+}
+
 /// Matching state at one instruction.
 struct Matcher<'a> {
     func: &'a Function,
@@ -502,18 +514,16 @@ impl Matcher<'_> {
         }
     }
 
-    /// Whether every (pattern, value, inner) of `todo` matches, binding variables; `inner`:
-    /// the value is read by an instruction the pattern looks through, so a temp it binds must
-    /// be readable at the root. A commutative operation is tried both ways round with the rest
-    /// of the pattern (full backtracking, as NIR's matcher enumerates its commutative
-    /// operations' directions): `(fsub (fadd a b) a)` matches `fsub (fadd x y) y` too.
-    fn all_match(&self, todo: &[(&Pat, Value, bool)], bind: &mut [Option<Value>]) -> bool {
-        let Some(&(p, v, inner)) = todo.first() else {
+    /// Whether every (pattern, value) of `todo` matches, binding variables. A commutative
+    /// operation is tried both ways round together with the rest of the pattern (full
+    /// backtracking, as NIR's matcher enumerates its commutative operations' directions):
+    /// `(fsub (fadd a b) a)` matches `fsub (fadd x y) y` too.
+    fn all_match(&self, todo: Option<&Todo>, bind: &mut [Option<Value>]) -> bool {
+        let Some(&Todo { p, v, inner, next }) = todo else {
             return true;
         };
-        let rest = &todo[1..];
         match p {
-            Pat::Const(c) => v == Value::Const(*c) && self.all_match(rest, bind),
+            Pat::Const(c) => v == Value::Const(*c) && self.all_match(next, bind),
             Pat::Var { k, kind } => {
                 if *kind == Kind::Constant && !matches!(v, Value::Const(_)) {
                     return false;
@@ -531,10 +541,10 @@ impl Matcher<'_> {
                     return false;
                 }
                 match bind[*k] {
-                    Some(w) => w == v && self.all_match(rest, bind),
+                    Some(w) => w == v && self.all_match(next, bind),
                     None => {
                         bind[*k] = Some(v);
-                        if self.all_match(rest, bind) {
+                        if self.all_match(next, bind) {
                             return true;
                         }
                         bind[*k] = None;
@@ -543,17 +553,33 @@ impl Matcher<'_> {
                 }
             }
             Pat::Op(op, args) => {
-                let Value::Temp(t) = v else { return false };
-                let Some(Some((b, i))) = self.avail.sites.get(t.index()) else {
+                let Some(d) = self.definition(v) else {
                     return false;
                 };
-                let d = &self.func.block(*b).insts[*i];
+                let Value::Temp(t) = v else { return false };
                 d.op == *op
                     && (!self.once || self.uses.get(t.index()) == Some(&1))
                     && d.defs.len() == 1
                     && self.func.class(t).size == 1
-                    && self.operands_then(d, args, rest, bind, true)
+                    && self.operands_then(d, args, next, bind, true)
             }
+        }
+    }
+
+    /// The instruction defining `v`, if it is a temp with a definition.
+    fn definition(&self, v: Value) -> Option<&Inst> {
+        let Value::Temp(t) = v else { return None };
+        let &(b, i) = self.avail.sites.get(t.index())?.as_ref()?;
+        Some(&self.func.block(b).insts[i])
+    }
+
+    /// Whether `p` can match `v` as far as one look shows (its operation, its constant): the
+    /// cheap test before the whole match.
+    fn may_match(&self, p: &Pat, v: Value) -> bool {
+        match p {
+            Pat::Const(c) => v == Value::Const(*c),
+            Pat::Var { kind, .. } => *kind != Kind::Constant || matches!(v, Value::Const(_)),
+            Pat::Op(op, _) => self.definition(v).is_some_and(|d| d.op == *op),
         }
     }
 
@@ -563,33 +589,62 @@ impl Matcher<'_> {
         &self,
         inst: &Inst,
         args: &[Pat],
-        rest: &[(&Pat, Value, bool)],
+        rest: Option<&Todo>,
         bind: &mut [Option<Value>],
         inner: bool,
     ) -> bool {
-        if inst.operands.len() != args.len() {
+        let n = args.len();
+        if inst.operands.len() != n || n > 4 {
             return false;
         }
-        let swap = inst.op.info().commutative && args.len() == 2;
-        let orders: &[[usize; 2]] = if swap { &[[0, 1], [1, 0]] } else { &[[0, 1]] };
+        let swap = inst.op.info().commutative && n == 2;
+        let orders: &[[usize; 4]] = if swap {
+            &[[0, 1, 2, 3], [1, 0, 2, 3]]
+        } else {
+            &[[0, 1, 2, 3]]
+        };
         for order in orders {
-            let mut todo: SmallVec<[(&Pat, Value, bool); 8]> = SmallVec::new();
-            for (j, p) in args.iter().enumerate() {
-                let k = if j < 2 { order[j] } else { j };
-                todo.push((p, inst.operands[k].value, inner));
+            let value = |j: usize| inst.operands[order[j]].value;
+            if !(0..n).all(|j| self.may_match(&args[j], value(j))) {
+                continue;
             }
-            todo.extend_from_slice(rest);
-            // Bindings made by a failed attempt are undone by the attempt itself.
-            if self.all_match(&todo, bind) {
+            let mut items: [(&Pat, Value); 4] = [(&args[0], Value::Const(0)); 4];
+            for (j, item) in items.iter_mut().enumerate().take(n) {
+                *item = (&args[j], value(j));
+            }
+            if self.chain(&items[..n], inner, rest, bind) {
                 return true;
             }
         }
         false
     }
 
+    /// [`Matcher::all_match`] of `items` in front of `rest`: a node per item on the stack,
+    /// the last built first.
+    fn chain(
+        &self,
+        items: &[(&Pat, Value)],
+        inner: bool,
+        rest: Option<&Todo>,
+        bind: &mut [Option<Value>],
+    ) -> bool {
+        match items.split_last() {
+            None => self.all_match(rest, bind),
+            Some((&(p, v), init)) => {
+                let node = Todo {
+                    p,
+                    v,
+                    inner,
+                    next: rest,
+                };
+                self.chain(init, inner, Some(&node), bind)
+            }
+        }
+    }
+
     /// Whether the operands of the root `inst` match `args`.
     fn operands(&self, inst: &Inst, args: &[Pat], bind: &mut [Option<Value>]) -> bool {
-        self.operands_then(inst, args, &[], bind, false)
+        self.operands_then(inst, args, None, bind, false)
     }
 }
 
@@ -724,7 +779,7 @@ fn rewrite(
 /// the instruction when all its operands are then constants, so that rules see the constants
 /// their earlier rewrites made. Whether anything changed.
 fn constant_operands(func: &mut Function, avail: &Avail, b: Block, i: usize) -> bool {
-    let constant_of = |v: Value| match v {
+    let constant_of = |func: &Function, v: Value| match v {
         Value::Temp(t) => match avail.sites.get(t.index()) {
             Some(Some((db, di))) => {
                 let d = &func.block(*db).insts[*di];
@@ -744,19 +799,28 @@ fn constant_operands(func: &mut Function, avail: &Avail, b: Block, i: usize) -> 
     if inst.op.is_phi() || inst.op.info().side_effects || inst.op.info().terminator {
         return false;
     }
-    let found: Vec<(usize, u32)> = inst
-        .operands
-        .iter()
-        .enumerate()
-        .filter(|&(k, _)| is_free_operand(inst, k))
-        .filter_map(|(k, o)| constant_of(o.value).map(|c| (k, c)))
-        .collect();
-    let mut changed = !found.is_empty();
-    let inst = &mut func.block_mut(b).insts[i];
-    for (k, c) in found {
-        set_value(&mut inst.operands[k], Value::Const(c));
+    let mut changed = false;
+    for k in 0..inst.operands.len() {
+        let inst = &func.block(b).insts[i];
+        if let Some(c) = constant_of(func, inst.operands[k].value)
+            && is_free_operand(inst, k)
+        {
+            set_value(&mut func.block_mut(b).insts[i].operands[k], Value::Const(c));
+            changed = true;
+        }
     }
-    let consts: Option<Vec<u32>> = inst
+    let inst = &mut func.block_mut(b).insts[i];
+    if inst.op == Opcode::Mov
+        || inst.defs.len() != 1
+        || !inst.imms.is_empty()
+        || !inst
+            .operands
+            .iter()
+            .all(|o| matches!(o.value, Value::Const(_)))
+    {
+        return changed;
+    }
+    let consts: Option<SmallVec<[u32; 4]>> = inst
         .operands
         .iter()
         .map(|o| match o.value {
@@ -764,11 +828,7 @@ fn constant_operands(func: &mut Function, avail: &Avail, b: Block, i: usize) -> 
             _ => None,
         })
         .collect();
-    if inst.op != Opcode::Mov
-        && inst.defs.len() == 1
-        && inst.imms.is_empty()
-        && let Some(k) = consts.and_then(|cs| eval_scalar(inst.op, &cs))
-    {
+    if let Some(k) = consts.and_then(|cs| eval_scalar(inst.op, &cs)) {
         inst.op = Opcode::Mov;
         inst.operands.clear();
         inst.operands.push(Operand::constant(k));
