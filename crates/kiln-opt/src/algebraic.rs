@@ -709,9 +709,7 @@ fn rewrite(
     {
         return None;
     }
-    let Some(candidates) = rules.get(&inst.op) else {
-        return None;
-    };
+    let candidates = rules.get(&inst.op)?;
     for c in candidates {
         let Pat::Op(_, args) = &c.from else { continue };
         let m = Matcher {
@@ -746,7 +744,7 @@ fn rewrite(
             Pat::Op(op, args) => {
                 let vals: Vec<Value> = args
                     .iter()
-                    .map(|a| build(a, &bind, func, &root, &mut out))
+                    .map(|a| build(a, bind, func, &root, &mut out))
                     .collect::<Option<_>>()?;
                 let consts: Option<Vec<u32>> = vals
                     .iter()
@@ -760,7 +758,7 @@ fn rewrite(
                     None => (*op, vals),
                 }
             }
-            p => (Opcode::Mov, vec![build(p, &bind, func, &root, &mut out)?]),
+            p => (Opcode::Mov, vec![build(p, bind, func, &root, &mut out)?]),
         };
         let target = &mut func.block_mut(b).insts[i];
         target.op = op;

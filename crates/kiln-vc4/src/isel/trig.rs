@@ -9,7 +9,7 @@ use std::f64::consts::{FRAC_PI_2, FRAC_PI_4, PI};
 
 /// sin 2πg = g·S(g²) on [−1/4, 1/4]: the minimax (Remez) coefficients of g, g³, g⁵, g⁷, off
 /// by at most 5.9·10⁻⁷ there (GLSL asks 2⁻¹¹ ≈ 4.9·10⁻⁴ on [−π, π]).
-pub const SIN_COEFFICIENTS: [f32; 4] = [6.283_164, -41.337_143, 81.340_77, -70.993_434];
+pub const SIN_COEFFICIENTS: [f32; 4] = [6.283_164, -41.337_143, 81.340_77, -70.993_43];
 
 /// NIR's atan polynomial on [0, 1], coefficients of u, u³, …, u¹¹ (`nir_atan`,
 /// `src/compiler/nir/nir_builtin_builder.c`).
