@@ -209,6 +209,20 @@ pub const RULES: &[Rule] = &[
         Tolerance::Reassociated(2),
     ),
     relaxed("fsub_self", "(fsub a a)", "0.0", Tolerance::Reassociated(0)),
+    // Factoring (NIR's `~fadd(fmul(a, b), fmul(a, c)) → fmul(a, fadd(b, c))`), where the
+    // products are read by the sum alone: one multiply fewer, none with constant factors.
+    once(relaxed(
+        "fadd_fmul_factor",
+        "(fadd (fmul a b) (fmul a c))",
+        "(fmul a (fadd b c))",
+        Tolerance::Reassociated(2),
+    )),
+    once(relaxed(
+        "fsub_fmul_factor",
+        "(fsub (fmul a b) (fmul a c))",
+        "(fmul a (fsub b c))",
+        Tolerance::Reassociated(2),
+    )),
     relaxed(
         "fmul_zero",
         "(fmul a 0.0)",
@@ -271,6 +285,22 @@ pub const RULES: &[Rule] = &[
         "(fle b (fneg #a))",
     ),
     exact("fabs_fneg", "(fabs (fneg a))", "(fabs a)"),
+    // A bound of a value with itself, or twice (a NaN gives way to the other operand).
+    relaxed("fmax_self", "(fmax a a)", "a", Tolerance::NanPayload),
+    relaxed("fmin_self", "(fmin a a)", "a", Tolerance::NanPayload),
+    relaxed(
+        "fmax_fmax",
+        "(fmax (fmax a b) a)",
+        "(fmax a b)",
+        Tolerance::NanPayload,
+    ),
+    relaxed(
+        "fmin_fmin",
+        "(fmin (fmin a b) a)",
+        "(fmin a b)",
+        Tolerance::NanPayload,
+    ),
+    exact("sel_same", "(sel a b b)", "b"),
     // Booleans (0 or −1): selects between them are logic (a select of other values stays one:
     // on the QPU it reads the condition's flags, where `iand` would need it in a register), a
     // negated condition swaps the arms, a

@@ -86,7 +86,7 @@ pub const REPEATED: &[&str] = &[
     "cfg_clean",
 ];
 /// Most times [`REPEATED`] runs (a fixed point is usually reached in one or two).
-pub const MAX_REPEATS: usize = 4;
+pub const MAX_REPEATS: usize = 8;
 
 /// Whether `demand` stays within `limit` in every register file. (Moving a value from a
 /// per-lane register to a uniform one could be allowed to raise the uniform file on a target
