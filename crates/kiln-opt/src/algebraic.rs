@@ -301,6 +301,16 @@ pub const RULES: &[Rule] = &[
         Tolerance::NanPayload,
     ),
     exact("sel_same", "(sel a b b)", "b"),
+    // A comparison of a value with itself (`fle` is unordered-or-less-equal: true for a NaN
+    // too, `flt` false for one).
+    exact("flt_self", "(flt a a)", "0"),
+    exact("fle_self", "(fle a a)", "-1"),
+    exact("ilt_self", "(ilt a a)", "0"),
+    exact("ile_self", "(ile a a)", "-1"),
+    exact("ult_self", "(ult a a)", "0"),
+    exact("ule_self", "(ule a a)", "-1"),
+    exact("ieq_self", "(ieq a a)", "-1"),
+    exact("ine_self", "(ine a a)", "0"),
     // Booleans (0 or −1): selects between them are logic (a select of other values stays one:
     // on the QPU it reads the condition's flags, where `iand` would need it in a register), a
     // negated condition swaps the arms, a

@@ -126,24 +126,56 @@ pub fn gentler_pipeline() -> Vec<&'static str> {
 /// Runs the middle end at `precision`: the default pipeline, whatever it does to the register
 /// demand (NIR runs its CSE unconditionally; pressure is the allocator's to answer).
 pub fn optimize(cx: &mut Context, precision: Precision) -> Result<(), PassError> {
-    run_passes(cx, &pipeline_at(precision))?;
-    repeat_to_fixed_point(cx, precision, false)
+    run_to_fixed_point(cx, &pipeline_at(precision), precision, false)
 }
 
-/// [`REPEATED`] until none of its passes changes the function, at most [`MAX_REPEATS`] times;
-/// `gentle`: each pass replaced by its [`gentler`] variant.
-pub fn repeat_to_fixed_point(
+/// The passes that would find nothing to do: a pass that changed nothing on a version of the
+/// function (versions count the changes) changes nothing on it again, so it is not run.
+#[derive(Default)]
+struct Idle {
+    version: u32,
+    idle: Vec<(&'static str, u32)>,
+}
+
+impl Idle {
+    /// Runs pass `name` unless it found nothing on this version; whether it changed anything.
+    fn run(&mut self, cx: &mut Context, name: &'static str) -> Result<bool, PassError> {
+        if self.idle.contains(&(name, self.version)) {
+            return Ok(false);
+        }
+        let pass = pass_by_name(name).ok_or_else(|| PassError::Failed {
+            pass: name.to_string(),
+            message: "no such pass".into(),
+        })?;
+        if cx.run(name, pass)? == Changed::Nothing {
+            self.idle.push((name, self.version));
+            return Ok(false);
+        }
+        self.version += 1;
+        self.idle.clear();
+        Ok(true)
+    }
+}
+
+/// `pipeline`, then [`REPEATED`] until none of its passes changes the function, at most
+/// [`MAX_REPEATS`] times (a pass that found nothing since the last change is not run again);
+/// `gentle`: each repeated pass replaced by its [`gentler`] variant.
+pub fn run_to_fixed_point(
     cx: &mut Context,
+    pipeline: &[&'static str],
     precision: Precision,
     gentle: bool,
 ) -> Result<(), PassError> {
+    let mut idle = Idle::default();
+    for &name in pipeline {
+        idle.run(cx, name)?;
+    }
     for _ in 0..MAX_REPEATS {
         let mut changed = false;
         for &n in REPEATED {
             let n = at_precision(n, precision);
             let n = if gentle { gentler(n).unwrap_or(n) } else { n };
-            let pass = pass_by_name(n).expect("the repeated passes are registered");
-            changed |= cx.run(n, pass)? != Changed::Nothing;
+            changed |= idle.run(cx, n)?;
         }
         if !changed {
             break;
@@ -178,8 +210,7 @@ pub fn optimize_within_demand(cx: &mut Context, precision: Precision) -> Result<
         .into_iter()
         .enumerate()
     {
-        run_passes(cx, &pipeline)?;
-        repeat_to_fixed_point(cx, precision, k == 1)?;
+        run_to_fixed_point(cx, &pipeline, precision, k == 1)?;
         let demand = cx.liveness()?.max;
         if demand_within(demand, limit) {
             return Ok(k);

@@ -114,3 +114,41 @@ fn pipelines() {
         150,
     );
 }
+
+/// The fixed point after the pipeline skips only passes that would change nothing: the same
+/// function as running every repeated pass again until a whole round changes nothing.
+#[test]
+fn fixed_point_skips_only_idle_passes() {
+    let exact = |n: &'static str| {
+        if n == "algebraic" {
+            "algebraic_exact"
+        } else {
+            n
+        }
+    };
+    let pipeline = kiln_opt::pipeline_at(kiln_opt::Precision::Exact);
+    let mut repeated_rounds = 0;
+    for seed in 0..60 {
+        let before = generate(&config(seed));
+        let mut skipping = Context::new(before.clone());
+        kiln_opt::run_to_fixed_point(&mut skipping, &pipeline, kiln_opt::Precision::Exact, false)
+            .unwrap();
+        let mut plain = Context::new(before);
+        kiln_opt::run_passes(&mut plain, &pipeline).unwrap();
+        for _ in 0..kiln_opt::MAX_REPEATS {
+            let was = print_function(plain.func());
+            let names: Vec<&str> = kiln_opt::REPEATED.iter().map(|&n| exact(n)).collect();
+            kiln_opt::run_passes(&mut plain, &names).unwrap();
+            if print_function(plain.func()) == was {
+                break;
+            }
+            repeated_rounds += 1;
+        }
+        assert_eq!(
+            print_function(skipping.func()),
+            print_function(plain.func()),
+            "seed {seed}"
+        );
+    }
+    eprintln!("{repeated_rounds} rounds changed something");
+}
