@@ -284,6 +284,37 @@ pub const RULES: &[Rule] = &[
         "(fle #a (fneg b))",
         "(fle b (fneg #a))",
     ),
+    // Fused multiply-adds with a trivial factor or addend (`mix(x, 0, t)` leaves `0·t + …`).
+    relaxed(
+        "ffma_zero_first",
+        "(ffma 0.0 a b)",
+        "b",
+        Tolerance::Reassociated(0),
+    ),
+    relaxed(
+        "ffma_zero_second",
+        "(ffma a 0.0 b)",
+        "b",
+        Tolerance::Reassociated(0),
+    ),
+    relaxed(
+        "ffma_one_first",
+        "(ffma 1.0 a b)",
+        "(fadd a b)",
+        Tolerance::NanPayload,
+    ),
+    relaxed(
+        "ffma_one_second",
+        "(ffma a 1.0 b)",
+        "(fadd a b)",
+        Tolerance::NanPayload,
+    ),
+    relaxed(
+        "ffma_zero_addend",
+        "(ffma a b 0.0)",
+        "(fmul a b)",
+        Tolerance::SignedZero,
+    ),
     exact("fabs_fneg", "(fabs (fneg a))", "(fabs a)"),
     // A bound of a value with itself, or twice (a NaN gives way to the other operand).
     relaxed("fmax_self", "(fmax a a)", "a", Tolerance::NanPayload),
