@@ -919,6 +919,20 @@ fn copy_partners(
         }
     }
     match inst.op {
+        // A select writes one arm's lanes only when its result is in the other arm's register
+        // (one conditional move instead of two, where the target has no select): an arm that
+        // dies there is a partner of the result, at half a copy's weight.
+        Opcode::Sel => {
+            let d = inst.defs[0].temp;
+            for t in inst.operands[1..]
+                .iter()
+                .filter(|o| o.is_kill())
+                .filter_map(|o| o.temp_id())
+            {
+                partners[d.index()].push((t.0, 0, freq / 2.0));
+                partners[t.index()].push((d.0, 0, freq / 2.0));
+            }
+        }
         Opcode::Mov | Opcode::ParallelCopy => {
             for (d, op) in inst.defs.iter().zip(&inst.operands) {
                 if let Some(t) = op.temp_id() {
