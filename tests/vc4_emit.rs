@@ -537,8 +537,14 @@ bb0:
 ";
     let c = agrees(text);
     let listing = c.disasm();
-    assert!(listing.contains("ftoi ra") && listing.contains(".16b"), "{listing}");
-    assert!(listing.contains(".16a, r") || listing.contains(".16a, rb"), "{listing}");
+    assert!(
+        listing.contains("ftoi ra") && listing.contains(".16b"),
+        "{listing}"
+    );
+    assert!(
+        listing.contains(".16a, r") || listing.contains(".16a, rb"),
+        "{listing}"
+    );
     // The selected program against the generic one, on the harness's inputs.
     let generic = kiln_ir::parse_function(text).unwrap();
     let env = harness::environment(&c.ssa, &c.info);

@@ -39,6 +39,14 @@ fn ic(x: i32) -> Operand {
     Operand::constant(x as u32)
 }
 
+/// A constant shift count as a small immediate where one encodes it: the QPU shifts by the low
+/// five bits, so 16–31 is the same count as −16…−1, which the small immediates have — no
+/// uniform-stream word.
+fn shift_count(c: u32) -> Operand {
+    let k = c & 31;
+    Operand::constant(if k >= 16 { k | 0xffff_ffe0 } else { k })
+}
+
 /// Why `inst` cannot be selected, if it cannot.
 fn refusal(func: &Function, inst: &Inst, texture_results: &[bool]) -> Option<String> {
     use Opcode::*;
@@ -149,6 +157,12 @@ impl Emitter<'_> {
     }
 
     fn q(&mut self, op: Op, args: &[Operand]) -> Operand {
+        if matches!(op, Op::Shl | Op::Shr | Op::Asr | Op::Ror)
+            && let [x, count] = args
+            && let Value::Const(c) = count.value
+        {
+            return self.push(op.opcode(), &[*x, shift_count(c)]);
+        }
         self.push(op.opcode(), args)
     }
 
