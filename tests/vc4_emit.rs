@@ -371,12 +371,28 @@ fn generated_programs_agree() {
     assert_eq!(rejected, 0, "{rejected} allocations rejected");
 }
 
+/// A vertex shader's interface: `attributes` inputs, the position in output slots 0–3, then
+/// `more` outputs.
+fn vertex_info(
+    attributes: u32,
+    more: impl IntoIterator<Item = (u32, kiln_vc4::interface::OutputKind)>,
+) -> ShaderInfo {
+    use kiln_vc4::interface::{InputKind, OutputKind, Stage};
+    ShaderInfo {
+        stage: Stage::Vertex,
+        inputs: (0..attributes).map(|s| (s, InputKind::Attribute)).collect(),
+        outputs: (0..4)
+            .map(|c| (c, OutputKind::Position(c)))
+            .chain(more)
+            .collect(),
+    }
+}
+
 /// A vertex shader: attributes from the VPM, Mesa's output rows (packed screen x/y, Zs,
 /// 1/Wc, the varyings) compared row by row with the interpreter running the same layout.
 #[test]
 fn vertex_shader_writes_mesas_vpm_layout() {
-    use kiln_vc4::interface::{InputKind, OutputKind, Stage};
-    use std::collections::BTreeMap;
+    use kiln_vc4::interface::OutputKind;
     let func = kiln_ir::parse_function(
         "target generic(v=32, s=16)
 function @main {
@@ -400,19 +416,14 @@ bb0:
 ",
     )
     .unwrap();
-    let info = ShaderInfo {
-        stage: Stage::Vertex,
-        inputs: (0..3).map(|s| (s, InputKind::Attribute)).collect(),
-        outputs: BTreeMap::from([
-            (0, OutputKind::Position(0)),
-            (1, OutputKind::Position(1)),
-            (2, OutputKind::Position(2)),
-            (3, OutputKind::Position(3)),
+    let info = vertex_info(
+        3,
+        [
             (4, OutputKind::Varying(1, 0)),
             (5, OutputKind::Varying(0, 2)),
             (6, OutputKind::PointSize),
-        ]),
-    };
+        ],
+    );
     for allocator in [Allocator::Ssa, Allocator::Graph] {
         let opts = CompileOptions {
             allocator,
@@ -444,7 +455,6 @@ bb0:
 /// checked against the viewport transform computed here from the generic program's position.
 #[test]
 fn vertex_y_flip_and_screen_xy_halves() {
-    use kiln_vc4::interface::{InputKind, OutputKind, Stage};
     let func = kiln_ir::parse_function(
         "target generic(v=32, s=16)
 function @main {
@@ -462,11 +472,7 @@ bb0:
 ",
     )
     .unwrap();
-    let info = ShaderInfo {
-        stage: Stage::Vertex,
-        inputs: (0..3).map(|s| (s, InputKind::Attribute)).collect(),
-        outputs: (0..4).map(|c| (c, OutputKind::Position(c))).collect(),
-    };
+    let info = vertex_info(3, []);
     let c = compile(&func, &info, &CompileOptions::default()).unwrap_or_else(|e| panic!("{e}"));
     let listing = c.disasm();
     assert!(!listing.contains("xor"), "{listing}");

@@ -1344,6 +1344,13 @@ mod tests {
         }
     }
 
+    /// `text` parsed, the pass run on it, printed.
+    fn after_algebraic(text: &str) -> String {
+        let mut cx = Context::new(kiln_ir::parse_function(text).unwrap());
+        cx.run("algebraic", algebraic).unwrap();
+        kiln_ir::print_function(cx.func())
+    }
+
     /// A commutative operation inside a pattern is tried both ways round together with the
     /// rest of the pattern: `fsub (fadd x y) y` is `fsub (fadd a b) a` with a = y, which the
     /// first order (a = x) does not bind.
@@ -1360,9 +1367,7 @@ bb0:
     return
 }
 ";
-        let mut cx = Context::new(kiln_ir::parse_function(text).unwrap());
-        cx.run("algebraic", algebraic).unwrap();
-        let out = kiln_ir::print_function(cx.func());
+        let out = after_algebraic(text);
         assert!(out.contains("%3:v1 = mov %0"), "{out}");
     }
 
@@ -1384,9 +1389,7 @@ bb0:
 }}
 "
             );
-            let mut cx = Context::new(kiln_ir::parse_function(&text).unwrap());
-            cx.run("algebraic", algebraic).unwrap();
-            kiln_ir::print_function(cx.func())
+            after_algebraic(&text)
         };
         let alone = run("");
         assert!(!alone.contains("fmul %2"), "{alone}");
@@ -1425,9 +1428,7 @@ bb4:
 }}
 "
             );
-            let mut cx = Context::new(kiln_ir::parse_function(&text).unwrap());
-            cx.run("algebraic", algebraic).unwrap();
-            kiln_ir::print_function(cx.func())
+            after_algebraic(&text)
         };
         let out = run("");
         assert!(out.contains("%6:v1 = fsub %0, %3"), "{out}");
@@ -1443,9 +1444,7 @@ bb0:
     return
 }
 ";
-        let mut cx = Context::new(kiln_ir::parse_function(text).unwrap());
-        cx.run("algebraic", algebraic).unwrap();
-        let out = kiln_ir::print_function(cx.func());
+        let out = after_algebraic(text);
         assert!(out.contains("%3:v1 = fadd %0, %1"), "{out}");
     }
 
