@@ -441,17 +441,7 @@ fn halves_high(o: Operand) -> Operand {
 /// `qpu_ftoi_pack16 x, y`, where each conversion is read by the insert alone in its block: the
 /// two `ftoi`s write the halves themselves (Mesa's `emit_scaled_viewport_write`).
 fn pack_conversions(func: &mut Function) {
-    let mut uses = vec![0u32; func.temps.len()];
-    for o in func
-        .blocks
-        .iter()
-        .flat_map(|b| &b.insts)
-        .flat_map(|i| &i.operands)
-    {
-        if let Some(t) = o.temp_id() {
-            uses[t.index()] += 1;
-        }
-    }
+    let uses = crate::interface::use_counts(func);
     for block in &mut func.blocks {
         let mut gone = Vec::new();
         for k in 0..block.insts.len() {
