@@ -187,6 +187,84 @@ bb3:
     assert!(c.stats.branches >= 2, "{}", c.disasm());
 }
 
+/// The block after a uniform branch goes on reading the uniform stream without a reset: it
+/// skips the entry the branch target's reset reads. Both ways of the branch agree; a skip
+/// taken off (the read address cleared) shifts the stream, which the check catches.
+#[test]
+fn the_fall_through_skips_the_branch_targets_stream_entry() {
+    use kiln_qpu::isa::{Instr, raddr, waddr};
+    let text = "target generic(v=32, s=16)
+function @main {
+bb0:
+    %0:v1 = input 0
+    %1:s1 = uniform 0
+    %2:s1 = flt %1, 0.5
+    if.uniform %2, bb1, bb2, bb3
+bb1:
+    %3:s1 = uniform 1
+    %4:v1 = fmul %0, %3
+    jump bb3
+bb2:
+    %5:s1 = uniform 2
+    %6:v1 = fadd %0, %5
+    jump bb3
+bb3:
+    %7:v1 = phi %4, %6
+    %8:s1 = uniform 3
+    %9:v1 = fmul %7, %8
+    output 0, %9
+    return
+}
+";
+    for allocator in [Allocator::Ssa, Allocator::Graph] {
+        let (c, info) = compile_text(text, allocator, OutputMode::Vpm);
+        // Two resets (at the branch targets), none where the stream goes on.
+        let resets = c
+            .emitted
+            .instrs
+            .iter()
+            .filter(|i| kiln_qpu::isa::effects::writes_addr(i, waddr::UNIFORMS_ADDRESS))
+            .count();
+        assert_eq!(resets, 2, "{}", c.disasm());
+        for condition in [0.25f32, 0.75] {
+            let uniforms = [(0, condition.to_bits())];
+            if let Err(m) =
+                harness::check_with(&c.ssa, &c.emitted, OutputMode::Vpm, &info, &uniforms)
+            {
+                panic!(
+                    "{allocator:?}, uniform 0 = {condition}: {m}\n{}",
+                    c.disasm()
+                );
+            }
+        }
+        // Mutation: the skip's read taken off.
+        let mut wrong = c.emitted.clone();
+        let skip = wrong
+            .instrs
+            .iter()
+            .position(|i| {
+                matches!(i, Instr::Alu(a) if a.raddr_a == raddr::UNIFORM
+                    && kiln_qpu::isa::effects::used_muxes(a).iter().all(|m| *m != kiln_qpu::isa::Mux::A))
+                    || matches!(i, Instr::Alu(a) if a.raddr_b == raddr::UNIFORM
+                    && a.sig != kiln_qpu::isa::Signal::SmallImm
+                    && kiln_qpu::isa::effects::used_muxes(a).iter().all(|m| *m != kiln_qpu::isa::Mux::B))
+            })
+            .unwrap_or_else(|| panic!("a read that skips an entry\n{}", c.disasm()));
+        if let Instr::Alu(a) = &mut wrong.instrs[skip] {
+            if a.raddr_a == raddr::UNIFORM {
+                a.raddr_a = raddr::NOP;
+            } else {
+                a.raddr_b = raddr::NOP;
+            }
+        }
+        let caught = [0.25f32, 0.75].iter().any(|c0| {
+            harness::check_with(&c.ssa, &wrong, OutputMode::Vpm, &info, &[(0, c0.to_bits())])
+                .is_err()
+        });
+        assert!(caught, "{}", c.disasm());
+    }
+}
+
 #[test]
 fn divergent_if_masks_writes() {
     let c = agrees(

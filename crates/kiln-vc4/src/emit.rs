@@ -256,6 +256,10 @@ struct Emitter<'a> {
     /// Blocks entered only by falling through from the previous block, which goes nowhere
     /// else: the uniform stream needs no reset there.
     falls_through: Vec<bool>,
+    /// Blocks entered only by falling through from the previous block, which may also branch
+    /// elsewhere: the flags are as that block left them, and the stream's position is known
+    /// if it was there ([`Emitter::skip_stream_address`]).
+    entered_by_falling: Vec<bool>,
     /// The uniform stream is at the next entry of the table (no reset needed before a read).
     stream_known: bool,
     /// No uniform may be read before this instruction index (a uniforms-address write).
@@ -356,20 +360,37 @@ pub fn emit(func: &Function, info: &ShaderInfo, mode: OutputMode) -> Result<Emit
         wakes[l.exit.index()] = true;
     }
     let wait_ids = wait_ids(&cfg, &wakes);
-    let mut falls_through: Vec<bool> = (0..n)
+    let mut entered_by_falling: Vec<bool> = (0..n)
         .map(|b| {
             b > 0
-                && [&cfg.logical, &cfg.linear].iter().all(|edges| {
-                    edges.preds[b].iter().all(|p| p.index() == b - 1)
-                        && edges.succs[b - 1].iter().all(|s| s.index() == b)
-                })
+                && [&cfg.logical, &cfg.linear]
+                    .iter()
+                    .all(|edges| edges.preds[b].iter().all(|p| p.index() == b - 1))
         })
         .collect();
     // The branches over a divergent if's sides that no lane runs.
     for i in cfg.ifs.iter().filter(|i| i.divergent) {
-        falls_through[i.else_start.index()] = false;
-        falls_through[i.endif.index()] = false;
+        entered_by_falling[i.else_start.index()] = false;
+        entered_by_falling[i.endif.index()] = false;
     }
+    // A uniform if in a masked block also branches to its then side when some lane runs.
+    for b in func.block_ids() {
+        if let Some(t) = func.block(b).insts.last()
+            && t.op == Opcode::If
+            && !t.flags.divergent
+            && masked[b.index()]
+        {
+            entered_by_falling[t.targets[0].index()] = false;
+        }
+    }
+    let falls_through: Vec<bool> = (0..n)
+        .map(|b| {
+            entered_by_falling[b]
+                && [&cfg.logical, &cfg.linear]
+                    .iter()
+                    .all(|edges| edges.succs[b - 1].iter().all(|s| s.index() == b))
+        })
+        .collect();
     let exec = crate::interface::needs_exec(func, &cfg);
     let target_exec = func
         .target
@@ -391,6 +412,7 @@ pub fn emit(func: &Function, info: &ShaderInfo, mode: OutputMode) -> Result<Emit
         wakes,
         wait_ids,
         falls_through,
+        entered_by_falling,
         stream_known: true,
         uniform_fence: 0,
         folded: None,
@@ -549,7 +571,6 @@ impl<'a> Emitter<'a> {
         for _ in 0..3 {
             self.append(Instr::nop());
         }
-        self.flags = Flags::Unknown;
     }
 
     // ---- operands -----------------------------------------------------------------------
@@ -823,10 +844,17 @@ impl<'a> Emitter<'a> {
         for b in func.block_ids() {
             self.origin = Origin::BlockStart(b);
             self.labels[b.index()] = Some(self.out.len());
-            self.flags = Flags::Unknown;
+            if !self.entered_by_falling[b.index()] {
+                self.flags = Flags::Unknown;
+            }
             self.tex_in_r4 = None;
             let block = func.block(b);
             let nphi = block.phi_count();
+            // Where the previous block may also branch elsewhere, the stream stays known only
+            // past the entry its branch target's reset reads.
+            let skip_entry = self.entered_by_falling[b.index()]
+                && !self.falls_through[b.index()]
+                && self.stream_known;
             if !self.falls_through[b.index()] && b.index() > 0 {
                 self.stream_known = false;
             }
@@ -845,6 +873,9 @@ impl<'a> Emitter<'a> {
                 .insts
                 .iter()
                 .any(|i| i.op == Opcode::Uniform || crate::texture::is_lookup(i));
+            if skip_entry && reads && skip.is_none() {
+                self.skip_stream_address()?;
+            }
             if !self.stream_known && reads && skip.is_none() {
                 self.reset_uniform_stream()?;
             }
@@ -937,7 +968,7 @@ impl<'a> Emitter<'a> {
         }
         // Relocate: relative branches count from the branch + 4 instructions.
         for &(at, target) in &self.branches {
-            if self.falls_through[target.index()] {
+            if self.entered_by_falling[target.index()] {
                 let from = self.labels.iter().rposition(|l| l.is_some_and(|l| l <= at));
                 return Err(internal(format!(
                     "a branch from bb{} to {target}, which was laid out as entered only by falling through",
@@ -966,6 +997,19 @@ impl<'a> Emitter<'a> {
             Reg::ReadA(raddr::UNIFORM),
         )?);
         self.uniform_fence = self.out.len() + 2;
+        self.stream_known = true;
+        Ok(())
+    }
+
+    /// Takes the stream's next entry, the one a reset where the previous block branches to
+    /// reads ([`Uniform::StreamAddress`]), so that the stream goes on here without a reset of
+    /// its own: a read of the uniform address alone, which the scheduler puts on an
+    /// instruction with a free read port.
+    fn skip_stream_address(&mut self) -> Result<(), EmitError> {
+        self.uniforms.push(Uniform::StreamAddress);
+        let mut skip = AluInstr::nop();
+        skip.raddr_a = raddr::UNIFORM;
+        self.push_alu(skip);
         self.stream_known = true;
         Ok(())
     }

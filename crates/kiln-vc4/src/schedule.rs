@@ -565,7 +565,26 @@ impl Scheduler<'_> {
             {
                 sets_flags = Some(k);
             }
-            accesses.push(self.effects.iter().map(|e| access(e, &ins)).collect());
+            // A read that skips the entry a reset elsewhere reads goes before the region's
+            // other reads: the entry must stay where it is in the table.
+            let skips = self.rank[i].map(|k| self.e.uniforms[k])
+                == Some(crate::uniforms::Uniform::StreamAddress)
+                && !effects::writes_addr(&ins, waddr::UNIFORMS_ADDRESS);
+            accesses.push(
+                self.effects
+                    .iter()
+                    .map(|e| match e.resource {
+                        Resource::Uniforms if skips => Access::Write {
+                            resource: e.resource.index() as u32,
+                            latency: 1,
+                            waw: 1,
+                            war: 0,
+                            delay: 0,
+                        },
+                        _ => access(e, &ins),
+                    })
+                    .collect(),
+            );
         }
         let dag = Dag::build(accesses.iter().map(Vec::as_slice), Resource::COUNT);
         let mut prio = dag.critical_path();
