@@ -17,7 +17,7 @@ use kiln_qpu::isa::effects::{self, Effect, Resource};
 use kiln_qpu::isa::validate::{block_starts, successors};
 use kiln_qpu::isa::{Cond, Instr, Mux, Signal, Unpack, waddr};
 
-/// Registers as bits: file A 0–31, file B 32–63, r0–r3 64–67.
+/// Registers as bits: file A 0–31, file B 32–63, r0–r3 64–67, r5 68 (never renamed).
 pub(crate) type Regs = u128;
 
 pub(crate) fn bit(r: Resource) -> Option<u32> {
@@ -25,6 +25,7 @@ pub(crate) fn bit(r: Resource) -> Option<u32> {
         Resource::FileA(k) => Some(k as u32),
         Resource::FileB(k) => Some(32 + k as u32),
         Resource::Acc(k) if k < 4 => Some(64 + k as u32),
+        Resource::Acc(5) => Some(68),
         _ => None,
     }
 }
@@ -56,6 +57,7 @@ pub(crate) fn refs(i: &Instr, scratch: &mut Vec<Effect>) -> Refs {
             0..=31 if w.file_a => Resource::FileA(w.waddr),
             0..=31 => Resource::FileB(w.waddr),
             waddr::R0..=waddr::R3 => Resource::Acc(w.waddr - waddr::R0),
+            waddr::R5 => Resource::Acc(5),
             _ => continue,
         };
         let Some(b) = bit(resource) else { continue };
@@ -65,6 +67,10 @@ pub(crate) fn refs(i: &Instr, scratch: &mut Vec<Effect>) -> Refs {
         } else {
             r.whole |= 1 << b;
         }
+    }
+    // A varying read also writes r5 (the varying's C coefficient).
+    if effects::reads_io(i, kiln_qpu::isa::raddr::VARYING) {
+        r.whole |= 1 << 68;
     }
     r
 }

@@ -38,6 +38,7 @@ pub fn schedule_with(e: &Emitted, live_at_end: u128) -> Result<Emitted, EmitErro
     crate::pack_fold::colour_in_accumulator(&mut instrs, live_at_end);
     crate::rename::rename(&mut instrs, live_at_end);
     crate::dead_writes::remove(&mut instrs, live_at_end);
+    let live_in = live_in(&instrs, live_at_end);
     let mut label = vec![false; n + 1];
     let mut fixed = vec![false; n];
     // Thread switches whose two delay slots are `nop`s: the switch's signal goes where the
@@ -147,9 +148,20 @@ pub fn schedule_with(e: &Emitted, live_at_end: u128) -> Result<Emitted, EmitErro
             // The delay slots: what the branch can be put before, then `nop`s.
             let moved = s.delay_slots(i);
             s.fixed(i)?;
-            let filled = moved.len();
+            let mut filled = moved.len();
             for m in moved {
                 s.push(m.0, m.1, m.2);
+            }
+            if let Instr::Branch(b) = s.instrs[i]
+                && !label[i + 4]
+            {
+                let target = (i as i64 + 4 + b.imm as i64 / 8) as usize;
+                let after = Around {
+                    label: &label,
+                    fixed: &fixed,
+                    switch: &switch,
+                };
+                filled += s.fall_through_slots(i, 3 - filled, live_in[target], &after)?;
             }
             s.base = s.out.len();
             for k in i + 1 + filled..i + 4 {
@@ -360,6 +372,46 @@ fn end_nop() -> Instr {
     Instr::Alu(a)
 }
 
+/// What the instructions after a branch are: branch targets, kept in place, thread switches.
+struct Around<'a> {
+    label: &'a [bool],
+    fixed: &'a [bool],
+    switch: &'a [Option<Signal>],
+}
+
+/// The write condition no lane meets after branch condition `c` was taken: `all_zc` means Z
+/// is clear in every lane, so a `.zs` write writes none.
+fn unmet_when_taken(c: kiln_qpu::isa::BranchCond) -> Option<kiln_qpu::isa::Cond> {
+    use kiln_qpu::isa::{BranchCond as B, Cond as C};
+    Some(match c {
+        B::AllZc => C::Zs,
+        B::AllZs => C::Zc,
+        B::AllNc => C::Ns,
+        B::AllNs => C::Nc,
+        B::AllCc => C::Cs,
+        B::AllCs => C::Cc,
+        _ => return None,
+    })
+}
+
+/// Per instruction, the registers (bits as [`crate::rename`] numbers them) live before it.
+fn live_in(code: &[Instr], live_at_end: u128) -> Vec<u128> {
+    let mut scratch = Vec::new();
+    let refs: Vec<_> = code
+        .iter()
+        .map(|i| crate::rename::refs(i, &mut scratch))
+        .collect();
+    let succ = kiln_qpu::isa::validate::successors(code);
+    let live_out = crate::rename::liveness(&refs, &succ, live_at_end);
+    let mut live: Vec<u128> = refs
+        .iter()
+        .zip(&live_out)
+        .map(|(r, out)| r.reads | (out & !r.whole))
+        .collect();
+    live.push(live_at_end);
+    live
+}
+
 /// Signals that keep their instruction and the two after it in place.
 fn held(s: Signal) -> bool {
     matches!(
@@ -513,6 +565,85 @@ impl Scheduler<'_> {
             .zip(from)
             .map(|((i, o), f)| (i, o, f))
             .collect()
+    }
+
+    /// Fills up to `free` delay slots of conditional branch `i` with the first instructions
+    /// of the code it falls through to, as far as they are harmless where the branch goes
+    /// (delay slots run on both paths): no signal, flags, stream, FIFO or peripheral access,
+    /// and each register they write dead at the target (`live_at_target`) or written under a
+    /// condition that no lane meets when the branch is taken (`.zs` after `branch.all_zc`: the
+    /// masked side of a divergent if). Their inputs must be ready where they go. Returns how
+    /// many it placed; each is taken out of the input.
+    fn fall_through_slots(
+        &mut self,
+        i: usize,
+        free: usize,
+        live_at_target: u128,
+        around: &Around,
+    ) -> Result<usize, EmitError> {
+        let Instr::Branch(b) = self.instrs[i] else {
+            return Ok(0);
+        };
+        let unmet = unmet_when_taken(b.cond);
+        if b.cond == kiln_qpu::isa::BranchCond::Always {
+            return Ok(0);
+        }
+        let mut placed = 0;
+        let mut j = i + 4;
+        while placed < free && j < self.instrs.len() {
+            if around.label[j] || around.fixed[j] || around.switch[j].is_some() {
+                break;
+            }
+            let ins = self.instrs[j];
+            if ins == Instr::nop() {
+                j += 1;
+                continue;
+            }
+            let (w, sig_ok) = match &ins {
+                Instr::Alu(a) => (a.w, matches!(a.sig, Signal::None | Signal::SmallImm)),
+                Instr::LoadImm(l) => (l.w, true),
+                _ => break,
+            };
+            let (ra, rb) = effects::regfile_reads(&ins);
+            let io = match &ins {
+                Instr::Alu(a) => {
+                    let port = |r: u8, used: Option<u8>| {
+                        r >= 32 && r != kiln_qpu::isa::raddr::NOP && used.is_none()
+                    };
+                    let b_io = a.sig != Signal::SmallImm && port(a.raddr_b, rb);
+                    port(a.raddr_a, ra) || b_io
+                }
+                _ => false,
+            };
+            let harmless = |waddr: u8, cond: kiln_qpu::isa::Cond, file_a: bool| {
+                if waddr == waddr::NOP || cond == kiln_qpu::isa::Cond::Never {
+                    return true;
+                }
+                let bit = match waddr {
+                    0..=31 if file_a => waddr as u32,
+                    0..=31 => 32 + waddr as u32,
+                    waddr::R0..=waddr::R3 => 64 + (waddr - waddr::R0) as u32,
+                    waddr::R5 => 68,
+                    _ => return false,
+                };
+                Some(cond) == unmet || live_at_target & (1 << bit) == 0
+            };
+            let ok = sig_ok
+                && !w.sf
+                && !io
+                && !effects::takes_uniform(&ins)
+                && harmless(w.waddr_add, w.cond_add, !w.ws)
+                && harmless(w.waddr_mul, w.cond_mul, w.ws)
+                && self.earliest(&ins) <= self.out.len();
+            if !ok {
+                break;
+            }
+            self.put(ins, &[j])?;
+            self.instrs[j] = Instr::nop();
+            placed += 1;
+            j += 1;
+        }
+        Ok(placed)
     }
 
     /// Puts thread-switch signal `sig` (of instruction `i` of the input) on the instruction two
