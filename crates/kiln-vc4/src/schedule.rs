@@ -648,25 +648,36 @@ impl Scheduler<'_> {
 
     /// Puts thread-switch signal `sig` (of instruction `i` of the input) on the instruction two
     /// before the end of the region just scheduled, so that the two after it are its delay
-    /// slots (Mesa's `emit_thrsw`), or on a `nop` of its own with two `nop`s after.
+    /// slots (Mesa's `emit_thrsw`); where that instruction has a signal already (a small
+    /// immediate), on one later, with `nop`s after it for the slots the region does not fill;
+    /// else on a `nop` of its own with two `nop`s after. The switch happens where it did: after
+    /// the region.
     fn thread_switch(&mut self, sig: Signal, i: usize) -> Result<(), EmitError> {
         let len = self.out.len();
-        let fits = len >= self.base + 3
-            && matches!(self.out[len - 3], Instr::Alu(a) if a.sig == Signal::None)
-            && self.out[len - 2..]
-                .iter()
-                .all(|x| !matches!(x.signal(), Some(Signal::LoadTmu0 | Signal::LoadTmu1)));
-        if fits {
-            if let Instr::Alu(a) = &mut self.out[len - 3] {
-                a.sig = sig;
+        let carrier = (1..=3).rev().find(|&k| {
+            len >= self.base + k
+                && matches!(self.out[len - k], Instr::Alu(a) if a.sig == Signal::None)
+                && self.out[len - k + 1..]
+                    .iter()
+                    .all(|x| !matches!(x.signal(), Some(Signal::LoadTmu0 | Signal::LoadTmu1)))
+        });
+        let origin = [self.e.origins[i][0]; 2];
+        match carrier {
+            Some(k) => {
+                if let Instr::Alu(a) = &mut self.out[len - k] {
+                    a.sig = sig;
+                }
+                for _ in k..3 {
+                    self.push(Instr::nop(), origin, None);
+                }
             }
-        } else {
-            let mut carrier = AluInstr::nop();
-            carrier.sig = sig;
-            let origin = [self.e.origins[i][0]; 2];
-            self.push(Instr::Alu(carrier), origin, None);
-            self.push(Instr::nop(), origin, None);
-            self.push(Instr::nop(), origin, None);
+            None => {
+                let mut carrier = AluInstr::nop();
+                carrier.sig = sig;
+                self.push(Instr::Alu(carrier), origin, None);
+                self.push(Instr::nop(), origin, None);
+                self.push(Instr::nop(), origin, None);
+            }
         }
         self.base = self.out.len();
         Ok(())
