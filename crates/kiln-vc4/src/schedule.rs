@@ -140,7 +140,12 @@ pub fn schedule_with(e: &Emitted, live_at_end: u128) -> Result<Emitted, EmitErro
             }
             s.region(&region, None)?;
             region.clear();
-            s.thread_switch(sig, i)?;
+            let around = Around {
+                label: &label,
+                fixed: &fixed,
+                switch: &switch,
+            };
+            s.thread_switch(sig, i, &around)?;
             i += 3;
             continue;
         }
@@ -372,6 +377,20 @@ fn end_nop() -> Instr {
     Instr::Alu(a)
 }
 
+/// How far [`Scheduler::hoist`] looks for an instruction to move (a bound on its cost).
+const HOIST_WINDOW: usize = 16;
+
+/// Whether an ALU instruction reads a FIFO, the uniform stream or any I/O address, used or not.
+fn has_io_read(i: &Instr) -> bool {
+    match i {
+        Instr::Alu(a) => {
+            let io = |r: u8| r >= 32 && r != kiln_qpu::isa::raddr::NOP;
+            io(a.raddr_a) || (a.sig != Signal::SmallImm && io(a.raddr_b))
+        }
+        _ => false,
+    }
+}
+
 /// What the instructions after a branch are: branch targets, kept in place, thread switches.
 struct Around<'a> {
     label: &'a [bool],
@@ -567,13 +586,12 @@ impl Scheduler<'_> {
             .collect()
     }
 
-    /// Fills up to `free` delay slots of conditional branch `i` with the first instructions
-    /// of the code it falls through to, as far as they are harmless where the branch goes
-    /// (delay slots run on both paths): no signal, flags, stream, FIFO or peripheral access,
-    /// and each register they write dead at the target (`live_at_target`) or written under a
-    /// condition that no lane meets when the branch is taken (`.zs` after `branch.all_zc`: the
-    /// masked side of a divergent if). Their inputs must be ready where they go. Returns how
-    /// many it placed; each is taken out of the input.
+    /// Fills up to `free` delay slots of conditional branch `i` with instructions of the code
+    /// it falls through to ([`Scheduler::hoist`]) that are harmless where the branch goes
+    /// (delay slots run on both paths): each register they write dead at the
+    /// target (`live_at_target`) or written under a condition that no lane meets when the
+    /// branch is taken (`.zs` after `branch.all_zc`: the masked side of a divergent if).
+    /// Returns how many it placed.
     fn fall_through_slots(
         &mut self,
         i: usize,
@@ -584,64 +602,94 @@ impl Scheduler<'_> {
         let Instr::Branch(b) = self.instrs[i] else {
             return Ok(0);
         };
-        let unmet = unmet_when_taken(b.cond);
         if b.cond == kiln_qpu::isa::BranchCond::Always {
             return Ok(0);
         }
-        let mut placed = 0;
-        let mut j = i + 4;
-        while placed < free && j < self.instrs.len() {
-            if around.label[j] || around.fixed[j] || around.switch[j].is_some() {
+        let unmet = unmet_when_taken(b.cond);
+        self.hoist(i + 4, free, around, |cond, bit| {
+            bit.is_some_and(|bit| Some(cond) == unmet || live_at_target & (1 << bit) == 0)
+        })
+    }
+
+    /// Fills up to `free` delay slots of a thread switch with instructions from after it
+    /// (input index `from` on) that write only file registers, unconditionally (the
+    /// accumulators do not keep their values across the switch). Returns how many it placed.
+    fn switch_slots(
+        &mut self,
+        from: usize,
+        free: usize,
+        around: &Around,
+    ) -> Result<usize, EmitError> {
+        self.hoist(from, free, around, |cond, bit| {
+            bit.is_some_and(|bit| bit < 64) && cond == kiln_qpu::isa::Cond::Always
+        })
+    }
+
+    /// Moves up to `free` instructions of the input from `from` on to the end of the output:
+    /// ALU operations and load immediates with no signal but a small immediate, no flags,
+    /// stream, FIFO or peripheral access, whose every write `writes(condition, register bit)`
+    /// allows (no bit: not a register), that no instruction they pass over conflicts with
+    /// (writes what they read, reads or writes what they write), and whose inputs are ready
+    /// there. The scan stops at a branch target, a fixed instruction or a thread switch, and
+    /// after [`HOIST_WINDOW`] instructions. Each moved instruction is taken out of the input.
+    fn hoist(
+        &mut self,
+        from: usize,
+        free: usize,
+        around: &Around,
+        writes: impl Fn(kiln_qpu::isa::Cond, Option<u32>) -> bool,
+    ) -> Result<usize, EmitError> {
+        let (mut placed, mut read, mut written) = (0, 0u128, 0u128);
+        let end = self.instrs.len().min(from + HOIST_WINDOW);
+        for j in from..end {
+            if placed == free || around.label[j] || around.fixed[j] || around.switch[j].is_some() {
                 break;
             }
             let ins = self.instrs[j];
             if ins == Instr::nop() {
-                j += 1;
                 continue;
             }
-            let (w, sig_ok) = match &ins {
-                Instr::Alu(a) => (a.w, matches!(a.sig, Signal::None | Signal::SmallImm)),
-                Instr::LoadImm(l) => (l.w, true),
-                _ => break,
+            let fields = match &ins {
+                Instr::Alu(a) if matches!(a.sig, Signal::None | Signal::SmallImm) => Some(a.w),
+                Instr::LoadImm(l) => Some(l.w),
+                _ => None,
             };
-            let (ra, rb) = effects::regfile_reads(&ins);
-            let io = match &ins {
-                Instr::Alu(a) => {
-                    let port = |r: u8, used: Option<u8>| {
-                        r >= 32 && r != kiln_qpu::isa::raddr::NOP && used.is_none()
-                    };
-                    let b_io = a.sig != Signal::SmallImm && port(a.raddr_b, rb);
-                    port(a.raddr_a, ra) || b_io
-                }
-                _ => false,
-            };
-            let harmless = |waddr: u8, cond: kiln_qpu::isa::Cond, file_a: bool| {
-                if waddr == waddr::NOP || cond == kiln_qpu::isa::Cond::Never {
-                    return true;
-                }
-                let bit = match waddr {
-                    0..=31 if file_a => waddr as u32,
-                    0..=31 => 32 + waddr as u32,
-                    waddr::R0..=waddr::R3 => 64 + (waddr - waddr::R0) as u32,
-                    waddr::R5 => 68,
-                    _ => return false,
-                };
-                Some(cond) == unmet || live_at_target & (1 << bit) == 0
-            };
-            let ok = sig_ok
-                && !w.sf
-                && !io
-                && !effects::takes_uniform(&ins)
-                && harmless(w.waddr_add, w.cond_add, !w.ws)
-                && harmless(w.waddr_mul, w.cond_mul, w.ws)
-                && self.earliest(&ins) <= self.out.len();
-            if !ok {
-                break;
+            self.effects.clear();
+            effects::effects(&ins, &mut self.effects);
+            let (mut r, mut w) = (0u128, 0u128);
+            for e in &self.effects {
+                let bit = 1u128 << e.resource.index();
+                if e.write { w |= bit } else { r |= bit }
             }
-            self.put(ins, &[j])?;
-            self.instrs[j] = Instr::nop();
-            placed += 1;
-            j += 1;
+            let ok = fields.is_some_and(|f| {
+                let register = |waddr: u8, file_a: bool| match waddr {
+                    0..=31 if file_a => Some(waddr as u32),
+                    0..=31 => Some(32 + waddr as u32),
+                    waddr::R0..=waddr::R3 => Some(64 + (waddr - waddr::R0) as u32),
+                    waddr::R5 => Some(68),
+                    _ => None,
+                };
+                let write = |waddr: u8, cond: kiln_qpu::isa::Cond, file_a: bool| {
+                    waddr == waddr::NOP
+                        || cond == kiln_qpu::isa::Cond::Never
+                        || writes(cond, register(waddr, file_a))
+                };
+                !f.sf
+                    && write(f.waddr_add, f.cond_add, !f.ws)
+                    && write(f.waddr_mul, f.cond_mul, f.ws)
+            }) && !effects::takes_uniform(&ins)
+                && !has_io_read(&ins)
+                && r & written == 0
+                && w & (read | written) == 0
+                && self.earliest(&ins) <= self.out.len();
+            if ok {
+                self.put(ins, &[j])?;
+                self.instrs[j] = Instr::nop();
+                placed += 1;
+            } else {
+                read |= r;
+                written |= w;
+            }
         }
         Ok(placed)
     }
@@ -652,7 +700,7 @@ impl Scheduler<'_> {
     /// immediate), on one later, with `nop`s after it for the slots the region does not fill;
     /// else on a `nop` of its own with two `nop`s after. The switch happens where it did: after
     /// the region.
-    fn thread_switch(&mut self, sig: Signal, i: usize) -> Result<(), EmitError> {
+    fn thread_switch(&mut self, sig: Signal, i: usize, around: &Around) -> Result<(), EmitError> {
         let len = self.out.len();
         let carrier = (1..=3).rev().find(|&k| {
             len >= self.base + k
@@ -662,22 +710,23 @@ impl Scheduler<'_> {
                     .all(|x| !matches!(x.signal(), Some(Signal::LoadTmu0 | Signal::LoadTmu1)))
         });
         let origin = [self.e.origins[i][0]; 2];
-        match carrier {
+        let free = match carrier {
             Some(k) => {
                 if let Instr::Alu(a) = &mut self.out[len - k] {
                     a.sig = sig;
                 }
-                for _ in k..3 {
-                    self.push(Instr::nop(), origin, None);
-                }
+                3 - k
             }
             None => {
                 let mut carrier = AluInstr::nop();
                 carrier.sig = sig;
                 self.push(Instr::Alu(carrier), origin, None);
-                self.push(Instr::nop(), origin, None);
-                self.push(Instr::nop(), origin, None);
+                2
             }
+        };
+        let filled = self.switch_slots(i + 3, free, around)?;
+        for _ in filled..free {
+            self.push(Instr::nop(), origin, None);
         }
         self.base = self.out.len();
         Ok(())
