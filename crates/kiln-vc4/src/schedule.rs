@@ -307,16 +307,19 @@ fn fill_end_slots(out: &mut Vec<Instr>, origins: &mut Vec<[Origin; 2]>) {
         let Instr::Alu(host) = &out[first] else {
             continue;
         };
-        // A scoreboard wait on the host moves earlier ([`wait_place`]).
-        let wait_to = if host.sig == Signal::ScoreboardWait {
-            let Some(w) = wait_place(out, first) else {
-                continue;
-            };
-            Some(w)
-        } else {
-            None
+        // A scoreboard wait on the host or in the slots moves before the host
+        // ([`wait_place`]).
+        let waiting = (first..end).find(|&j| effects::sig(&out[j]) == Some(Signal::ScoreboardWait));
+        let wait_to = match waiting {
+            Some(_) => {
+                let Some(w) = wait_place(out, first) else {
+                    continue;
+                };
+                Some(w)
+            }
+            None => None,
         };
-        let host_free = host.sig == Signal::None || wait_to.is_some();
+        let host_free = host.sig == Signal::None || waiting == Some(first);
         let last = &out[end];
         let reached = out.iter().enumerate().any(|(b, i)| match i {
             Instr::Branch(br) => b + 3 >= first || b as i64 + 4 + br.imm as i64 / 8 > first as i64,
@@ -327,19 +330,28 @@ fn fill_end_slots(out: &mut Vec<Instr>, origins: &mut Vec<[Origin; 2]>) {
             && !effects::writes(&out[first]).iter().any(|w| w.waddr < 32)
             && (!effects::is_tlb(&out[first]) || waited_before(first))
             && out[first..=end].iter().all(quiet)
-            && out[first + 1..end].iter().all(|i| match i {
-                Instr::Alu(a) => matches!(a.sig, Signal::None | Signal::SmallImm),
-                Instr::LoadImm(_) => true,
-                _ => false,
-            })
+            && out[first + 1..end]
+                .iter()
+                .enumerate()
+                .all(|(j, i)| match i {
+                    Instr::Alu(a) => {
+                        matches!(a.sig, Signal::None | Signal::SmallImm)
+                            || waiting == Some(first + 1 + j)
+                    }
+                    Instr::LoadImm(_) => true,
+                    _ => false,
+                })
             && !effects::writes_addr(last, waddr::TLB_Z);
         if !ok {
             continue;
         }
-        if let Some(w) = wait_to
-            && let Instr::Alu(a) = &mut out[w]
-        {
-            a.sig = Signal::ScoreboardWait;
+        if let (Some(from), Some(to)) = (waiting, wait_to) {
+            if let Instr::Alu(a) = &mut out[from] {
+                a.sig = Signal::None;
+            }
+            if let Instr::Alu(a) = &mut out[to] {
+                a.sig = Signal::ScoreboardWait;
+            }
         }
         if let Instr::Alu(a) = &mut out[end] {
             a.sig = Signal::None;
