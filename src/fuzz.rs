@@ -100,7 +100,13 @@ impl Case {
                 let info = kiln_vc4::interface::ShaderInfo::debug(&func);
                 let selected = vc4::select(&func, &info, kiln_vc4::emit::OutputMode::Vpm)
                     .map_err(|e| e.to_string())?;
-                vc4::lower_interface(&selected, 1, true, true).map_err(|e| e.to_string())
+                vc4::lower_interface(
+                    &selected,
+                    1,
+                    Some(kiln_vc4::pre_sched::Order::Latency),
+                    true,
+                )
+                .map_err(|e| e.to_string())
             }
         }
     }

@@ -453,9 +453,24 @@ pub fn back_end(
     let selected: Selected = vc4::select(generic, info, options.output)?;
     kept.record(Stage::Selected, &selected.func);
     let modes = vc4::thread_modes(&selected, options.threads)?;
+    // Where the pre-RA scheduler's order that hides latency does not fit two threads, the
+    // order for pressure alone is tried before one thread (a second thread hides more).
+    use kiln_vc4::pre_sched::Order;
+    let orders: &[Option<Order>] = if !options.pre_schedule {
+        &[None]
+    } else {
+        &[Some(Order::Latency), Some(Order::Pressure)]
+    };
+    let attempts: Vec<(u32, Option<Order>)> = modes
+        .iter()
+        .flat_map(|&threads| {
+            let tries = if threads == 2 { orders.len() } else { 1 };
+            orders[..tries].iter().map(move |&order| (threads, order))
+        })
+        .collect();
     let mut result = Err(CompileError::Failed("no thread mode to try".into()));
-    for (k, &threads) in modes.iter().enumerate() {
-        let func = vc4::lower_interface(&selected, threads, options.pre_schedule, options.check)?;
+    for (k, &(threads, pre_schedule)) in attempts.iter().enumerate() {
+        let func = vc4::lower_interface(&selected, threads, pre_schedule, options.check)?;
         kept.record(Stage::Interface, &func);
         result =
             vc4::allocate(&func, options.allocator, options.check).and_then(|(allocated, ra)| {
@@ -478,7 +493,7 @@ pub fn back_end(
                     output: selected.output,
                 })
             });
-        if result.is_ok() || k + 1 == modes.len() {
+        if result.is_ok() || k + 1 == attempts.len() {
             break;
         }
     }

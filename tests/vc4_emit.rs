@@ -727,8 +727,21 @@ bb0:
         "{}",
         c.disasm()
     );
-    let unpacked = alus.iter().filter(|a| a.op_add == AddOp::Fmax).count();
-    assert_eq!(unpacked, 3, "{}", c.disasm());
+    // Each channel is read from r4 once, in place or into its register (the SFU's result
+    // then replaces the texel).
+    let mut channels: Vec<Unpack> = alus.iter().filter(|a| a.w.pm).map(|a| a.unpack).collect();
+    channels.sort_by_key(|u| *u as u8);
+    assert_eq!(
+        channels,
+        [Unpack::U8a, Unpack::U8b, Unpack::U8c, Unpack::U8d],
+        "{}",
+        c.disasm()
+    );
+    assert!(
+        alus.iter().any(|a| a.op_add == AddOp::Fmax),
+        "{}",
+        c.disasm()
+    );
 }
 
 /// A product whose one reader is a colour output is packed into its byte of the colour by the

@@ -6,7 +6,7 @@
 //! in the same run (1.0 = linear). Run with `cargo bench -p kiln-sched --bench pressure`.
 
 use kiln_ir::{Demand, Function, parse_function};
-use kiln_sched::pressure::{GenericPreRa, schedule};
+use kiln_sched::pressure::{GenericPreRa, Order, schedule};
 use std::fmt::Write;
 use std::time::Instant;
 
@@ -65,7 +65,7 @@ fn main() {
         for _ in 0..reps {
             let mut f = func.clone();
             let t = Instant::now();
-            schedule(&mut f, &GenericPreRa, budget);
+            schedule(&mut f, &GenericPreRa, budget, Order::Latency);
             best = best.min(t.elapsed().as_secs_f64());
         }
         let per = best * 1e9 / n as f64;

@@ -10,7 +10,11 @@
 //! the ready node chosen is, in order:
 //!
 //! 1. a reader of the last transient result ([`PreRaTarget::transient`]: on vc4 a texel or an
-//!    SFU result in r4, which a reader before the next r4 write takes without a move);
+//!    SFU result in r4, which a reader before the next r4 write takes without a move) — but
+//!    for [`Order::Latency`], while that result is not ready, first the first ready node that
+//!    writes no transient result and keeps the demand within the block's before scheduling
+//!    (the SFU's wait filled with independent work; the instruction that makes a transient
+//!    result is then not glued to its reader);
 //! 2. when the live values would go past the budget, the node that adds the fewest;
 //! 3. a node whose operands are ready (their producers' latency has passed);
 //! 4. the first in the original order — the front end's, which is mostly good, and which
@@ -75,6 +79,17 @@ impl PreRaTarget for GenericPreRa {
     }
 }
 
+/// What the order is for, beside keeping the demand within the budget.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Order {
+    /// Values consumed soon after they are made, as Mesa's `vc4_qir_schedule.c` orders them:
+    /// an instruction waiting on a transient result stays glued to it.
+    Pressure,
+    /// Also the wait for a transient result filled with independent work, within the demand
+    /// the block had (fewer instructions, sometimes more registers).
+    Latency,
+}
+
 /// What scheduling did to a function.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Outcome {
@@ -85,9 +100,15 @@ pub struct Outcome {
     pub kept: usize,
 }
 
-/// Schedules every block of `func` (an SSA function before allocation) within `budget`;
-/// kill flags are recomputed. A function whose blocks do not form a CFG is left as it is.
-pub fn schedule(func: &mut Function, target: &dyn PreRaTarget, budget: Demand) -> Outcome {
+/// Schedules every block of `func` (an SSA function before allocation) within `budget`, for
+/// `order`; kill flags are recomputed. A function whose blocks do not form a CFG is left as
+/// it is.
+pub fn schedule(
+    func: &mut Function,
+    target: &dyn PreRaTarget,
+    budget: Demand,
+    order: Order,
+) -> Outcome {
     let mut outcome = Outcome::default();
     let Ok(cfg) = Cfg::compute(func) else {
         return outcome;
@@ -96,8 +117,21 @@ pub fn schedule(func: &mut Function, target: &dyn PreRaTarget, budget: Demand) -
     let mut originals: Vec<(Block, Vec<Inst>)> = Vec::new();
     for b in (0..func.blocks.len()).map(Block::new) {
         let insts = &func.block(b).insts;
-        let Some(order) = schedule_block(func, insts, &before.live_out[b.index()], target, budget)
-        else {
+        // Work that fills a wait stays within the demand the block had (its order is free to
+        // change, not its registers).
+        let mut fill = budget;
+        for (f, had) in fill.0.iter_mut().zip(before.block_max[b.index()].0) {
+            *f = (*f).min(had);
+        }
+        let fill = (order == Order::Latency).then_some(fill);
+        let Some(order) = schedule_block(
+            func,
+            insts,
+            &before.live_out[b.index()],
+            target,
+            budget,
+            fill,
+        ) else {
             continue;
         };
         let block = func.block_mut(b);
@@ -145,13 +179,16 @@ struct Node {
 /// them all, quadratic in a wide block; a transient result's readers are found directly).
 const WINDOW: usize = 48;
 
-/// The new order of `insts` (indices into it), or `None` when it stays as it is.
+/// The new order of `insts` (indices into it), or `None` when it stays as it is. With `fill`,
+/// the wait for a transient result is filled ([`Order::Latency`]) by nodes that keep the
+/// demand within it.
 pub fn schedule_block(
     func: &Function,
     insts: &[Inst],
     live_out: &LiveSet,
     target: &dyn PreRaTarget,
     budget: Demand,
+    fill: Option<Demand>,
 ) -> Option<Vec<usize>> {
     let n = insts.len();
     let mut start = 0;
@@ -201,6 +238,7 @@ pub fn schedule_block(
             && (target.glued(body, k)
                 || (!inst.defs.is_empty()
                     && !target.keeps_order(inst)
+                    && (fill.is_none() || target.latency(inst) <= 1)
                     && inst.defs.iter().all(|d| {
                         !live_out.contains(d.temp)
                             && first_read(d.temp) == Some(k + 1)
@@ -331,7 +369,18 @@ pub fn schedule_block(
                 })
                 .min()
         });
-        let id = reader.unwrap_or_else(|| {
+        // While the transient result is not ready, a node that leaves it in place (writes no
+        // transient result) and is ready, within the budget, fills the wait.
+        let filler = fill
+            .filter(|_| reader.is_some_and(|r| ready_at[r] > now))
+            .and_then(|fill| {
+                ready.iter().take(WINDOW).copied().find(|&id| {
+                    !nodes[id].transient
+                        && ready_at[id] <= now
+                        && !(pressure + nodes[id].defines - frees(&nodes[id], &left)).exceeds(fill)
+                })
+            });
+        let id = filler.or(reader).unwrap_or_else(|| {
             let key = |id: usize| {
                 let node = &nodes[id];
                 let added = sum(node.defines) - sum(frees(node, &left));

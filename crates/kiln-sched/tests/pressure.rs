@@ -9,7 +9,7 @@ use kiln_interp::Env;
 use kiln_interp::diff::{compare_outputs, run};
 use kiln_ir::generate::{GenConfig, generate};
 use kiln_ir::{Demand, Function, Inst, print_function};
-use kiln_sched::pressure::{GenericPreRa, schedule};
+use kiln_sched::pressure::{GenericPreRa, Order, schedule};
 
 fn budget(v: i32, s: i32) -> Demand {
     let mut d = Demand::ZERO;
@@ -50,7 +50,7 @@ fn scheduled_programs_verify_agree_and_stay_within_the_budget() {
         let tight = budget(8 + (seed % 3) as i32 * 4, 4);
         let old = block_max(&mut before);
         let mut after = before.clone();
-        let outcome = schedule(&mut after, &GenericPreRa, tight);
+        let outcome = schedule(&mut after, &GenericPreRa, tight, Order::Latency);
         reordered += outcome.reordered;
         if let Err(e) = kiln_ir::verify(&after) {
             panic!("seed {seed}: {}\n{}", e[0], print_function(&after));
@@ -120,8 +120,40 @@ bb0:
 ";
     let mut func = kiln_ir::parse_function(text).expect("parses");
     let old = block_max(&mut func)[0];
-    let outcome = schedule(&mut func, &GenericPreRa, budget(3, 4));
+    let outcome = schedule(&mut func, &GenericPreRa, budget(3, 4), Order::Latency);
     let new = block_max(&mut func)[0];
     assert_eq!(outcome.reordered, 1, "{}", print_function(&func));
     assert!(new.0[0] < old.0[0], "demand {new:?} not below {old:?}");
+}
+
+/// For [`Order::Latency`], the wait for a transient result (a texture sample, four cycles on
+/// the generic target) takes independent work; for [`Order::Pressure`] its reader follows it.
+#[test]
+fn a_transient_results_wait_is_filled_for_latency() {
+    let text = "target generic(v=16, s=8)
+function @main {
+bb0:
+    %0:v1 = input 0
+    %1:v1 = input 1
+    %2:v4 = texture_sample 0, 0, %0, %1
+    %3:v1, %4:v1, %5:v1, %6:v1 = split_vector %2
+    %8:v1 = fmul %0, %1
+    %7:v1 = fadd %3, %4
+    %9:v1 = fadd %7, %8
+    output 0, %9
+    return
+}
+";
+    let after_sample = |order: Order| {
+        let mut func = kiln_ir::parse_function(text).expect("parses");
+        schedule(&mut func, &GenericPreRa, budget(16, 8), order);
+        let insts = &func.blocks[0].insts;
+        let at = insts
+            .iter()
+            .position(|i| i.op == kiln_ir::Opcode::TextureSample)
+            .expect("the sample");
+        insts[at + 1].op
+    };
+    assert_eq!(after_sample(Order::Latency), kiln_ir::Opcode::Fmul);
+    assert_eq!(after_sample(Order::Pressure), kiln_ir::Opcode::SplitVector);
 }

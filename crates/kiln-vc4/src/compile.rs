@@ -109,11 +109,11 @@ pub fn thread_modes(selected: &Selected, threads: Threads) -> Result<Vec<u32>, C
 }
 
 /// The interface pass for `threads` threads (`crate::interface::lower`), with the pre-RA
-/// scheduler when `pre_schedule` says so, and the verifier after it when `check` does.
+/// scheduler for the order `pre_schedule` names, and the verifier after it when `check` does.
 pub fn lower_interface(
     selected: &Selected,
     threads: u32,
-    pre_schedule: bool,
+    pre_schedule: Option<kiln_sched::pressure::Order>,
     check: bool,
 ) -> Result<Function, CompileError> {
     let mut func = selected.func.clone();

@@ -192,7 +192,7 @@ pub fn lower(
     info: &ShaderInfo,
     output: crate::emit::OutputMode,
     threads: u32,
-    pre_schedule: bool,
+    pre_schedule: Option<kiln_sched::pressure::Order>,
 ) -> Result<(), Unsupported> {
     let mut refused = BTreeSet::new();
     if func.target.name() != "vc4" || func.allocated {
@@ -325,8 +325,8 @@ pub fn lower(
     // Retarget (threads, execute mask), keep every value out of r4 and, threaded, out of the
     // accumulators across a thread switch.
     func.target = std::sync::Arc::new(Vc4Target::with_exec(threads, needs_exec(func, &cfg)));
-    if pre_schedule {
-        crate::pre_sched::pre_schedule(func);
+    if let Some(order) = pre_schedule {
+        crate::pre_sched::pre_schedule(func, order);
     }
     crate::narrow::narrow_classes_with(func, false, threads == 2);
     tie_masked_selects(func);

@@ -9,6 +9,7 @@
 
 use crate::ops::{Op, Resource};
 use kiln_ir::{Demand, Function, Inst, Opcode};
+pub use kiln_sched::pressure::Order;
 use kiln_sched::pressure::{Outcome, PreRaTarget, schedule};
 
 struct Vc4PreRa;
@@ -68,7 +69,7 @@ impl PreRaTarget for Vc4PreRa {
 
 /// Schedules every block of `func` (selected for vc4, interface lowered, not allocated)
 /// within the file registers its target leaves to values.
-pub fn pre_schedule(func: &mut Function) -> Outcome {
+pub fn pre_schedule(func: &mut Function, order: Order) -> Outcome {
     let registers = func
         .target
         .subsets()
@@ -77,5 +78,5 @@ pub fn pre_schedule(func: &mut Function) -> Outcome {
         .map_or(0, |s| s.units.count() as i32);
     let mut budget = Demand::ZERO;
     budget.0[crate::target::Q.index()] = registers;
-    schedule(func, &Vc4PreRa, budget)
+    schedule(func, &Vc4PreRa, budget, order)
 }
