@@ -19,11 +19,26 @@ use kiln_qpu::isa::{AddOp, Cond, Instr, MulOp, Mux, Signal, raddr, waddr};
 /// read, so a chain of dead writes goes at once; at a block's end they are the liveness over
 /// the control flow, computed once.
 pub fn remove(code: &mut [Instr], live_at_end: Regs) {
+    let mut scratch = Vec::new();
+    let r: Vec<_> = code.iter().map(|i| refs(i, &mut scratch)).collect();
+    let live_out = liveness(&r, &successors(code), live_at_end);
+    remove_with(code, &r, &live_out, live_at_end);
+}
+
+/// [`remove`] with what the code's instructions read and write (`r`) and the registers live
+/// after each (`live_out`) known ([`crate::rename::rename`] returns them). Returns, per
+/// instruction and at the end, the registers live before it in the code as it is left (exact
+/// within straight-line code; at a block's end, the liveness given).
+pub fn remove_with(
+    code: &mut [Instr],
+    r: &[crate::rename::Refs],
+    live_out: &[Regs],
+    live_at_end: Regs,
+) -> Vec<Regs> {
     let succ = successors(code);
     let starts = block_starts(code);
     let mut scratch = Vec::new();
-    let r: Vec<_> = code.iter().map(|i| refs(i, &mut scratch)).collect();
-    let live_out = liveness(&r, &succ, live_at_end);
+    let mut live_in = vec![live_at_end; code.len() + 1];
     let mut live: Regs = 0;
     for i in (0..code.len()).rev() {
         if starts[i + 1] || succ[i].as_slice() != [i + 1] {
@@ -103,7 +118,9 @@ pub fn remove(code: &mut [Instr], live_at_end: Regs) {
             refs(&code[i], &mut scratch)
         };
         live = now.reads | (live & !now.whole);
+        live_in[i] = live;
     }
+    live_in
 }
 
 /// The liveness bit of a register write (file A 0–31, file B 32–63, r0–r3 64–67), or `None`

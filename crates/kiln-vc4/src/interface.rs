@@ -324,7 +324,7 @@ pub fn lower(
 
     // Retarget (threads, execute mask), keep every value out of r4 and, threaded, out of the
     // accumulators across a thread switch.
-    func.target = std::sync::Arc::new(Vc4Target::with_exec(threads, needs_exec(func, &cfg)));
+    func.target = Vc4Target::shared(threads, needs_exec(func, &cfg));
     if let Some(order) = pre_schedule {
         crate::pre_sched::pre_schedule(func, order);
     }

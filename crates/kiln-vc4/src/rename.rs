@@ -18,7 +18,7 @@ use kiln_qpu::isa::validate::{block_starts, successors};
 use kiln_qpu::isa::{Cond, Instr, Mux, Signal, Unpack, waddr};
 
 /// Registers as bits: file A 0–31, file B 32–63, r0–r3 64–67, r5 68 (never renamed).
-pub(crate) type Regs = u128;
+pub type Regs = u128;
 
 pub(crate) fn bit(r: Resource) -> Option<u32> {
     match r {
@@ -32,7 +32,7 @@ pub(crate) fn bit(r: Resource) -> Option<u32> {
 
 /// What an instruction reads, writes whole, and writes in part (a partial write also reads).
 #[derive(Clone, Copy, Default)]
-pub(crate) struct Refs {
+pub struct Refs {
     pub(crate) reads: Regs,
     pub(crate) whole: Regs,
     pub(crate) part: Regs,
@@ -77,11 +77,10 @@ pub(crate) fn refs(i: &Instr, scratch: &mut Vec<Effect>) -> Refs {
 
 /// Renames registers in `code`; `live_at_end` are registers read after the program ends
 /// (none for a shader; a test that looks at registers names them).
-pub fn rename(code: &mut [Instr], live_at_end: Regs) {
+/// Returns what the renamed code's instructions read and write ([`refs`]) and the registers
+/// live after each ([`liveness`]), kept exact through the renaming.
+pub fn rename(code: &mut [Instr], live_at_end: Regs) -> (Vec<Refs>, Vec<Regs>) {
     let n = code.len();
-    if n == 0 {
-        return;
-    }
     let mut scratch = Vec::new();
     let mut refs: Vec<Refs> = code.iter().map(|i| refs(i, &mut scratch)).collect();
     let succ = successors(code);
@@ -134,6 +133,7 @@ pub fn rename(code: &mut [Instr], live_at_end: Regs) {
             }
         }
     }
+    (refs, live_out)
 }
 
 /// Per instruction, the registers live after it.

@@ -36,9 +36,8 @@ pub fn schedule_with(e: &Emitted, live_at_end: u128) -> Result<Emitted, EmitErro
     let mut instrs = e.instrs.clone();
     crate::pack_fold::fold(&mut instrs, live_at_end);
     crate::pack_fold::colour_in_accumulator(&mut instrs, live_at_end);
-    crate::rename::rename(&mut instrs, live_at_end);
-    crate::dead_writes::remove(&mut instrs, live_at_end);
-    let live_in = live_in(&instrs, live_at_end);
+    let (refs, live_out) = crate::rename::rename(&mut instrs, live_at_end);
+    let live_in = crate::dead_writes::remove_with(&mut instrs, &refs, &live_out, live_at_end);
     let mut label = vec![false; n + 1];
     let mut fixed = vec![false; n];
     // Thread switches whose two delay slots are `nop`s: the switch's signal goes where the
@@ -423,24 +422,6 @@ fn unmet_when_taken(c: kiln_qpu::isa::BranchCond) -> Option<kiln_qpu::isa::Cond>
         B::AllCs => C::Cc,
         _ => return None,
     })
-}
-
-/// Per instruction, the registers (bits as [`crate::rename`] numbers them) live before it.
-fn live_in(code: &[Instr], live_at_end: u128) -> Vec<u128> {
-    let mut scratch = Vec::new();
-    let refs: Vec<_> = code
-        .iter()
-        .map(|i| crate::rename::refs(i, &mut scratch))
-        .collect();
-    let succ = kiln_qpu::isa::validate::successors(code);
-    let live_out = crate::rename::liveness(&refs, &succ, live_at_end);
-    let mut live: Vec<u128> = refs
-        .iter()
-        .zip(&live_out)
-        .map(|(r, out)| r.reads | (out & !r.whole))
-        .collect();
-    live.push(live_at_end);
-    live
 }
 
 /// Signals that keep their instruction and the two after it in place.

@@ -6,7 +6,7 @@
 use kiln_ir::{
     FileId, Lanes, RegClass, RegFile, RegSubset, Target, UnitMask, close_under_intersection,
 };
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 /// Units of the `q` file.
 pub const UNITS: u32 = 69;
@@ -107,7 +107,25 @@ impl Vc4Target {
     }
 
     pub fn arc(threads: u32) -> Arc<dyn Target> {
-        Arc::new(Vc4Target::new(threads))
+        Vc4Target::shared(threads, false)
+    }
+
+    /// [`Vc4Target::with_exec`], built once per process for each of the four targets a
+    /// compile retargets to (one or two threads, with or without the execute mask).
+    pub fn shared(threads: u32, exec: bool) -> Arc<dyn Target> {
+        static BUILT: [OnceLock<Arc<Vc4Target>>; 4] = [
+            OnceLock::new(),
+            OnceLock::new(),
+            OnceLock::new(),
+            OnceLock::new(),
+        ];
+        if !matches!(threads, 1 | 2) {
+            return Arc::new(Vc4Target::with_exec(threads, exec));
+        }
+        let k = 2 * (threads as usize - 1) + exec as usize;
+        BUILT[k]
+            .get_or_init(|| Arc::new(Vc4Target::with_exec(threads, exec)))
+            .clone()
     }
 
     pub fn threads(&self) -> u32 {
@@ -136,7 +154,7 @@ impl Vc4Target {
                 }
             }
         }
-        Ok(Arc::new(Vc4Target::with_exec(threads, exec)))
+        Ok(Vc4Target::shared(threads, exec))
     }
 }
 
