@@ -224,7 +224,8 @@ const IMM_HALF: u8 = 47;
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Flags {
     Unknown,
-    /// Z set exactly in the lanes that run (`ra13 == 0`).
+    /// Z set exactly in the lanes that run (`ra13 == 0`), N and C clear (`mov.sf nop, ra13`:
+    /// ra13 holds 0 or a small wait id).
     Exec,
     /// Set in every lane by this comparison of these values.
     Compared(Opcode, Same, Same),
@@ -2025,7 +2026,7 @@ impl<'a> Emitter<'a> {
                             let zero = Reg::SmallImm(IMM_0);
                             self.push_alu(builder::qpu_a(AddOp::Sub, Reg::Nop, zero, EXEC)?.sf());
                         } else {
-                            self.flags = Flags::Unknown;
+                            // N and C clear where no lane runs, as the execute flags leave them.
                             self.exec_flags()?;
                         }
                         invert(self.compare_flags_where(cmp, Cond::Zs)?)
