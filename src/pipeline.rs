@@ -469,10 +469,20 @@ pub fn back_end(
         })
         .collect();
     let mut result = Err(CompileError::Failed("no thread mode to try".into()));
+    // The register demand of the last order that failed two threads: the pressure order is
+    // allocated only where it needs fewer registers (a hopeless retry costs an allocation).
+    let mut failed_demand: Option<kiln_ir::Demand> = None;
     for (k, &(threads, pre_schedule)) in attempts.iter().enumerate() {
         let func = vc4::lower_interface(&selected, threads, pre_schedule, options.check)?;
+        let retry = threads == 2 && pre_schedule == Some(Order::Pressure);
+        if retry
+            && failed_demand.is_some_and(|failed| !failed.exceeds(demand(&func)))
+            && k + 1 < attempts.len()
+        {
+            continue;
+        }
         kept.record(Stage::Interface, &func);
-        result =
+        let attempt =
             vc4::allocate(&func, options.allocator, options.check).and_then(|(allocated, ra)| {
                 kept.record(Stage::Allocated, &allocated);
                 let finish = vc4::Finish {
@@ -481,6 +491,10 @@ pub fn back_end(
                     check: options.check,
                 };
                 let emitted = vc4::emit(&allocated, &selected.info, selected.output, finish)?;
+                Ok((allocated, ra, emitted))
+            });
+        result = match attempt {
+            Ok((allocated, ra, emitted)) => {
                 let stats = Stats::of(&emitted, &ra, threads);
                 Ok(Compiled {
                     ssa: func,
@@ -492,12 +506,28 @@ pub fn back_end(
                     info: selected.info.clone(),
                     output: selected.output,
                 })
-            });
+            }
+            Err(e) => {
+                if threads == 2 && !retry {
+                    failed_demand = Some(demand(&func));
+                }
+                Err(e)
+            }
+        };
         if result.is_ok() || k + 1 == attempts.len() {
             break;
         }
     }
     result
+}
+
+/// The most registers `func` needs at once, by the one demand function.
+fn demand(func: &Function) -> kiln_ir::Demand {
+    let mut func = func.clone();
+    match kiln_analysis::Cfg::compute(&func) {
+        Ok(cfg) => kiln_analysis::compute_liveness(&mut func, &cfg).max,
+        Err(_) => kiln_ir::Demand::ZERO,
+    }
 }
 
 /// One entry point through the front end and the middle end.
