@@ -274,6 +274,9 @@ pub fn allocate_with_input(
         let mut checked_input = None;
         let mut cfg = cfg;
         let mut preferred = None;
+        // A colouring that left some values uncoloured on the unchanged function: the
+        // assignment's preferences if nothing is spilled after all (no second colouring).
+        let mut uncoloured_homes = None;
         if options.allocator == Allocator::Graph && !graph_fallback {
             let rounds = if options.refuse_spilling {
                 1
@@ -281,24 +284,30 @@ pub fn allocate_with_input(
                 SPILL_ROUNDS
             };
             match colour_and_spill(&mut work, &cfg, &mut lv, &budget, &mut stats, rounds) {
-                Some((homes, v)) => {
+                Ok((homes, v)) => {
                     if let Some(v) = v {
                         versions = Some(v);
                         checked_input = Some(original.clone());
                     }
                     preferred = Some(homes);
                 }
-                None => {
+                Err(partial) => {
                     // Spilling everywhere did not make the graph colourable: spill with the
                     // SSA spiller instead, and colour what it leaves.
                     graph_fallback = true;
                     stats.graph_fallback = true;
-                    work = original.clone();
-                    lv = compute_liveness(&mut work, &cfg);
+                    match partial {
+                        Some(homes) => uncoloured_homes = Some(homes),
+                        None => {
+                            work = original.clone();
+                            lv = compute_liveness(&mut work, &cfg);
+                        }
+                    }
                 }
             }
         }
         if preferred.is_none() && over(lv.max, &budget, 1) {
+            uncoloured_homes = None;
             let (s, v) =
                 spill::spill_with_versions(&mut work, &budget).map_err(|e| RaError::Budget {
                     block: e.block,
@@ -353,12 +362,17 @@ pub fn allocate_with_input(
         stats.time_spill += t0.elapsed();
         let t1 = Instant::now();
         if preferred.is_none() && options.allocator == Allocator::Graph {
-            let c = graph::colour(&work, &cfg, &lv, &budget, &[]);
-            stats.uncoloured = c.stats.uncoloured;
-            stats.coalesced = c.stats.coalesced;
-            stats.graph_nodes = c.stats.nodes;
-            stats.graph_edges = c.stats.edges;
-            preferred = Some(c.homes);
+            preferred = Some(match uncoloured_homes.take() {
+                Some(homes) => homes,
+                None => {
+                    let c = graph::colour(&work, &cfg, &lv, &budget, &[]);
+                    stats.uncoloured = c.stats.uncoloured;
+                    stats.coalesced = c.stats.coalesced;
+                    stats.graph_nodes = c.stats.nodes;
+                    stats.graph_edges = c.stats.edges;
+                    c.homes
+                }
+            });
         }
         let assigned = assign::assign(&work, &cfg, &lv, &limits, preferred);
         stats.time_assign += t1.elapsed();
@@ -423,7 +437,8 @@ const SPILL_ROUNDS: usize = 6;
 /// The graph allocator's build–colour–spill loop (Chaitin–Briggs): colour `work` within
 /// `budget`; while some nodes find no colour, spill them everywhere and colour again. Returns
 /// the homes, and the versions of the temps made by spilling (`None` when nothing spilled), or
-/// `None` when colouring still fails after [`SPILL_ROUNDS`] rounds (`work` is then spilled
+/// an error when colouring still fails after `max_rounds` rounds: with the last colouring's
+/// homes when nothing was spilled (`work` unchanged), else `None` (`work` is then spilled
 /// partly; the caller starts again from the input).
 #[allow(clippy::type_complexity)]
 fn colour_and_spill(
@@ -433,7 +448,10 @@ fn colour_and_spill(
     budget: &[u32],
     stats: &mut RaStats,
     max_rounds: usize,
-) -> Option<(Vec<Option<kiln_ir::PhysReg>>, Option<Vec<kiln_ir::Temp>>)> {
+) -> Result<
+    (Vec<Option<kiln_ir::PhysReg>>, Option<Vec<kiln_ir::Temp>>),
+    Option<Vec<Option<kiln_ir::PhysReg>>>,
+> {
     let mut rounds = spill_everywhere::Rounds::new(work);
     stats.spills = 0;
     stats.reloads = 0;
@@ -448,10 +466,10 @@ fn colour_and_spill(
         if c.stats.uncoloured == 0 {
             stats.spill_slots = rounds.next_slot;
             let spilled = stats.spill_rounds > 0;
-            return Some((c.homes, spilled.then_some(rounds.versions)));
+            return Ok((c.homes, spilled.then_some(rounds.versions)));
         }
         if c.spill.is_empty() || round + 1 == max_rounds {
-            return None;
+            return Err((stats.spill_rounds == 0).then_some(c.homes));
         }
         let s = spill_everywhere::spill_everywhere(
             work,
@@ -473,7 +491,7 @@ fn colour_and_spill(
         stats.spill_rounds += 1;
         *lv = compute_liveness(work, cfg);
     }
-    None
+    Err(None)
 }
 
 fn structure(e: kiln_ir::cfg::StructureError) -> RaError {
