@@ -664,7 +664,17 @@ pub fn compile_lowered(
         })?;
         let generic = cx.into_func();
         let mut again = Kept::new(&options.keep);
-        match back_end(&generic, &info, options, &mut again) {
+        // Where the first compile ran one thread, only two threads are worth a second: one
+        // thread again would be discarded.
+        let retry = Options {
+            threads: if first.is_ok() {
+                Threads::Two
+            } else {
+                options.threads
+            },
+            ..options.clone()
+        };
+        match back_end(&generic, &info, &retry, &mut again) {
             Ok(c)
                 if first
                     .as_ref()
