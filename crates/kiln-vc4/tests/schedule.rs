@@ -356,3 +356,60 @@ fn a_uniform_read_after_a_branch_target_needs_a_reset() {
     let err = schedule(&e).unwrap_err();
     assert!(err.to_string().contains("no stream reset"), "{err}");
 }
+
+/// A conditional branch's free delay slots take the first instructions of the code it falls
+/// through to where that is harmless when the branch is taken: here writes masked by `.zs`
+/// after `branch.all_zc` (taken only where no lane has Z set). Both ways of the branch end in
+/// the registers the unscheduled program ends in.
+#[test]
+fn a_branchs_slots_take_masked_work_it_falls_through_to() {
+    let nop = Instr::nop();
+    let mut end = kiln_qpu::isa::AluInstr::nop();
+    end.sig = Signal::ProgramEnd;
+    let program = |flag: u32| {
+        let masked = |op: AddOp, d: Reg| {
+            Instr::Alu(
+                builder::qpu_a(op, d, Reg::A(0), Reg::B(0))
+                    .unwrap()
+                    .cond_add(Cond::Zs),
+            )
+        };
+        let mut code = vec![
+            builder::load_imm(Reg::A(0), 5).unwrap(),
+            builder::load_imm(Reg::B(0), 7).unwrap(),
+            builder::load_imm(Reg::A(1), 1).unwrap(),
+            builder::load_imm(Reg::B(1), 2).unwrap(),
+            builder::load_imm(Reg::Acc(0), flag).unwrap(),
+            Instr::Alu(builder::mov(Reg::Nop, Reg::Acc(0)).unwrap().sf()),
+        ];
+        // To the program end, past the masked side.
+        code.push(builder::branch(BranchCond::AllZc, true, 8 * 4));
+        code.extend([nop, nop, nop]);
+        code.extend([masked(AddOp::Add, Reg::A(1)), nop, nop]);
+        code.extend([masked(AddOp::Sub, Reg::B(1)), nop, nop]);
+        code.extend([Instr::Alu(end), nop, nop]);
+        code
+    };
+    for flag in [0, 1] {
+        let code = program(flag);
+        let expected = run(&code, &[]);
+        let s = schedule_with(&emitted(code, Vec::new()), OBSERVED).unwrap();
+        let words: Vec<u64> = s.instrs.iter().map(Instr::encode).collect();
+        let listing = kiln_qpu::isa::disasm_program(&words, kiln_qpu::isa::Style::Mesa);
+        assert_eq!(validate_instrs(&s.instrs), vec![], "{listing}");
+        assert_eq!(
+            run(&s.instrs, &s.uniforms),
+            expected,
+            "flag {flag}:\n{listing}"
+        );
+        let at = s
+            .instrs
+            .iter()
+            .position(|i| matches!(i, Instr::Branch(_)))
+            .expect("the branch");
+        let hoisted = s.instrs[at + 1..at + 4]
+            .iter()
+            .any(|i| matches!(i, Instr::Alu(a) if a.w.cond_add == Cond::Zs));
+        assert!(hoisted, "a masked write in the slots:\n{listing}");
+    }
+}
