@@ -265,6 +265,60 @@ bb3:
     }
 }
 
+/// A select under the execute mask whose destination holds neither value: the false value
+/// moved in the running lanes, the comparison setting the flags of those lanes only, the true
+/// value moved where it holds — no scratch register. Making the first move unconditional
+/// writes the waiting lanes, which the check catches.
+#[test]
+fn a_masked_select_writes_its_destination_in_place() {
+    use kiln_qpu::isa::{Cond, Instr};
+    let text = "target generic(v=32, s=16)
+function @main {
+bb0:
+    %0:v1 = input 0
+    %1:v1 = input 1
+    %2:v1 = flt %0, 0.5
+    %8:v1 = fsub %1, %0
+    if.divergent %2, bb1, bb2, bb2
+bb1:
+    %3:s1 = uniform 0
+    %4:s1 = uniform 1
+    %5:v1 = flt %1, 0.25
+    %6:v1 = sel %5, %3, %4
+    jump bb2
+bb2:
+    %7:v1 = phi %8, %6
+    output 0, %7
+    return
+}
+";
+    let c = agrees(text);
+    let scratch = c.emitted.instrs.iter().any(|i| {
+        kiln_qpu::isa::effects::writes(i)
+            .iter()
+            .any(|w| w.waddr == 14 && w.file_a)
+    });
+    assert!(!scratch, "{}", c.disasm());
+    // Mutation: the first masked move written in every lane.
+    let (c, info) = compile_text(text, Allocator::Graph, OutputMode::Vpm);
+    let mut wrong = c.emitted.clone();
+    let first = wrong
+        .instrs
+        .iter()
+        .position(|i| {
+            matches!(i, Instr::Alu(a) if a.w.cond_add == Cond::Zs && a.op_add != kiln_qpu::isa::AddOp::Nop && !a.w.sf)
+        })
+        .unwrap_or_else(|| panic!("a masked move\n{}", c.disasm()));
+    if let Instr::Alu(a) = &mut wrong.instrs[first] {
+        a.w.cond_add = Cond::Always;
+    }
+    assert!(
+        harness::check(&c.ssa, &wrong, OutputMode::Vpm, &info).is_err(),
+        "{}",
+        c.disasm()
+    );
+}
+
 #[test]
 fn divergent_if_masks_writes() {
     let c = agrees(

@@ -1762,6 +1762,9 @@ impl<'a> Emitter<'a> {
         if masked && x != y && self.masked_sel(d, compare, c, x, y)? {
             return Ok(());
         }
+        if masked && x != y && self.masked_sel_fresh(d, compare, c, x, y)? {
+            return Ok(());
+        }
         let to = if masked { Reg::A(SCRATCH_A) } else { d };
         if x == y {
             if let Some(cmp) = compare {
@@ -1886,10 +1889,8 @@ impl<'a> Emitter<'a> {
             invert(true_cond)
         };
         match write {
-            Cond::Zs | Cond::Ns | Cond::Cs => {
-                self.flags = Flags::Unknown;
-                self.exec_flags()?;
-            }
+            // N and C clear where no lane runs, as the execute flags leave them.
+            Cond::Zs | Cond::Ns | Cond::Cs => self.exec_flags()?,
             Cond::Cc => {
                 let zero = Reg::SmallImm(IMM_0);
                 self.push_alu(builder::qpu_a(AddOp::Sub, Reg::Nop, zero, EXEC)?.sf());
@@ -1908,6 +1909,52 @@ impl<'a> Emitter<'a> {
         self.flags = Flags::Unknown;
         self.copy_to(d, v, write)?;
         Ok(true)
+    }
+
+    /// [`Emitter::masked_sel`] where the destination holds neither value: one is first moved
+    /// there in the running lanes, the one that leaves the other's move a condition no
+    /// waiting lane meets — three instructions, where a select into the scratch register and
+    /// a masked move of it take five. Not where the destination's register is one the
+    /// condition reads.
+    fn masked_sel_fresh(
+        &mut self,
+        d: Reg,
+        compare: Option<&Inst>,
+        c: Src,
+        x: Src,
+        y: Src,
+    ) -> Result<bool, EmitError> {
+        let Some(d_src) = d_src_opt(d) else {
+            return Ok(false);
+        };
+        let read = match compare {
+            Some(cmp) => vec![self.src(&cmp.operands[0])?, self.src(&cmp.operands[1])?],
+            None => vec![c],
+        };
+        if read.contains(&d_src) || x == d_src || y == d_src {
+            return Ok(false);
+        }
+        let true_cond = match compare {
+            Some(cmp) => {
+                compare_encoding(cmp.op)
+                    .ok_or_else(|| internal("a folded comparison is no comparison"))?
+                    .2
+            }
+            None => Cond::Zc,
+        };
+        self.exec_flags()?;
+        // A uniform read folded into the comparison stays folded: the move reads another.
+        let folded = self.folded;
+        if matches!(true_cond, Cond::Zc | Cond::Nc) {
+            // x first; y where the condition fails (Z or N set).
+            self.copy_to(d, x, Cond::Zs)?;
+            self.folded = folded;
+            self.masked_sel(d, compare, c, d_src, y)
+        } else {
+            self.copy_to(d, y, Cond::Zs)?;
+            self.folded = folded;
+            self.masked_sel(d, compare, c, x, d_src)
+        }
     }
 
     fn parallel_copy(&mut self, b: Block, inst: &Inst) -> Result<(), EmitError> {
