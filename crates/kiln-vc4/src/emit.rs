@@ -1736,6 +1736,11 @@ impl<'a> Emitter<'a> {
     fn compare(&mut self, b: Block, inst: &Inst) -> Result<(), EmitError> {
         let d = self.def_reg(inst, 0)?;
         let masked = self.needs_mask(b, inst);
+        // Under the mask, a select of ~0 and 0 on itself, in place.
+        let (yes, no) = (Src::Imm(IMM_MINUS_1), Src::Imm(IMM_0));
+        if masked && self.masked_sel_fresh(d, Some(inst), no, yes, no)? {
+            return Ok(());
+        }
         let cond = self.compare_flags(inst)?;
         let to = if masked { Reg::A(SCRATCH_A) } else { d };
         self.push_alu(builder::mov(to, Reg::SmallImm(IMM_MINUS_1))?.cond_add(cond));
