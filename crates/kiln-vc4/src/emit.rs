@@ -769,11 +769,8 @@ impl<'a> Emitter<'a> {
     /// `ra13 ← value` in the lanes that run (Z from [`exec_flags`]).
     fn set_exec_waiting(&mut self, value: u32) -> Result<(), EmitError> {
         self.exec_flags()?;
-        let mut i = builder::load_imm(EXEC, value)?;
-        if let Instr::LoadImm(l) = &mut i {
-            l.w.cond_add = Cond::Zs;
-        }
-        self.push(i);
+        // A small wait id is a small immediate: a move, which pairs, not a load immediate.
+        self.copy_to(EXEC, src_of_const(value), Cond::Zs)?;
         self.flags = Flags::Unknown;
         Ok(())
     }
@@ -840,7 +837,7 @@ impl<'a> Emitter<'a> {
             }
         }
         if self.exec {
-            self.push(builder::load_imm(EXEC, 0)?);
+            self.copy_to(EXEC, Src::Imm(IMM_0), Cond::Always)?;
         }
         for b in func.block_ids() {
             self.origin = Origin::BlockStart(b);
@@ -2090,11 +2087,7 @@ impl<'a> Emitter<'a> {
                     }
                 };
                 if inst.flags.divergent {
-                    let mut i = builder::load_imm(EXEC, self.wait_ids[e.index()])?;
-                    if let Instr::LoadImm(l) = &mut i {
-                        l.w.cond_add = false_cond;
-                    }
-                    self.push(i);
+                    self.copy_to(EXEC, src_of_const(self.wait_ids[e.index()]), false_cond)?;
                     self.flags = Flags::Unknown;
                     if self.skippable(t, e) {
                         self.skip_if_none_run(e)?;
