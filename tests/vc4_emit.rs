@@ -319,6 +319,40 @@ bb2:
     );
 }
 
+/// A 32-bit constant two operations read, where the uniform stream's position is not known,
+/// is loaded into r5 once: r5 keeps it in the straight-line code between.
+#[test]
+fn a_constant_in_r5_is_loaded_once() {
+    use kiln_qpu::isa::{Instr, waddr};
+    let c = agrees(
+        "target generic(v=32, s=16)
+function @main {
+bb0:
+    %0:v1 = input 0
+    %1:v1 = input 1
+    %2:v1 = flt %0, 0.5
+    if.divergent %2, bb1, bb2, bb2
+bb1:
+    %3:v1 = fmul %0, 1.2345
+    %4:v1 = fmul %1, 1.2345
+    %5:v1 = fadd %3, %4
+    jump bb2
+bb2:
+    %6:v1 = phi %0, %5
+    output 0, %6
+    return
+}
+",
+    );
+    let loads = c
+        .emitted
+        .instrs
+        .iter()
+        .filter(|i| matches!(i, Instr::LoadImm(l) if l.w.waddr_add == waddr::R5 && l.imm == 1.2345f32.to_bits()))
+        .count();
+    assert_eq!(loads, 1, "{}", c.disasm());
+}
+
 #[test]
 fn divergent_if_masks_writes() {
     let c = agrees(

@@ -185,6 +185,12 @@ fn wait_ids(cfg: &Cfg, wakes: &[bool]) -> Vec<u32> {
         .collect()
 }
 
+/// Whether `i` writes r5: a write to its address or a varying read (which loads the varying's
+/// C coefficient there).
+fn writes_r5(i: &Instr) -> bool {
+    effects::writes_addr(i, waddr::R5) || effects::reads_io(i, raddr::VARYING)
+}
+
 fn src_of_const(c: u32) -> Src {
     small_imm_code(c).map_or(Src::Big(c), Src::Imm)
 }
@@ -267,6 +273,9 @@ struct Emitter<'a> {
     uniform_fence: usize,
     /// A uniform read folded into the next operation: its temp and slot.
     folded: Option<(kiln_ir::Temp, u32)>,
+    /// The 32-bit constant r5 holds since its last load, in straight-line code with no thread
+    /// switch between: a second operand of that value reads it without another `load_imm`.
+    r5_const: Option<u32>,
     /// A comparison whose only use is the next `sel`'s condition: the `sel` sets the flags.
     pending_compare: Option<&'a Inst>,
     /// An ALU operation whose only use is a value of the `sel` after it (with only that
@@ -417,6 +426,7 @@ pub fn emit(func: &Function, info: &ShaderInfo, mode: OutputMode) -> Result<Emit
         stream_known: true,
         uniform_fence: 0,
         folded: None,
+        r5_const: None,
         pending_compare: None,
         deferred: None,
         uses: crate::interface::use_counts(func),
@@ -554,6 +564,13 @@ impl<'a> Emitter<'a> {
 
     /// Appends `i` as it is, made by the current origin.
     fn append(&mut self, i: Instr) {
+        let switches = matches!(
+            i.signal(),
+            Some(Signal::ThreadSwitch | Signal::LastThreadSwitch)
+        );
+        if switches || matches!(i, Instr::Branch(_)) || writes_r5(&i) {
+            self.r5_const = None;
+        }
         self.out.push(i);
         self.origins.push([self.origin; 2]);
     }
@@ -662,8 +679,9 @@ impl<'a> Emitter<'a> {
                     regs[k] = Some(Reg::ReadB(raddr::UNIFORM));
                 }
                 Src::Big(c) if r5.is_none() || r5 == Some(s) => {
-                    if r5.is_none() {
+                    if r5.is_none() && self.r5_const != Some(c) {
                         self.push(builder::load_imm(Reg::Acc(5), c)?);
+                        self.r5_const = Some(c);
                     }
                     r5 = Some(s);
                     regs[k] = Some(Reg::Acc(5));
@@ -842,6 +860,7 @@ impl<'a> Emitter<'a> {
         for b in func.block_ids() {
             self.origin = Origin::BlockStart(b);
             self.labels[b.index()] = Some(self.out.len());
+            self.r5_const = None;
             if !self.entered_by_falling[b.index()] {
                 self.flags = Flags::Unknown;
             }
@@ -1599,6 +1618,7 @@ impl<'a> Emitter<'a> {
                 // Switch threads while the TMU works: on the request itself when its signal is
                 // free, two delay slots, then `ldtmu0` takes what was requested before.
                 let mut at = self.out.len() - 1;
+                self.r5_const = None;
                 match &mut self.out[at] {
                     Instr::Alu(a) if !sent && a.sig == Signal::None => a.sig = Signal::ThreadSwitch,
                     _ => {
