@@ -476,7 +476,9 @@ pub fn back_end(
         let func = vc4::lower_interface(&selected, threads, pre_schedule, options.check)?;
         let retry = threads == 2 && pre_schedule == Some(Order::Pressure);
         if retry
-            && failed_demand.is_some_and(|failed| !failed.exceeds(demand(&func)))
+            && failed_demand
+                .zip(demand(&func))
+                .is_some_and(|(failed, now)| !failed.exceeds(now))
             && k + 1 < attempts.len()
         {
             continue;
@@ -509,7 +511,7 @@ pub fn back_end(
             }
             Err(e) => {
                 if threads == 2 && !retry {
-                    failed_demand = Some(demand(&func));
+                    failed_demand = demand(&func);
                 }
                 Err(e)
             }
@@ -521,13 +523,12 @@ pub fn back_end(
     result
 }
 
-/// The most registers `func` needs at once, by the one demand function.
-fn demand(func: &Function) -> kiln_ir::Demand {
+/// The most registers `func` needs at once, by the one demand function (`None`: its blocks
+/// form no CFG).
+fn demand(func: &Function) -> Option<kiln_ir::Demand> {
     let mut func = func.clone();
-    match kiln_analysis::Cfg::compute(&func) {
-        Ok(cfg) => kiln_analysis::compute_liveness(&mut func, &cfg).max,
-        Err(_) => kiln_ir::Demand::ZERO,
-    }
+    let cfg = kiln_analysis::Cfg::compute(&func).ok()?;
+    Some(kiln_analysis::compute_liveness(&mut func, &cfg).max)
 }
 
 /// One entry point through the front end and the middle end.
@@ -644,15 +645,9 @@ pub fn compile_lowered(
     // The retry's middle end keeps the demand within the lowered function's; when the default
     // pipeline already did, it would give the same function again (bounded work: the
     // largest shaders that run one thread are not compiled twice for nothing).
-    let raised = || {
-        let demand = |func: &Function| {
-            let mut cx = Context::with_debug(func.clone(), options.debug);
-            cx.liveness().map(|lv| lv.max)
-        };
-        match (demand(&f.lowered), demand(&f.generic)) {
-            (Ok(limit), Ok(now)) => !kiln_opt::demand_within(now, limit),
-            _ => true,
-        }
+    let raised = || match (demand(&f.lowered), demand(&f.generic)) {
+        (Some(limit), Some(now)) => !kiln_opt::demand_within(now, limit),
+        _ => true,
     };
     let compiled = if over && options.passes.is_none() && raised() {
         let mut cx = Context::with_debug(f.lowered.clone(), options.debug);

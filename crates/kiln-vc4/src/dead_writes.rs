@@ -123,15 +123,10 @@ pub fn remove_with(
     live_in
 }
 
-/// The liveness bit of a register write (file A 0–31, file B 32–63, r0–r3 64–67), or `None`
-/// for a write that is an effect (a peripheral, r5, the SFU, the TMU…).
+/// The liveness bit of a register write the pass may remove (file A 0–31, file B 32–63,
+/// r0–r3 64–67; r5, which also holds what a varying read leaves, stays).
 fn register_bit(w: u8, file_a: bool) -> Option<u32> {
-    match w {
-        0..=31 if file_a => Some(w as u32),
-        0..=31 => Some(32 + w as u32),
-        waddr::R0..=waddr::R3 => Some(64 + (w - waddr::R0) as u32),
-        _ => None,
-    }
+    crate::rename::write_bit(w, file_a).filter(|&b| b != crate::rename::R5)
 }
 
 /// Whether the flags instruction `i` sets are never tested: the straight-line code after it

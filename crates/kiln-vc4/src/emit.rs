@@ -185,6 +185,17 @@ fn wait_ids(cfg: &Cfg, wakes: &[bool]) -> Vec<u32> {
         .collect()
 }
 
+/// The flags condition under which a `sel` takes its first value: the folded comparison's, or
+/// Z clear after `mov.sf c` (c is true).
+fn sel_true_cond(compare: Option<&Inst>) -> Result<Cond, EmitError> {
+    match compare {
+        Some(cmp) => Ok(compare_encoding(cmp.op)
+            .ok_or_else(|| internal("a folded comparison is no comparison"))?
+            .2),
+        None => Ok(Cond::Zc),
+    }
+}
+
 /// Whether `i` writes r5: a write to its address or a varying read (which loads the varying's
 /// C coefficient there).
 fn writes_r5(i: &Instr) -> bool {
@@ -1896,15 +1907,7 @@ impl<'a> Emitter<'a> {
         } else {
             return Ok(false);
         };
-        let true_cond = match compare {
-            Some(cmp) => {
-                compare_encoding(cmp.op)
-                    .ok_or_else(|| internal("a folded comparison is no comparison"))?
-                    .2
-            }
-            // `mov.sf c`: Z clear where c is true.
-            None => Cond::Zc,
-        };
+        let true_cond = sel_true_cond(compare)?;
         let write = if when_true {
             true_cond
         } else {
@@ -1956,14 +1959,7 @@ impl<'a> Emitter<'a> {
         if read.contains(&d_src) || x == d_src || y == d_src {
             return Ok(false);
         }
-        let true_cond = match compare {
-            Some(cmp) => {
-                compare_encoding(cmp.op)
-                    .ok_or_else(|| internal("a folded comparison is no comparison"))?
-                    .2
-            }
-            None => Cond::Zc,
-        };
+        let true_cond = sel_true_cond(compare)?;
         self.exec_flags()?;
         // A uniform read folded into the comparison stays folded: the move reads another.
         let folded = self.folded;

@@ -25,7 +25,7 @@ pub(crate) fn bit(r: Resource) -> Option<u32> {
         Resource::FileA(k) => Some(k as u32),
         Resource::FileB(k) => Some(32 + k as u32),
         Resource::Acc(k) if k < 4 => Some(64 + k as u32),
-        Resource::Acc(5) => Some(68),
+        Resource::Acc(5) => Some(R5),
         _ => None,
     }
 }
@@ -37,6 +37,21 @@ pub struct Refs {
     pub(crate) whole: Regs,
     pub(crate) part: Regs,
 }
+
+/// The bit of the register a write address names (in file A when `file_a`), or `None` for a
+/// write that is an effect (a peripheral, the SFU, the TMU…).
+pub(crate) fn write_bit(waddr: u8, file_a: bool) -> Option<u32> {
+    match waddr {
+        0..=31 if file_a => Some(waddr as u32),
+        0..=31 => Some(32 + waddr as u32),
+        waddr::R0..=waddr::R3 => Some(64 + (waddr - waddr::R0) as u32),
+        waddr::R5 => Some(R5),
+        _ => None,
+    }
+}
+
+/// r5's bit.
+pub(crate) const R5: u32 = 68;
 
 pub(crate) fn refs(i: &Instr, scratch: &mut Vec<Effect>) -> Refs {
     scratch.clear();
@@ -53,14 +68,9 @@ pub(crate) fn refs(i: &Instr, scratch: &mut Vec<Effect>) -> Refs {
         _ => false,
     };
     for w in effects::writes(i) {
-        let resource = match w.waddr {
-            0..=31 if w.file_a => Resource::FileA(w.waddr),
-            0..=31 => Resource::FileB(w.waddr),
-            waddr::R0..=waddr::R3 => Resource::Acc(w.waddr - waddr::R0),
-            waddr::R5 => Resource::Acc(5),
-            _ => continue,
+        let Some(b) = write_bit(w.waddr, w.file_a) else {
+            continue;
         };
-        let Some(b) = bit(resource) else { continue };
         if packs || w.cond != Cond::Always {
             r.part |= 1 << b;
             r.reads |= 1 << b;
@@ -70,7 +80,7 @@ pub(crate) fn refs(i: &Instr, scratch: &mut Vec<Effect>) -> Refs {
     }
     // A varying read also writes r5 (the varying's C coefficient).
     if effects::reads_io(i, kiln_qpu::isa::raddr::VARYING) {
-        r.whole |= 1 << 68;
+        r.whole |= 1 << R5;
     }
     r
 }

@@ -123,6 +123,11 @@ pub fn schedule_with(e: &Emitted, live_at_end: u128) -> Result<Emitted, EmitErro
     };
     // No TLB access or scoreboard wait in the first two instructions.
     s.write_at[Resource::Tlb.index()] = 2;
+    let around = Around {
+        label: &label,
+        fixed: &fixed,
+        switch: &switch,
+    };
     let mut position = vec![None; n + 1];
     let mut region = Vec::new();
     let mut i = 0;
@@ -139,11 +144,6 @@ pub fn schedule_with(e: &Emitted, live_at_end: u128) -> Result<Emitted, EmitErro
             }
             s.region(&region, None)?;
             region.clear();
-            let around = Around {
-                label: &label,
-                fixed: &fixed,
-                switch: &switch,
-            };
             s.thread_switch(sig, i, &around)?;
             i += 3;
             continue;
@@ -160,12 +160,7 @@ pub fn schedule_with(e: &Emitted, live_at_end: u128) -> Result<Emitted, EmitErro
                 && !label[i + 4]
             {
                 let target = (i as i64 + 4 + b.imm as i64 / 8) as usize;
-                let after = Around {
-                    label: &label,
-                    fixed: &fixed,
-                    switch: &switch,
-                };
-                filled += s.fall_through_slots(i, 3 - filled, live_in[target], &after)?;
+                filled += s.fall_through_slots(i, 3 - filled, live_in[target], &around)?;
             }
             s.base = s.out.len();
             for k in i + 1 + filled..i + 4 {
@@ -655,17 +650,10 @@ impl Scheduler<'_> {
                 if e.write { w |= bit } else { r |= bit }
             }
             let ok = fields.is_some_and(|f| {
-                let register = |waddr: u8, file_a: bool| match waddr {
-                    0..=31 if file_a => Some(waddr as u32),
-                    0..=31 => Some(32 + waddr as u32),
-                    waddr::R0..=waddr::R3 => Some(64 + (waddr - waddr::R0) as u32),
-                    waddr::R5 => Some(68),
-                    _ => None,
-                };
                 let write = |waddr: u8, cond: kiln_qpu::isa::Cond, file_a: bool| {
                     waddr == waddr::NOP
                         || cond == kiln_qpu::isa::Cond::Never
-                        || writes(cond, register(waddr, file_a))
+                        || writes(cond, crate::rename::write_bit(waddr, file_a))
                 };
                 !f.sf
                     && write(f.waddr_add, f.cond_add, !f.ws)
