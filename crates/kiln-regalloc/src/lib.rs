@@ -92,6 +92,63 @@ impl RaOptions {
             })
             .collect()
     }
+
+    /// [`RaOptions::limits`], each file capped by the units `func`'s register classes and fixed
+    /// registers can reach: values live at once need that many distinct units, so a demand
+    /// above it cannot be allocated however it is coloured (vc4's two-thread mode gives every
+    /// class the lower half of the files, 35 of the 69 units).
+    pub fn limits_for(&self, func: &Function) -> Vec<u32> {
+        let target = &*func.target;
+        let mut limits = self.limits(target);
+        let files = target.files();
+        let mut reach: Vec<Vec<bool>> = files
+            .iter()
+            .map(|f| vec![false; f.units as usize])
+            .collect();
+        let mut mark = |file: usize, range: std::ops::Range<u32>| {
+            let end = (range.end as usize).min(reach[file].len());
+            reach[file][(range.start as usize).min(end)..end].fill(true);
+        };
+        // Distinct classes are few: a linear scan of those seen keeps this one pass.
+        let mut seen: Vec<kiln_ir::RegClass> = Vec::new();
+        // A class of size 0 is a temp no instruction defines any more.
+        for &class in func.temps.iter().filter(|c| c.size > 0) {
+            if seen.contains(&class) {
+                continue;
+            }
+            seen.push(class);
+            let file = class.file.index();
+            match class.subset.and_then(|s| target.subset(s)) {
+                Some(subset) => {
+                    for u in subset.units.iter() {
+                        mark(file, u..u + class.size as u32);
+                    }
+                }
+                None => mark(file, 0..files[file].units),
+            }
+        }
+        for inst in func.blocks.iter().flat_map(|b| &b.insts) {
+            let fixed = inst
+                .defs
+                .iter()
+                .filter_map(|d| Some((d.fixed?, d.temp)))
+                .chain(
+                    inst.operands
+                        .iter()
+                        .filter_map(|o| Some((o.fixed?, o.temp_id()?))),
+                );
+            for (reg, t) in fixed {
+                let size = func.class(t).size;
+                if let Some(units) = reg.units(size, files[reg.file().index()].units) {
+                    mark(reg.file().index(), units);
+                }
+            }
+        }
+        for (limit, reach) in limits.iter_mut().zip(&reach) {
+            *limit = (*limit).min(reach.iter().filter(|&&r| r).count() as u32);
+        }
+        limits
+    }
 }
 
 /// What one allocation did.
@@ -231,6 +288,7 @@ pub fn allocate_with_input(
     let (print, verify) = (debug.print, debug.verify);
     let target = func.target.clone();
     let limits = options.limits(&*target);
+    let reachable = options.limits_for(func);
     let mut stats = RaStats {
         insts_before: count_insts(func),
         ..RaStats::default()
@@ -254,7 +312,9 @@ pub fn allocate_with_input(
         if attempt == 0 {
             stats.max_demand = per_file(lv.max, &limits);
         }
-        if options.refuse_spilling && over(lv.max, &budget, 1) {
+        // Where no colouring can exist (more values live at once than the classes reach), a
+        // target that cannot spill fails before building anything.
+        if options.refuse_spilling && (over(lv.max, &budget, 1) || over(lv.max, &reachable, 1)) {
             return Err(RaError::WouldSpill {
                 demand: per_file(lv.max, &limits),
                 budget: budget.clone(),
