@@ -651,7 +651,8 @@ pub fn compile_lowered(
     };
     let compiled = if over && options.passes.is_none() && raised() {
         let mut cx = Context::with_debug(f.lowered.clone(), options.debug);
-        kiln_opt::optimize_within_demand(&mut cx, options.precision).map_err(|error| {
+        // `raised` says the default pipeline (what `f.generic` is) raised the demand.
+        kiln_opt::optimize_within_demand(&mut cx, options.precision, true).map_err(|error| {
             Error::Middle {
                 name: name(),
                 error,

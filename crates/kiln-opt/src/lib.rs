@@ -199,8 +199,14 @@ pub fn pipeline_at(precision: Precision) -> Vec<&'static str> {
 /// original and runs the default passes one by one, keeping each only if the demand stays
 /// within the original's — a pass that would raise it is replaced by its gentler variant (`gvn`
 /// by `gvn_keep_uniform_loads`) or undone, and the pipeline goes on. Returns 0 for the default
-/// pipeline, 1 for the second, 2 + the pass runs undone or replaced.
-pub fn optimize_within_demand(cx: &mut Context, precision: Precision) -> Result<usize, PassError> {
+/// pipeline, 1 for the second, 2 + the pass runs undone or replaced. `default_raised`: the
+/// caller has run [`optimize`] on this function and seen it raise the demand, so the default
+/// pipeline is not run again.
+pub fn optimize_within_demand(
+    cx: &mut Context,
+    precision: Precision,
+    default_raised: bool,
+) -> Result<usize, PassError> {
     let original = cx.func().clone();
     let limit = cx.liveness()?.max;
     let at = |p: Vec<&'static str>| -> Vec<&'static str> {
@@ -209,6 +215,7 @@ pub fn optimize_within_demand(cx: &mut Context, precision: Precision) -> Result<
     for (k, pipeline) in [at(DEFAULT_PIPELINE.to_vec()), at(gentler_pipeline())]
         .into_iter()
         .enumerate()
+        .skip(default_raised as usize)
     {
         run_to_fixed_point(cx, &pipeline, precision, k == 1)?;
         let demand = cx.liveness()?.max;

@@ -38,7 +38,8 @@ fn differential(pipelines: &[Vec<&str>], programs: u64) {
             let limit = cx.liveness().unwrap().max;
             let result = if passes.is_empty() {
                 // The whole middle end under its demand constraint.
-                kiln_opt::optimize_within_demand(&mut cx, kiln_opt::Precision::Exact).map(|_| ())
+                kiln_opt::optimize_within_demand(&mut cx, kiln_opt::Precision::Exact, false)
+                    .map(|_| ())
             } else {
                 kiln_opt::run_passes(&mut cx, passes)
             };
