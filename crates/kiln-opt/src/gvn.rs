@@ -5,21 +5,11 @@
 //! ("Value numbering", "Lanes: where a value may be read").
 
 use crate::util::{Avail, reads_other_lanes, set_value};
+use hashbrown::HashTable;
 use kiln_analysis::{Changed, Context, PassError};
-use kiln_ir::{Block, Inst, Opcode, RegClass, Temp, Value};
-use rustc_hash::FxHashMap as HashMap;
-use smallvec::SmallVec;
-
-#[derive(Clone, PartialEq, Eq, Hash, Debug)]
-struct Key {
-    op: Opcode,
-    all_lanes: bool,
-    imms: SmallVec<[u32; 2]>,
-    operands: SmallVec<[Value; 3]>,
-    classes: SmallVec<[RegClass; 1]>,
-    /// The block, for phis and ops that read other lanes (reused within their block only).
-    block: Option<Block>,
-}
+use kiln_ir::{Block, Function, Inst, Opcode, Value};
+use rustc_hash::FxHasher;
+use std::hash::{Hash, Hasher};
 
 fn order(v: &Value) -> (u8, u32) {
     match *v {
@@ -29,9 +19,11 @@ fn order(v: &Value) -> (u8, u32) {
     }
 }
 
-fn key(func: &kiln_ir::Function, b: Block, inst: &Inst, uniforms: bool) -> Option<Key> {
+/// Whether value numbering may reuse or be reused by `inst`: it computes its definitions from
+/// its operands and immediates alone.
+fn numbered(inst: &Inst, uniforms: bool) -> bool {
     let info = inst.op.info();
-    if (!uniforms && inst.op == Opcode::Uniform)
+    !((!uniforms && inst.op == Opcode::Uniform)
         || info.side_effects
         || info.terminator
         || inst.defs.is_empty()
@@ -43,22 +35,58 @@ fn key(func: &kiln_ir::Function, b: Block, inst: &Inst, uniforms: bool) -> Optio
         || inst
             .operands
             .iter()
-            .any(|o| matches!(o.value, Value::Undef(_)))
-    {
-        return None;
+            .any(|o| matches!(o.value, Value::Undef(_))))
+}
+
+/// The operands in the order that makes commuted ones equal (the lower first).
+fn operands(inst: &Inst) -> impl Iterator<Item = Value> + '_ {
+    let swap = inst.op.info().commutative
+        && inst.operands.len() == 2
+        && order(&inst.operands[1].value) < order(&inst.operands[0].value);
+    let n = inst.operands.len();
+    (0..n).map(move |k| inst.operands[if swap { n - 1 - k } else { k }].value)
+}
+
+/// The block a value is reused within only: phis and ops that read other lanes.
+fn scope(inst: &Inst, b: Block) -> Option<Block> {
+    (inst.op.is_phi() || reads_other_lanes(inst)).then_some(b)
+}
+
+/// The value number's hash: opcode, lanes, immediates, operands (commuted to one order), the
+/// definitions' classes and the block of a block-local value — what [`same`] compares.
+fn hash_of(func: &Function, b: Block, inst: &Inst) -> u64 {
+    let mut h = FxHasher::default();
+    inst.op.hash(&mut h);
+    inst.flags.all_lanes.hash(&mut h);
+    inst.imms[..].hash(&mut h);
+    for v in operands(inst) {
+        v.hash(&mut h);
     }
-    let mut operands: SmallVec<[Value; 3]> = inst.operands.iter().map(|o| o.value).collect();
-    if info.commutative && operands.len() == 2 && order(&operands[1]) < order(&operands[0]) {
-        operands.swap(0, 1);
+    for d in &inst.defs {
+        func.class(d.temp).hash(&mut h);
     }
-    Some(Key {
-        op: inst.op,
-        all_lanes: inst.flags.all_lanes,
-        imms: inst.imms.clone(),
-        operands,
-        classes: inst.defs.iter().map(|d| func.class(d.temp)).collect(),
-        block: (inst.op.is_phi() || reads_other_lanes(inst)).then_some(b),
-    })
+    scope(inst, b).hash(&mut h);
+    h.finish()
+}
+
+/// Whether `x` (in block `bx`) and `y` (in `by`) compute the same values.
+fn same(func: &Function, (x, bx): (&Inst, Block), (y, by): (&Inst, Block)) -> bool {
+    x.op == y.op
+        && x.flags.all_lanes == y.flags.all_lanes
+        && x.imms == y.imms
+        && x.operands.len() == y.operands.len()
+        && operands(x).eq(operands(y))
+        && x.defs.len() == y.defs.len()
+        && x.defs
+            .iter()
+            .zip(&y.defs)
+            .all(|(a, b)| func.class(a.temp) == func.class(b.temp))
+        && scope(x, bx) == scope(y, by)
+}
+
+/// The instruction a number names, and its block.
+fn inst_of(func: &Function, m: Number) -> (&Inst, Block) {
+    (&func.block(m.block).insts[m.index as usize], m.block)
 }
 
 /// Removes instructions that recompute a value available from a dominating one.
@@ -70,6 +98,15 @@ pub fn gvn(cx: &mut Context) -> Result<Changed, PassError> {
 /// the uniform stream), keeping one live is a register.
 pub fn gvn_keep_uniform_loads(cx: &mut Context) -> Result<Changed, PassError> {
     gvn_with(cx, false)
+}
+
+/// A value number: the instruction that computes it first on the current dominator-tree path
+/// (its block and index; instructions do not move until the pass ends) and its hash.
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct Number {
+    hash: u64,
+    block: Block,
+    index: u32,
 }
 
 fn gvn_with(cx: &mut Context, uniforms: bool) -> Result<Changed, PassError> {
@@ -86,9 +123,11 @@ fn gvn_with(cx: &mut Context, uniforms: bool) -> Result<Changed, PassError> {
     }
     let mut subst: Vec<Option<Value>> = vec![None; func.temps.len()];
     let mut removed: Vec<(Block, usize)> = Vec::new();
-    let mut table: HashMap<Key, SmallVec<[Temp; 1]>> = HashMap::default();
-    // Undo log: (key, previous entry) per scope.
-    let mut undo: Vec<(Key, Option<SmallVec<[Temp; 1]>>)> = Vec::new();
+    // The scoped table (Click's, with an undo log per dominator-tree scope): numbers are
+    // compared in place, by the instructions they name, so no key is built or copied.
+    let mut table: HashTable<Number> = HashTable::new();
+    // Undo log: the number entered, and the one it shadowed.
+    let mut undo: Vec<(Number, Option<Number>)> = Vec::new();
     // Iterative dominator-tree walk: Enter(b) then Leave(mark).
     enum Step {
         Enter(Block),
@@ -100,11 +139,16 @@ fn gvn_with(cx: &mut Context, uniforms: bool) -> Result<Changed, PassError> {
         let b = match step {
             Step::Leave(mark) => {
                 while undo.len() > mark {
-                    let (k, prev) = undo.pop().expect("non-empty");
-                    match prev {
-                        Some(p) => table.insert(k, p),
-                        None => table.remove(&k),
+                    let (entered, shadowed) = undo.pop().expect("non-empty");
+                    let Ok(entry) = table.find_entry(entered.hash, |m| *m == entered) else {
+                        unreachable!("an entered number stays until its scope ends")
                     };
+                    match shadowed {
+                        Some(prev) => *entry.into_mut() = prev,
+                        None => {
+                            entry.remove();
+                        }
+                    }
                 }
                 continue;
             }
@@ -125,27 +169,41 @@ fn gvn_with(cx: &mut Context, uniforms: bool) -> Result<Changed, PassError> {
                     }
                 }
             }
+            let func = &*func;
             let inst = &func.block(b).insts[i];
-            let Some(k) = key(func, b, inst, uniforms) else {
+            if !numbered(inst, uniforms) {
                 continue;
+            }
+            let hash = hash_of(func, b, inst);
+            let this = Number {
+                hash,
+                block: b,
+                index: i as u32,
             };
-            let defs: SmallVec<[Temp; 1]> = inst.defs.iter().map(|d| d.temp).collect();
-            if let Some(prev) = table.get(&k) {
-                let usable = prev.iter().all(|&p| {
+            let found = table
+                .find(hash, |&m| same(func, inst_of(func, m), (inst, b)))
+                .copied();
+            if let Some(prev) = found {
+                let (prev_inst, _) = inst_of(func, prev);
+                let usable = prev_inst.defs.iter().all(|p| {
+                    let p = p.temp;
                     !avail.linear[p.index()]
                         || (avail.reaches(p, b) && avail.sites[p.index()].is_some())
                 });
                 if usable {
-                    for (d, p) in defs.iter().zip(prev.iter()) {
-                        subst[d.index()] = Some(Value::Temp(*p));
+                    for (d, p) in inst.defs.iter().zip(&prev_inst.defs) {
+                        subst[d.temp.index()] = Some(Value::Temp(p.temp));
                     }
                     removed.push((b, i));
                     any = true;
                     continue;
                 }
+                let entry = table.find_mut(hash, |&m| m == prev).expect("just found");
+                *entry = this;
+            } else {
+                table.insert_unique(hash, this, |m| m.hash);
             }
-            let old = table.insert(k.clone(), defs);
-            undo.push((k, old));
+            undo.push((this, found));
         }
     }
     if !any {
