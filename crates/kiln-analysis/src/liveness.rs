@@ -35,6 +35,19 @@ impl Liveness {
         sum(func, &self.live_in[b.index()])
     }
 
+    /// Walks `blocks` again after their instructions were reordered (which changes neither
+    /// what is live into a block nor out of it): their flags, demands and the maximum, in time
+    /// linear in those blocks (plus one scratch mark per temp).
+    pub fn rewalk(&mut self, func: &mut Function, cfg: &Cfg, blocks: &[Block]) {
+        let mut live = vec![false; func.temps.len()];
+        for &b in blocks {
+            let (dem, max) = walk_block(func, cfg, self, b, &mut live);
+            self.register_demand[b.index()] = dem;
+            self.block_max[b.index()] = max;
+        }
+        self.max = self.block_max.iter().fold(Demand::ZERO, |m, &d| m.max(d));
+    }
+
     /// Every quantity of seed 000 for each instruction of `b`, from the flags liveness wrote.
     pub fn inst_demands(&self, func: &Function, b: Block) -> Vec<InstDemand> {
         block_demands(
@@ -152,13 +165,40 @@ pub(crate) fn solve(
     (live_in, live_out)
 }
 
-/// Runs liveness on `func`, writing kill flags and dead flags into it.
-pub fn compute_liveness(func: &mut Function, cfg: &Cfg) -> Liveness {
-    let n = func.blocks.len();
+/// What is live into and out of every block, the linear temps and the values leaving
+/// divergent loops: [`compute_liveness`] without walking the instructions (no flags, no
+/// demand), for a pass that needs the sets alone.
+#[derive(Clone, Debug)]
+pub struct LiveSets {
+    pub live_in: Vec<LiveSet>,
+    pub live_out: Vec<LiveSet>,
+    pub linear: Vec<bool>,
+    pub loop_leaving: Vec<LiveSet>,
+}
+
+/// The block sets of liveness (see [`LiveSets`]).
+pub fn live_sets(func: &Function, cfg: &Cfg) -> LiveSets {
     let linear = func.linear_temps();
     let sets = BlockSets::compute(func, cfg);
     let (live_in, live_out) = solve(cfg, &sets, |t| linear[t as usize]);
     let loop_leaving = loop_leaving(func, cfg, &linear, &sets.def_block, &live_in);
+    LiveSets {
+        live_in,
+        live_out,
+        linear,
+        loop_leaving,
+    }
+}
+
+/// Runs liveness on `func`, writing kill flags and dead flags into it.
+pub fn compute_liveness(func: &mut Function, cfg: &Cfg) -> Liveness {
+    let n = func.blocks.len();
+    let LiveSets {
+        live_in,
+        live_out,
+        linear,
+        loop_leaving,
+    } = live_sets(func, cfg);
     let mut liveness = Liveness {
         live_in,
         live_out,
@@ -228,7 +268,8 @@ fn loop_leaving(
         .collect()
 }
 
-/// Walks a block backwards: flags, dead definitions, then per-instruction demand.
+/// Walks a block backwards once: per instruction its dead definitions and operand flags, then
+/// its demand from those flags and the demand live after it.
 fn walk_block(
     func: &mut Function,
     cfg: &Cfg,
@@ -237,15 +278,24 @@ fn walk_block(
     live: &mut [bool],
 ) -> (Vec<Demand>, Demand) {
     let bi = b.index();
+    // Temps marked in `live`: every one is cleared before the next block.
+    let mut marked = 0usize;
     for t in lv.live_out[bi].iter() {
         live[t.index()] = true;
+        marked += 1;
     }
-    let live_in = &lv.live_in[bi];
-    for inst in func.blocks[bi].insts.iter_mut().rev() {
+    let mut cur = sum(func, &lv.live_out[bi]);
+    let Function { temps, blocks, .. } = func;
+    let insts = &mut blocks[bi].insts;
+    let mut dems = vec![Demand::ZERO; insts.len()];
+    let mut max = Demand::ZERO;
+    for (k, inst) in insts.iter_mut().enumerate().rev() {
         // Definitions: dead when not live after; they leave the live set.
         for d in inst.defs.iter_mut() {
-            d.dead = !live[d.temp.index()];
-            live[d.temp.index()] = false;
+            let l = &mut live[d.temp.index()];
+            d.dead = !*l;
+            marked -= *l as usize;
+            *l = false;
         }
         if inst.op.is_phi() {
             set_phi_flags(cfg, lv, b, inst);
@@ -253,30 +303,30 @@ fn walk_block(
             set_operand_flags(inst, live);
             for op in &inst.operands {
                 if let Some(t) = op.temp_id() {
+                    marked += !live[t.index()] as usize;
                     live[t.index()] = true;
                 }
             }
         }
+        let d = InstDemand::compute(temps, inst, cur);
+        cur = d.live_in();
+        dems[k] = d.register_demand();
+        max = max.max(dems[k]);
     }
-    for t in live_in.iter() {
+    for t in lv.live_in[bi].iter() {
+        marked -= live[t.index()] as usize;
         live[t.index()] = false;
     }
     // Anything still marked is a temp used before its definition, which the verifier rejects;
     // clear it so the next block starts clean.
-    for inst in &func.blocks[bi].insts {
-        for t in inst.used_temps() {
-            live[t.index()] = false;
+    if marked > 0 {
+        for inst in insts.iter() {
+            for t in inst.used_temps() {
+                live[t.index()] = false;
+            }
         }
     }
-    let dems = block_demands(
-        &func.temps,
-        &func.blocks[bi].insts,
-        sum(func, &lv.live_out[bi]),
-    );
-    let max = dems
-        .iter()
-        .fold(Demand::ZERO, |m, d| m.max(d.register_demand()));
-    (dems.iter().map(InstDemand::register_demand).collect(), max)
+    (dems, max)
 }
 
 /// The demand quantities of a block's instructions, walking back from its live-out demand.

@@ -113,25 +113,20 @@ pub fn schedule(
     let Ok(cfg) = Cfg::compute(func) else {
         return outcome;
     };
-    let before = compute_liveness(func, &cfg);
+    let mut lv = compute_liveness(func, &cfg);
     let mut originals: Vec<(Block, Vec<Inst>)> = Vec::new();
     for b in (0..func.blocks.len()).map(Block::new) {
         let insts = &func.block(b).insts;
         // Work that fills a wait stays within the demand the block had (its order is free to
         // change, not its registers).
         let mut fill = budget;
-        for (f, had) in fill.0.iter_mut().zip(before.block_max[b.index()].0) {
+        for (f, had) in fill.0.iter_mut().zip(lv.block_max[b.index()].0) {
             *f = (*f).min(had);
         }
         let fill = (order == Order::Latency).then_some(fill);
-        let Some(order) = schedule_block(
-            func,
-            insts,
-            &before.live_out[b.index()],
-            target,
-            budget,
-            fill,
-        ) else {
+        let Some(order) =
+            schedule_block(func, insts, &lv.live_out[b.index()], target, budget, fill)
+        else {
             continue;
         };
         let block = func.block_mut(b);
@@ -142,20 +137,23 @@ pub fn schedule(
     if originals.is_empty() {
         return outcome;
     }
-    let after = compute_liveness(func, &cfg);
-    let mut reverted = false;
-    for (b, original) in originals {
-        let (old, new) = (before.block_max[b.index()], after.block_max[b.index()]);
+    // A block's order changes neither its live-in nor its live-out: only the reordered blocks
+    // are walked again. A block whose demand rose past the budget gets its order back, with the
+    // flags and demands the first walk wrote into it.
+    let before: Vec<Demand> = originals
+        .iter()
+        .map(|(b, _)| lv.block_max[b.index()])
+        .collect();
+    let blocks: Vec<Block> = originals.iter().map(|(b, _)| *b).collect();
+    lv.rewalk(func, &cfg, &blocks);
+    for ((b, original), old) in originals.into_iter().zip(before) {
+        let new = lv.block_max[b.index()];
         if new.exceeds(budget) && new.exceeds(old) {
             func.block_mut(b).insts = original;
             outcome.kept += 1;
-            reverted = true;
         } else {
             outcome.reordered += 1;
         }
-    }
-    if reverted {
-        compute_liveness(func, &cfg);
     }
     outcome
 }

@@ -138,7 +138,12 @@ pub fn masked_blocks(func: &Function, cfg: &Cfg) -> Vec<bool> {
 fn tie_masked_selects(func: &mut Function) {
     let Ok(cfg) = Cfg::compute(func) else { return };
     let masked = masked_blocks(func, &cfg);
+    let any = |b: usize| func.blocks[b].insts.iter().any(|i| i.op == Opcode::Sel);
+    if !(0..func.blocks.len()).any(|b| masked[b] && any(b)) {
+        return;
+    }
     let linear = func.linear_temps();
+    // The kill flags say which values a select may overwrite.
     kiln_analysis::compute_liveness(func, &cfg);
     for (b, block) in func.blocks.iter_mut().enumerate() {
         if !masked[b] {

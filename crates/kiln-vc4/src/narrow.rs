@@ -5,7 +5,7 @@
 
 use crate::ops::{Op, Resource};
 use crate::target::Q;
-use kiln_analysis::{Cfg, LiveSet, compute_liveness, wide_liveness};
+use kiln_analysis::{Cfg, LiveSet, live_sets, wide_liveness};
 use kiln_ir::{Function, Inst, Opcode, RegClass, Temp};
 
 const R4: u8 = 1;
@@ -28,7 +28,7 @@ pub fn narrow_classes(func: &mut Function) {
 /// lookups switch threads, taking the accumulators from the values live across them.
 pub fn narrow_classes_with(func: &mut Function, r4: bool, threaded: bool) {
     let Ok(cfg) = Cfg::compute(func) else { return };
-    let lv = compute_liveness(func, &cfg);
+    let lv = live_sets(func, &cfg);
     let n = func.temps.len();
     // Bit R4: the value may sit in r4; bit ACC: in r0–r3.
     let mut bits = vec![if r4 { R4 | ACC } else { ACC }; n];
