@@ -11,7 +11,7 @@ use kiln_ir::{Block, Cfg, Function, Inst, Opcode, Operand, Value};
 use kiln_qpu::isa::builder::{self, Reg};
 use kiln_qpu::isa::effects;
 use kiln_qpu::isa::{
-    AddOp, AluInstr, BranchCond, Cond, Instr, MulOp, Signal, Unpack, raddr, small_imm_value, waddr,
+    AddOp, AluInstr, BranchCond, Cond, Instr, MulOp, Signal, Unpack, raddr, small_imm_code, waddr,
 };
 use std::fmt;
 
@@ -156,10 +156,6 @@ fn stream_constant(srcs: &[Src]) -> Vec<Src> {
         }
     }
     out
-}
-
-fn small_imm_code(v: u32) -> Option<u8> {
-    (0..48u8).find(|&c| small_imm_value(c) == Some(v))
 }
 
 /// Per block, the value ra13 holds in the lanes waiting for it: a small immediate (1–15, then

@@ -223,9 +223,7 @@ impl Target for Vc4Target {
     }
     /// A small immediate is read through B's address field.
     fn constant_read_port(&self, value: u32) -> Option<u8> {
-        (0..48)
-            .any(|c| kiln_qpu::isa::small_imm_value(c) == Some(value))
-            .then_some(1)
+        kiln_qpu::isa::small_imm_code(value).map(|_| 1)
     }
     /// Mesa's order (`vc4_register_allocate.c`, seed 002): r4 when the class allows it (only
     /// an r4 writer's result may sit there, and taking it saves the move out of r4); then an

@@ -576,3 +576,51 @@ pub fn small_imm_read_value(si: u8) -> u32 {
         None => (si as i32 - 64) as u32,
     }
 }
+
+/// The small-immediate code (0–47) whose value is `v`, if one is: the inverse of
+/// [`small_imm_value`], read off the value (an integer −16..15, or ±0-free powers of two from
+/// 2⁻⁸ to 2⁷ as `f32` bits).
+pub fn small_imm_code(v: u32) -> Option<u8> {
+    let i = v as i32;
+    if (0..=15).contains(&i) {
+        return Some(i as u8);
+    }
+    if (-16..=-1).contains(&i) {
+        return Some((i + 32) as u8);
+    }
+    // A positive power of two: no sign, no mantissa bits.
+    if v & 0x807f_ffff != 0 {
+        return None;
+    }
+    match ((v >> 23) & 0xff) as i32 - 127 {
+        e @ 0..=7 => Some(32 + e as u8),
+        e @ -8..=-1 => Some((48 + e) as u8),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod small_imm_tests {
+    use super::*;
+
+    /// The inverse agrees with a search of the 48 codes, on every code's value and on values
+    /// around them (neighbouring bit patterns, negatives, NaN, zero of either sign).
+    #[test]
+    fn small_imm_code_inverts_the_value_table() {
+        let search = |v: u32| (0..48u8).find(|&c| small_imm_value(c) == Some(v));
+        let mut probes: Vec<u32> = vec![0, 0x8000_0000, 0x7fc0_0000, u32::MAX, 16, 0xffff_ffef];
+        for c in 0..48u8 {
+            let v = small_imm_value(c).unwrap();
+            assert_eq!(small_imm_code(v), Some(c));
+            probes.extend([
+                v.wrapping_add(1),
+                v.wrapping_sub(1),
+                v ^ 0x8000_0000,
+                v << 1,
+            ]);
+        }
+        for v in probes {
+            assert_eq!(small_imm_code(v), search(v), "{v:#x}");
+        }
+    }
+}
