@@ -714,7 +714,7 @@ struct Graph {
     /// that are more than one temp, and 10^loop depth of their instruction: their members are
     /// coalesced into one node of the vector's class, so they are coloured in place.
     groups: Vec<(VectorUse, f64)>,
-    /// Temps read by one instruction with every temp, and the read ports (bits) its constant
+    /// Temps read by one instruction with every temp (ascending), and the read ports (bits) its constant
     /// operands take there (`Target::read_port`, `Target::constant_read_port`).
     read_with: Vec<Vec<u32>>,
     constant_ports: Vec<u8>,
@@ -729,11 +729,11 @@ fn frequency(cfg: &Cfg, b: kiln_ir::Block) -> f64 {
 fn build(func: &Function, cfg: &Cfg, lv: &Liveness) -> Graph {
     let n = func.temps.len();
     let file_of = |t: Temp| func.temps[t.index()].file;
-    // Neighbour lists, filled unsorted and with the few repeats (phi and all-lanes edges), then
-    // each sorted on its own: Σ d·log d rather than sorting every edge of the function.
-    let mut edges: Vec<Vec<u32>> = vec![Vec::new(); n];
+    // Edges, each once in one direction with the few repeats (phi and all-lanes edges), into
+    // one vector; the sorted neighbour lists are made from it at the end (`adjacency`).
+    let mut edges: Vec<(u32, u32)> = Vec::new();
     let mut partners: Vec<Vec<(u32, i32, f64)>> = vec![Vec::new(); n];
-    let mut read_with: Vec<Vec<u32>> = vec![Vec::new(); n];
+    let mut read_pairs: Vec<(u32, u32)> = Vec::new();
     let mut constant_ports = vec![0u8; n];
     let mut length = vec![0u32; n];
     let mut weight = vec![0f64; n];
@@ -746,10 +746,9 @@ fn build(func: &Function, cfg: &Cfg, lv: &Liveness) -> Graph {
         }
     }
     let mut live = LiveList::new(n);
-    let add = |a: Temp, b: Temp, edges: &mut [Vec<u32>]| {
+    let add = |a: Temp, b: Temp, edges: &mut Vec<(u32, u32)>| {
         if a != b && file_of(a) == file_of(b) {
-            edges[a.index()].push(b.0);
-            edges[b.index()].push(a.0);
+            edges.push((a.0, b.0));
         }
     };
     for b in func.block_ids() {
@@ -789,7 +788,7 @@ fn build(func: &Function, cfg: &Cfg, lv: &Liveness) -> Graph {
                 }
             }
             copy_partners(func, inst, freq, &mut partners);
-            read_together(func, inst, &mut read_with, &mut constant_ports);
+            read_together(func, inst, &mut read_pairs, &mut constant_ports);
             if inst.op != Opcode::CreateVector {
                 groups.extend(
                     vector_uses(func, inst)
@@ -838,11 +837,8 @@ fn build(func: &Function, cfg: &Cfg, lv: &Liveness) -> Graph {
             }
         }
     }
-    for list in edges.iter_mut() {
-        list.sort_unstable();
-        list.dedup();
-    }
-    let adj = edges;
+    let adj = adjacency(n, &edges);
+    let read_with = adjacency(n, &read_pairs);
     Graph {
         adj,
         partners,
@@ -855,13 +851,51 @@ fn build(func: &Function, cfg: &Cfg, lv: &Liveness) -> Graph {
     }
 }
 
+/// Sorted neighbour lists without repeats from undirected `edges` over `n` nodes, by a
+/// counting sort on the neighbour: the lists are filled in ascending neighbour order, each
+/// allocated once at its degree — O(nodes + edges), no comparison sort.
+fn adjacency(n: usize, edges: &[(u32, u32)]) -> Vec<Vec<u32>> {
+    // start[k]..start[k + 1]: the entries whose neighbour is k (each edge is two entries).
+    let mut start = vec![0u32; n + 1];
+    for &(a, b) in edges {
+        start[a as usize + 1] += 1;
+        start[b as usize + 1] += 1;
+    }
+    for k in 0..n {
+        start[k + 1] += start[k];
+    }
+    // The owner of each entry, grouped by neighbour. The graph is symmetric, so a node's
+    // degree is also how many entries name it as the neighbour.
+    let mut owner = vec![0u32; 2 * edges.len()];
+    let mut next = start.clone();
+    for &(a, b) in edges {
+        owner[next[b as usize] as usize] = a;
+        next[b as usize] += 1;
+        owner[next[a as usize] as usize] = b;
+        next[a as usize] += 1;
+    }
+    let mut adj: Vec<Vec<u32>> = (0..n)
+        .map(|k| Vec::with_capacity((start[k + 1] - start[k]) as usize))
+        .collect();
+    for k in 0..n {
+        for &o in &owner[start[k] as usize..start[k + 1] as usize] {
+            // Ascending k: a repeat is the list's last entry.
+            let list = &mut adj[o as usize];
+            if list.last() != Some(&(k as u32)) {
+                list.push(k as u32);
+            }
+        }
+    }
+    adj
+}
+
 /// The operands one instruction reads together (an operation, not a copy or a vector
-/// instruction, whose parts are moved one by one): each temp's companions, and the read ports
-/// its constants take.
+/// instruction, whose parts are moved one by one): each pair of temps read together, and the
+/// read ports its constants take.
 fn read_together(
     func: &Function,
     inst: &kiln_ir::Inst,
-    read_with: &mut [Vec<u32>],
+    read_pairs: &mut Vec<(u32, u32)>,
     constant_ports: &mut [u8],
 ) {
     if inst.op.is_phi()
@@ -886,8 +920,7 @@ fn read_together(
         constant_ports[a.index()] |= ports;
         for b in inst.operands[..i].iter().filter_map(|o| o.temp_id()) {
             if a != b && func.temps[a.index()].file == func.temps[b.index()].file {
-                read_with[a.index()].push(b.0);
-                read_with[b.index()].push(a.0);
+                read_pairs.push((a.0, b.0));
             }
         }
     }
