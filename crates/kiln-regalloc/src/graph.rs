@@ -1022,3 +1022,35 @@ fn copy_partners(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::adjacency;
+    use proptest::prelude::*;
+    use std::collections::BTreeSet;
+
+    proptest! {
+        /// The counting sort gives what a set of both directions of every edge gives: each
+        /// list ascending, without repeats, symmetric.
+        #[test]
+        fn adjacency_lists_every_neighbour_once_in_order(
+            n in 1usize..40,
+            raw in proptest::collection::vec((0u32..40, 0u32..40), 0..200),
+        ) {
+            let edges: Vec<(u32, u32)> = raw
+                .into_iter()
+                .map(|(a, b)| (a % n as u32, b % n as u32))
+                .filter(|(a, b)| a != b)
+                .collect();
+            let mut expected = vec![BTreeSet::new(); n];
+            for &(a, b) in &edges {
+                expected[a as usize].insert(b);
+                expected[b as usize].insert(a);
+            }
+            let adj = adjacency(n, &edges);
+            for (k, list) in adj.iter().enumerate() {
+                prop_assert_eq!(list, &expected[k].iter().copied().collect::<Vec<_>>());
+            }
+        }
+    }
+}
