@@ -167,12 +167,16 @@ impl<'l> Interference<'l> {
     }
 
     /// For every temp, the temps it may interfere with where one of the two is written in all
-    /// lanes of a per-lane file: a symmetric superset of the pairs [`Self::interferes`] says yes
-    /// to among them, so a caller asks the query of these candidates only rather than of every
-    /// pair. Found in one backward walk of each block: what is live along the linear CFG after
-    /// an all-lanes definition (and leaves a loop around it, and is defined beside it), and
-    /// what is defined while an all-lanes value is live. Cost: the instructions, plus the live
-    /// sets met at all-lanes definitions, plus the live all-lanes values met at definitions.
+    /// lanes of a per-lane file beyond the SSA criterion (one live where the other is
+    /// defined, which an allocator sees already): a symmetric superset of the pairs
+    /// [`Self::interferes`] says yes to and the SSA criterion does not, so a caller asks the
+    /// query of these candidates only rather than of every pair. Found in one backward walk of
+    /// each block: what is live along the linear CFG after an all-lanes definition (and leaves
+    /// a loop around it, and is defined beside it), and what is defined while an all-lanes value
+    /// is live — skipping definitions in blocks where the linear CFG keeps no per-lane value
+    /// live that the logical one does not, in no loop values leave at different iterations.
+    /// Cost: the instructions, plus the live sets met at all-lanes definitions, plus the live
+    /// all-lanes values met at definitions.
     pub fn all_lanes_candidates(&self, func: &Function) -> &'l [Vec<u32>] {
         let data: &'l InterferenceData = self.data;
         data.candidates.get_or_init(|| self.find_candidates(func))
@@ -189,12 +193,35 @@ impl<'l> Interference<'l> {
                 .iter()
                 .any(|d| self.data.all_lanes[d.temp.index()])
         };
+        // A block where every per-lane value live along the linear CFG is live logically, in no
+        // loop that values leave at different iterations: an all-lanes write there overwrites
+        // only what is live after it, which the SSA criterion already says — no candidates.
+        let plain: Vec<bool> = func
+            .block_ids()
+            .map(|b| {
+                self.data.loops_of[b.index()]
+                    .iter()
+                    .all(|&l| self.liveness.loop_leaving[l as usize].is_empty())
+                    && wide[b.index()].iter().all(|t| {
+                        !self.data.per_lane[t.index()]
+                            || self.liveness.linear[t.index()]
+                            || self.liveness.live_out[b.index()].contains(t)
+                    })
+            })
+            .collect();
+        // All-lanes values whose definition is not in a plain block.
+        let hits = |t: u32| {
+            self.data.all_lanes[t as usize] && {
+                let (db, _) = self.data.def_site[t as usize];
+                db != NONE && !plain[db as usize]
+            }
+        };
         let mut live = LiveList::new(n);
         // All-lanes values live (logically) after the instruction being walked.
         let mut live_wide: Vec<u32> = Vec::new();
         for b in func.block_ids() {
             let insts = &func.block(b).insts;
-            let walk_all = insts.iter().any(wide_def);
+            let walk_all = !plain[b.index()] && insts.iter().any(wide_def);
             let mut leaving: Vec<u32> = Vec::new();
             if walk_all {
                 for t in wide[b.index()].iter() {
@@ -208,8 +235,8 @@ impl<'l> Interference<'l> {
             live_wide.extend(
                 self.liveness.live_out[b.index()]
                     .iter()
-                    .filter(|t| self.data.all_lanes[t.index()])
-                    .map(|t| t.0),
+                    .map(|t| t.0)
+                    .filter(|&t| hits(t)),
             );
             for inst in insts.iter().rev() {
                 if walk_all {
@@ -241,7 +268,7 @@ impl<'l> Interference<'l> {
                 }
                 live_wide.retain(|&w| inst.defs.iter().all(|d| d.temp.0 != w));
                 if !inst.op.is_phi() {
-                    for t in inst.used_temps().filter(|t| self.data.all_lanes[t.index()]) {
+                    for t in inst.used_temps().filter(|t| hits(t.0)) {
                         if !live_wide.contains(&t.0) {
                             live_wide.push(t.0);
                         }
