@@ -4,21 +4,21 @@
 //! that computes it packs it itself (`fmul ra14.8a, …`, as Mesa's code does) and the move goes.
 //! On the QPU code before scheduling, with the liveness of [`crate::rename`].
 
-use crate::rename::{Regs, liveness, refs};
+use crate::rename::{Refs, Regs, liveness, refs};
 use kiln_qpu::isa::effects;
-use kiln_qpu::isa::validate::{block_starts, successors};
+use kiln_qpu::isa::validate::block_starts;
 use kiln_qpu::isa::{AddOp, Cond, Instr, MulOp, Mux, Signal, Unpack, waddr};
 
 /// The mul unit's pack codes 8a–8d.
 const BYTES: std::ops::RangeInclusive<u8> = 4..=7;
 
 /// Folds pack moves into their producers in `code` (a folded move becomes a `nop`, which the
-/// scheduler drops); `live_at_end` as for [`crate::rename::rename`].
-pub fn fold(code: &mut [Instr], live_at_end: Regs) {
+/// scheduler drops); `r` is what each instruction reads and writes ([`refs`], kept current),
+/// `succ` the control flow, `live_at_end` as for [`crate::rename::rename`].
+pub fn fold(code: &mut [Instr], r: &mut [Refs], succ: &[Vec<usize>], live_at_end: Regs) {
     let n = code.len();
     let mut scratch = Vec::new();
-    let mut r: Vec<_> = code.iter().map(|i| refs(i, &mut scratch)).collect();
-    let live_out = liveness(&r, &successors(code), live_at_end);
+    let live_out = liveness(r, succ, live_at_end);
     let joins = block_starts(code);
     for j in 0..n {
         let Instr::Alu(m) = code[j] else { continue };
@@ -101,13 +101,15 @@ pub fn fold(code: &mut [Instr], live_at_end: Regs) {
 /// written — its four bytes packed by the mul unit, or written whole first — and read by the
 /// tile-buffer write all in the straight-line code after the last thread switch, an
 /// accumulator nothing uses there holds it instead (one the first write reads last is free),
-/// and the write reads it the next instruction rather than the second.
-pub fn colour_in_accumulator(code: &mut [Instr], live_at_end: Regs) {
+/// and the write reads it the next instruction rather than the second. `r`, `succ` and
+/// `live_at_end` as for [`fold`].
+pub fn colour_in_accumulator(
+    code: &mut [Instr],
+    r: &mut [Refs],
+    succ: &[Vec<usize>],
+    live_at_end: Regs,
+) {
     const COLOUR: u32 = 14;
-    let mut scratch = Vec::new();
-    let r: Vec<_> = code.iter().map(|i| refs(i, &mut scratch)).collect();
-    let live_out = liveness(&r, &successors(code), live_at_end);
-    let joins = block_starts(code);
     let colour: Regs = 1 << COLOUR;
     let Some(t) = code.iter().position(|i| {
         effects::writes(i)
@@ -116,6 +118,8 @@ pub fn colour_in_accumulator(code: &mut [Instr], live_at_end: Regs) {
     }) else {
         return;
     };
+    let live_out = liveness(r, succ, live_at_end);
+    let joins = block_starts(code);
     let Instr::Alu(tw) = code[t] else { return };
     let reads_colour = tw.raddr_a == COLOUR as u8
         && effects::used_muxes(&tw).contains(&Mux::A)
@@ -209,11 +213,22 @@ pub fn colour_in_accumulator(code: &mut [Instr], live_at_end: Regs) {
             _ => {}
         }
     }
+    let mut scratch = Vec::new();
+    for &k in &refs_at {
+        r[k] = refs(&code[k], &mut scratch);
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use kiln_qpu::isa::validate::successors;
+
+    fn facts(code: &[Instr]) -> (Vec<Refs>, Vec<Vec<usize>>) {
+        let mut scratch = Vec::new();
+        let r = code.iter().map(|i| refs(i, &mut scratch)).collect();
+        (r, successors(code))
+    }
     use kiln_qpu::isa::{
         AluInstr,
         builder::{self, Reg},
@@ -237,7 +252,8 @@ mod tests {
         let end = [Instr::Alu(end), Instr::nop(), Instr::nop()];
         let mut code = vec![fmul(Reg::Acc(3)), pack(0)];
         code.extend(end);
-        fold(&mut code, 1 << 14);
+        let (mut r, succ) = facts(&code);
+        fold(&mut code, &mut r, &succ, 1 << 14);
         let Instr::Alu(p) = code[0] else { panic!() };
         assert_eq!(
             (p.op_mul, p.w.waddr_mul, p.w.ws, p.w.pm, p.w.pack),
@@ -252,7 +268,8 @@ mod tests {
         ];
         code.extend(end);
         let before = code.clone();
-        fold(&mut code, 1 << 14);
+        let (mut r, succ) = facts(&code);
+        fold(&mut code, &mut r, &succ, 1 << 14);
         assert_eq!(code, before);
     }
 
@@ -285,7 +302,8 @@ mod tests {
             c
         };
         let mut code = program(false);
-        colour_in_accumulator(&mut code, 0);
+        let (mut r, succ) = facts(&code);
+        colour_in_accumulator(&mut code, &mut r, &succ, 0);
         // r1 is read by the packs: r0 is the free accumulator.
         for (k, i) in code[1..5].iter().enumerate() {
             let Instr::Alu(a) = i else { panic!() };
@@ -301,7 +319,8 @@ mod tests {
         );
         let mut code = program(true);
         let before = code.clone();
-        colour_in_accumulator(&mut code, 0);
+        let (mut r, succ) = facts(&code);
+        colour_in_accumulator(&mut code, &mut r, &succ, 0);
         assert_eq!(code, before);
     }
 }

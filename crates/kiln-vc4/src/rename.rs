@@ -14,7 +14,7 @@
 //! reads or writes and that is dead after it, the one least recently used.
 
 use kiln_qpu::isa::effects::{self, Effect, Resource};
-use kiln_qpu::isa::validate::{block_starts, successors};
+use kiln_qpu::isa::validate::block_starts;
 use kiln_qpu::isa::{Cond, Instr, Mux, Signal, Unpack, waddr};
 
 /// Registers as bits: file A 0–31, file B 32–63, r0–r3 64–67, r5 68 (never renamed).
@@ -85,17 +85,26 @@ pub(crate) fn refs(i: &Instr, scratch: &mut Vec<Effect>) -> Refs {
     r
 }
 
-/// Renames registers in `code`; `live_at_end` are registers read after the program ends
-/// (none for a shader; a test that looks at registers names them).
-/// Returns what the renamed code's instructions read and write ([`refs`]) and the registers
-/// live after each ([`liveness`]), kept exact through the renaming.
-pub fn rename(code: &mut [Instr], live_at_end: Regs) -> (Vec<Refs>, Vec<Regs>) {
-    let n = code.len();
+/// What each instruction of `code` reads and writes ([`refs`]).
+pub fn refs_of(code: &[Instr]) -> Vec<Refs> {
     let mut scratch = Vec::new();
-    let mut refs: Vec<Refs> = code.iter().map(|i| refs(i, &mut scratch)).collect();
-    let succ = successors(code);
+    code.iter().map(|i| refs(i, &mut scratch)).collect()
+}
+
+/// Renames registers in `code`, whose instructions read and write what `refs` says
+/// ([`refs_of`]) and flow as `succ` says (`isa::validate::successors`); `live_at_end` are
+/// registers read after the program ends (none for a shader; a test that looks at registers
+/// names them). Returns what the renamed code's instructions read and write and the registers
+/// live after each ([`liveness`]), kept exact through the renaming.
+pub fn rename(
+    code: &mut [Instr],
+    mut refs: Vec<Refs>,
+    succ: &[Vec<usize>],
+    live_at_end: Regs,
+) -> (Vec<Refs>, Vec<Regs>) {
+    let n = code.len();
     let joins = block_starts(code);
-    let mut live_out = liveness(&refs, &succ, live_at_end);
+    let mut live_out = liveness(&refs, succ, live_at_end);
     let threaded = code.iter().any(|i| {
         matches!(
             i.signal(),

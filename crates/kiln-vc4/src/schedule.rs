@@ -34,9 +34,13 @@ pub fn schedule(e: &Emitted) -> Result<Emitted, EmitError> {
 pub fn schedule_with(e: &Emitted, live_at_end: u128) -> Result<Emitted, EmitError> {
     let n = e.instrs.len();
     let mut instrs = e.instrs.clone();
-    crate::pack_fold::fold(&mut instrs, live_at_end);
-    crate::pack_fold::colour_in_accumulator(&mut instrs, live_at_end);
-    let (refs, live_out) = crate::rename::rename(&mut instrs, live_at_end);
+    // What each instruction reads and writes, decoded once and kept current by the passes
+    // that change instructions (none changes the control flow).
+    let mut refs = crate::rename::refs_of(&instrs);
+    let succ = kiln_qpu::isa::validate::successors(&instrs);
+    crate::pack_fold::fold(&mut instrs, &mut refs, &succ, live_at_end);
+    crate::pack_fold::colour_in_accumulator(&mut instrs, &mut refs, &succ, live_at_end);
+    let (refs, live_out) = crate::rename::rename(&mut instrs, refs, &succ, live_at_end);
     let live_in = crate::dead_writes::remove_with(&mut instrs, &refs, &live_out, live_at_end);
     let mut label = vec![false; n + 1];
     let mut fixed = vec![false; n];
