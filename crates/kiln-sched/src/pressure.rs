@@ -114,7 +114,9 @@ pub fn schedule(
         return outcome;
     };
     let mut lv = compute_liveness(func, &cfg);
-    let mut originals: Vec<(Block, Vec<Inst>)> = Vec::new();
+    // The blocks reordered, and the order each took (instruction k of the new order was
+    // instruction order[k]).
+    let mut reordered: Vec<(Block, Vec<usize>)> = Vec::new();
     for b in (0..func.blocks.len()).map(Block::new) {
         let insts = &func.block(b).insts;
         // Work that fills a wait stays within the demand the block had (its order is free to
@@ -130,32 +132,57 @@ pub fn schedule(
             continue;
         };
         let block = func.block_mut(b);
-        let original = std::mem::take(&mut block.insts);
-        block.insts = order.iter().map(|&k| original[k].clone()).collect();
-        originals.push((b, original));
+        block.insts = permute(std::mem::take(&mut block.insts), &order, false);
+        reordered.push((b, order));
     }
-    if originals.is_empty() {
+    if reordered.is_empty() {
         return outcome;
     }
     // A block's order changes neither its live-in nor its live-out: only the reordered blocks
-    // are walked again. A block whose demand rose past the budget gets its order back, with the
-    // flags and demands the first walk wrote into it.
-    let before: Vec<Demand> = originals
+    // are walked again. A block whose demand rose past the budget gets its order back (and is
+    // walked once more).
+    let before: Vec<Demand> = reordered
         .iter()
         .map(|(b, _)| lv.block_max[b.index()])
         .collect();
-    let blocks: Vec<Block> = originals.iter().map(|(b, _)| *b).collect();
+    let blocks: Vec<Block> = reordered.iter().map(|(b, _)| *b).collect();
     lv.rewalk(func, &cfg, &blocks);
-    for ((b, original), old) in originals.into_iter().zip(before) {
+    let mut back = Vec::new();
+    for ((b, order), old) in reordered.into_iter().zip(before) {
         let new = lv.block_max[b.index()];
         if new.exceeds(budget) && new.exceeds(old) {
-            func.block_mut(b).insts = original;
+            let block = func.block_mut(b);
+            block.insts = permute(std::mem::take(&mut block.insts), &order, true);
+            back.push(b);
             outcome.kept += 1;
         } else {
             outcome.reordered += 1;
         }
     }
+    if !back.is_empty() {
+        lv.rewalk(func, &cfg, &back);
+    }
     outcome
+}
+
+/// `insts` in the order `order` gives (instruction k of the result is `insts[order[k]]`), or
+/// back from it (`inverse`): moved, not copied.
+fn permute(insts: Vec<Inst>, order: &[usize], inverse: bool) -> Vec<Inst> {
+    let mut slots: Vec<Option<Inst>> = (0..insts.len()).map(|_| None).collect();
+    if inverse {
+        for (inst, &k) in insts.into_iter().zip(order) {
+            slots[k] = Some(inst);
+        }
+    } else {
+        let mut from: Vec<Option<Inst>> = insts.into_iter().map(Some).collect();
+        for (slot, &k) in slots.iter_mut().zip(order) {
+            *slot = from[k].take();
+        }
+    }
+    slots
+        .into_iter()
+        .map(|i| i.expect("an order is a permutation of the block"))
+        .collect()
 }
 
 /// One node: instructions `first..=last` of the block, emitted together.
@@ -424,4 +451,28 @@ pub fn schedule_block(
 
 fn sum(d: Demand) -> i32 {
     d.0.iter().sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::permute;
+    use kiln_ir::{Inst, Opcode};
+
+    /// Instruction k of the permuted block is `order[k]` of the original, and the inverse
+    /// gives the original back.
+    #[test]
+    fn permute_moves_by_the_order_and_back() {
+        let insts: Vec<Inst> = (0..7u32)
+            .map(|k| {
+                let mut i = Inst::new(Opcode::Output);
+                i.imms.push(k);
+                i
+            })
+            .collect();
+        let order = [3usize, 0, 6, 1, 5, 2, 4];
+        let moved = permute(insts.clone(), &order, false);
+        let tags: Vec<u32> = moved.iter().map(|i| i.imms[0]).collect();
+        assert_eq!(tags, order.map(|k| k as u32));
+        assert_eq!(permute(moved, &order, true), insts);
+    }
 }
