@@ -473,7 +473,7 @@ pub fn back_end(
     // allocated only where it needs fewer registers (a hopeless retry costs an allocation).
     let mut failed_demand: Option<kiln_ir::Demand> = None;
     for (k, &(threads, pre_schedule)) in attempts.iter().enumerate() {
-        let func = vc4::lower_interface(&selected, threads, pre_schedule, options.check)?;
+        let mut func = vc4::lower_interface(&selected, threads, pre_schedule, options.check)?;
         let retry = threads == 2 && pre_schedule == Some(Order::Pressure);
         if retry
             && failed_demand
@@ -484,23 +484,24 @@ pub fn back_end(
             continue;
         }
         kept.record(Stage::Interface, &func);
+        // `func` becomes the allocated function.
         let attempt =
-            vc4::allocate(&func, options.allocator, options.check).and_then(|(allocated, ra)| {
-                kept.record(Stage::Allocated, &allocated);
+            vc4::allocate(&mut func, options.allocator, options.check).and_then(|(ssa, ra)| {
+                kept.record(Stage::Allocated, &func);
                 let finish = vc4::Finish {
                     schedule: options.schedule,
                     print: options.debug.print,
                     check: options.check,
                 };
-                let emitted = vc4::emit(&allocated, &selected.info, selected.output, finish)?;
-                Ok((allocated, ra, emitted))
+                let emitted = vc4::emit(&func, &selected.info, selected.output, finish)?;
+                Ok((ssa, ra, emitted))
             });
         result = match attempt {
-            Ok((allocated, ra, emitted)) => {
+            Ok((ssa, ra, emitted)) => {
                 let stats = Stats::of(&emitted, &ra, threads);
                 Ok(Compiled {
-                    ssa: func,
-                    allocated,
+                    ssa,
+                    allocated: func,
                     words: emitted.words(),
                     emitted,
                     ra,

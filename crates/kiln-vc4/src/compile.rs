@@ -137,33 +137,35 @@ pub fn lower_interface(
 /// (`RaOptions::refuse_spilling`), and graph colouring that cannot colour gives way to the SSA
 /// allocator's assignment; where colouring refuses at a lowered budget, the SSA allocator is
 /// tried on the same function — it needs no more than the demand, which colouring may not reach.
+/// On success `func` is the allocated function, and the SSA function it allocates is returned
+/// (the input with its critical edges split, in the assignment's form: the same program); on
+/// failure `func` is that SSA function.
 pub fn allocate(
-    func: &Function,
+    func: &mut Function,
     allocator: Allocator,
     check: bool,
 ) -> Result<(Function, RaStats), CompileError> {
-    let run = |allocator: Allocator| {
-        let mut f = func.clone();
-        let options = RaOptions {
-            allocator,
-            budget: Vec::new(),
-            check,
-            refuse_spilling: true,
-        };
-        kiln_regalloc::allocate(&mut f, &options).map(|ra| (f, ra))
+    let options = |allocator: Allocator| RaOptions {
+        allocator,
+        budget: Vec::new(),
+        check,
+        refuse_spilling: true,
     };
     let refused = |e: RaError| match e {
         RaError::WouldSpill { .. } => CompileError::Unsupported(vec!["spilling".into()]),
         e => CompileError::Failed(format!("allocation: {e}")),
     };
     let full = RaOptions::default().limits(&*func.target);
-    match run(allocator) {
+    match kiln_regalloc::allocate_with_input(func, &options(allocator)) {
+        Ok((ra, ssa)) => Ok((ssa, ra)),
         Err(RaError::WouldSpill { budget, .. })
             if allocator == Allocator::Graph && budget != full =>
         {
-            run(Allocator::Ssa).map_err(refused)
+            kiln_regalloc::allocate_with_input(func, &options(Allocator::Ssa))
+                .map(|(ra, ssa)| (ssa, ra))
+                .map_err(refused)
         }
-        result => result.map_err(refused),
+        Err(e) => Err(refused(e)),
     }
 }
 
