@@ -170,14 +170,16 @@ struct Sets {
 }
 
 impl Sets {
-    /// One set per temp, then one empty set per vector operand (`Graph::groups`), which its
+    /// One set per temp an instruction defines (a number whose definition the middle end
+    /// removed is no node), then one empty set per vector operand (`Graph::groups`), which its
     /// members join by coalescing.
     fn new(func: &Function, model: &mut RegModel, graph: &Graph) -> Sets {
         let n = func.temps.len();
         let mut class: Vec<Option<ClassId>> = func
             .temps
             .iter()
-            .map(|&c| (!c.is_none()).then(|| model.class_id(c)))
+            .zip(&graph.order)
+            .map(|(&c, &at)| (!c.is_none() && at != u32::MAX).then(|| model.class_id(c)))
             .collect();
         for (v, _) in &graph.groups {
             class.push(Some(
