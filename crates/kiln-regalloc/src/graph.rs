@@ -290,6 +290,13 @@ impl Sets {
             {
                 continue;
             }
+            // Each attempt costs the two sets' lists: a set grown along a long chain of copies
+            // (thousands of sequential ifs) would make coalescing quadratic, so past this many
+            // neighbours a copy stays (regalloc2 bounds its bundle merges the same way).
+            if self.adj[outer as usize].len() + self.adj[inner as usize].len() > COALESCE_NEIGHBOURS
+            {
+                continue;
+            }
             if self.members_clash(func, graph, outer, inner, inner_at) {
                 continue;
             }
@@ -698,6 +705,10 @@ impl Ord for Cost {
         self.0.total_cmp(&other.0)
     }
 }
+
+/// The most neighbours (both lists, as stored) two sets may have for a copy between them to be
+/// coalesced (see `Sets::coalesce`).
+const COALESCE_NEIGHBOURS: usize = 4096;
 
 /// The interference graph and what guides colouring.
 struct Graph {
