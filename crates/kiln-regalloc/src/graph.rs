@@ -251,6 +251,7 @@ impl Sets {
             }
         }
         copies.sort_by(|x, y| y.3.total_cmp(&x.3).then((x.0, x.1).cmp(&(y.0, y.1))));
+        let mut places: HashMap<(ClassId, ClassId, u32), bool> = HashMap::default();
         for (a, b, delta, _) in copies {
             let (sa, sb) = (self.rep[a as usize], self.rep[b as usize]);
             if sa == sb {
@@ -282,12 +283,16 @@ impl Sets {
                 self.class[outer as usize].expect("a node"),
                 self.class[inner as usize].expect("a node"),
             );
-            let inner_starts = model.starts(ci);
-            if !model
-                .starts(co)
-                .iter()
-                .all(|&r| inner_starts.binary_search(&(r + inner_at)).is_ok())
-            {
+            // Every start of the outer class puts the inner set on a start of its own: a fact of
+            // the two classes and the offset, found once each.
+            let places = *places.entry((co, ci, inner_at)).or_insert_with(|| {
+                let inner_starts = model.starts(ci);
+                model
+                    .starts(co)
+                    .iter()
+                    .all(|&r| inner_starts.binary_search(&(r + inner_at)).is_ok())
+            });
+            if !places {
                 continue;
             }
             // Each attempt costs the two sets' lists: a set grown along a long chain of copies
