@@ -473,7 +473,7 @@ pub fn back_end(
     // allocated only where it needs fewer registers (a hopeless retry costs an allocation).
     let mut failed_demand: Option<kiln_ir::Demand> = None;
     for (k, &(threads, pre_schedule)) in attempts.iter().enumerate() {
-        let mut func = vc4::lower_interface(&selected, threads, pre_schedule, options.check)?;
+        let func = vc4::lower_interface(&selected, threads, pre_schedule, options.check)?;
         let retry = threads == 2 && pre_schedule == Some(Order::Pressure);
         if retry
             && failed_demand
@@ -484,24 +484,26 @@ pub fn back_end(
             continue;
         }
         kept.record(Stage::Interface, &func);
-        // `func` becomes the allocated function.
+        // The interface pass's function stays the program's SSA form (what the interpreter
+        // runs and `--ir interface` shows); its copy becomes the allocated function.
+        let mut allocated = func.clone();
         let attempt =
-            vc4::allocate(&mut func, options.allocator, options.check).and_then(|(ssa, ra)| {
-                kept.record(Stage::Allocated, &func);
+            vc4::allocate(&mut allocated, options.allocator, options.check).and_then(|(_, ra)| {
+                kept.record(Stage::Allocated, &allocated);
                 let finish = vc4::Finish {
                     schedule: options.schedule,
                     print: options.debug.print,
                     check: options.check,
                 };
-                let emitted = vc4::emit(&func, &selected.info, selected.output, finish)?;
-                Ok((ssa, ra, emitted))
+                let emitted = vc4::emit(&allocated, &selected.info, selected.output, finish)?;
+                Ok((ra, emitted))
             });
         result = match attempt {
-            Ok((ssa, ra, emitted)) => {
+            Ok((ra, emitted)) => {
                 let stats = Stats::of(&emitted, &ra, threads);
                 Ok(Compiled {
-                    ssa,
-                    allocated: func,
+                    ssa: func,
+                    allocated,
                     words: emitted.words(),
                     emitted,
                     ra,
