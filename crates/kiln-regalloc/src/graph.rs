@@ -10,6 +10,7 @@ use kiln_analysis::live_set::LiveList;
 use kiln_analysis::{Interference, Liveness};
 use kiln_ir::{Cfg, FileId, Function, Opcode, PhysReg, RegClass, Temp};
 use rustc_hash::FxHashMap as HashMap;
+use smallvec::{SmallVec, smallvec};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -157,7 +158,7 @@ struct Sets {
     offset: Vec<u32>,
     /// Members of every set (at its representative), and the set's class (a member's class
     /// that spans the set; `None` for temps that are not nodes).
-    members: Vec<Vec<u32>>,
+    members: Vec<SmallVec<[u32; 2]>>,
     class: Vec<Option<ClassId>>,
     /// Set-level adjacency (representatives, ascending), and pressure: Σ q over it.
     adj: Vec<Vec<u32>>,
@@ -205,7 +206,7 @@ impl Sets {
             rep: (0..total as u32).collect(),
             offset: vec![0; total],
             // A vector operand's own id is a member of its set, so that `rep` finds it.
-            members: (0..total as u32).map(|t| vec![t]).collect(),
+            members: (0..total as u32).map(|t| smallvec![t]).collect(),
             class,
             adj: extended(&graph.adj, Vec::new(), total),
             pressure,
