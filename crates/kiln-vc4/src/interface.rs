@@ -386,16 +386,21 @@ pub fn is_comparison(op: Opcode) -> bool {
 /// own, just before it, so that the emitter can fold the read into the operation; the original
 /// read stays for its other uses, or goes.
 fn uniforms_at_uses(func: &mut Function) {
-    let mut reads: BTreeMap<Temp, Inst> = BTreeMap::new();
+    // Per temp, the index in `reads` of the uniform read that defines it (dense: no map).
+    const NONE: u32 = u32::MAX;
+    let mut read_of = vec![NONE; func.temps.len()];
+    let mut reads: Vec<Inst> = Vec::new();
     for inst in func.blocks.iter().flat_map(|b| &b.insts) {
         if inst.op == Opcode::Uniform {
-            reads.insert(inst.defs[0].temp, inst.clone());
+            read_of[inst.defs[0].temp.index()] = reads.len() as u32;
+            reads.push(inst.clone());
         }
     }
     if reads.is_empty() {
         return;
     }
-    let mut uses: BTreeMap<Temp, usize> = BTreeMap::new();
+    let read = |t: Temp| read_of.get(t.index()).copied().filter(|&r| r != NONE);
+    let mut uses = vec![0u32; func.temps.len()];
     for b in 0..func.blocks.len() {
         let insts = std::mem::take(&mut func.blocks[b].insts);
         let mut out = Vec::with_capacity(insts.len());
@@ -404,21 +409,24 @@ fn uniforms_at_uses(func: &mut Function) {
             let first = inst
                 .operands
                 .iter()
-                .position(|o| o.temp_id().is_some_and(|t| reads.contains_key(&t)));
+                .position(|o| o.temp_id().is_some_and(|t| read(t).is_some()));
             if folds && let Some(k) = first {
                 let old = inst.operands[k].temp_id().expect("a temp");
-                let mut read = reads[&old].clone();
+                let mut copy = reads[read(old).expect("a uniform read") as usize].clone();
                 let t = func.new_temp(func.temps[old.index()]);
-                read.defs[0] = kiln_ir::Def::new(t);
+                copy.defs[0] = kiln_ir::Def::new(t);
                 for op in inst.operands.iter_mut() {
                     if op.temp_id() == Some(old) {
                         op.value = Value::Temp(t);
                     }
                 }
-                out.push(read);
+                out.push(copy);
             }
             for t in inst.used_temps() {
-                *uses.entry(t).or_default() += 1;
+                // (The new reads' temps are read here only, and never removed.)
+                if let Some(n) = uses.get_mut(t.index()) {
+                    *n += 1;
+                }
             }
             out.push(inst);
         }
@@ -426,7 +434,7 @@ fn uniforms_at_uses(func: &mut Function) {
     }
     for block in func.blocks.iter_mut() {
         block.insts.retain(|i| {
-            i.op != Opcode::Uniform || uses.get(&i.defs[0].temp).is_some_and(|&n| n > 0)
+            i.op != Opcode::Uniform || uses.get(i.defs[0].temp.index()).is_none_or(|&n| n > 0)
         });
     }
 }

@@ -5,7 +5,8 @@
 
 use crate::ops::{Op, Resource};
 use crate::target::Q;
-use kiln_analysis::{Cfg, LiveSet, live_sets, wide_liveness};
+use kiln_analysis::live_set::LiveList;
+use kiln_analysis::{Cfg, live_sets, wide_liveness};
 use kiln_ir::{Function, Inst, Opcode, RegClass, Temp};
 
 const R4: u8 = 1;
@@ -105,33 +106,40 @@ pub fn narrow_classes_with(func: &mut Function, r4: bool, threaded: bool) {
                 }
             }
         }
+        // What is live (logically or along the linear CFG) at each switch, by one backward walk
+        // of each block that has one: O(1) per definition and use, the live list read at a
+        // switch.
+        let mut live = LiveList::new(n);
         for b in func.block_ids() {
             let insts = &func.block(b).insts;
             if !switches_in[b.index()] {
                 continue;
             }
             let switches = crate::texture::requests(insts);
-            let mut lose = |set: &LiveSet| {
-                for t in set.iter() {
+            for l in cfg.enclosing_loops(b) {
+                for t in lv.loop_leaving[l].iter() {
                     bits[t.index()] &= !(R4 | ACC);
                 }
-            };
-            for l in cfg.enclosing_loops(b) {
-                lose(&lv.loop_leaving[l]);
             }
-            let mut live = lv.live_out[b.index()].union(&wide[b.index()]);
+            for t in lv.live_out[b.index()].iter().chain(wide[b.index()].iter()) {
+                live.enter(t.0, 0);
+            }
             for (inst, &switch) in insts.iter().zip(&switches).rev() {
-                let defs: Vec<u32> = inst.defs.iter().map(|d| d.temp.0).collect();
-                live = live.difference(&LiveSet::from_unsorted(defs));
+                for d in &inst.defs {
+                    live.leave(d.temp.0, 0);
+                }
                 if switch {
-                    lose(&live);
+                    for &t in live.list() {
+                        bits[t as usize] &= !(R4 | ACC);
+                    }
                 }
                 if !inst.op.is_phi() {
-                    live = live.union(&LiveSet::from_unsorted(
-                        inst.used_temps().map(|t| t.0).collect(),
-                    ));
+                    for t in inst.used_temps() {
+                        live.enter(t.0, 0);
+                    }
                 }
             }
+            live.clear();
         }
     }
     let target = func.target.clone();
