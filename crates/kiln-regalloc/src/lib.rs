@@ -96,7 +96,7 @@ impl RaOptions {
     /// [`RaOptions::limits`], each file capped by the units `func`'s register classes and fixed
     /// registers can reach: values live at once need that many distinct units, so a demand
     /// above it cannot be allocated however it is coloured (vc4's two-thread mode gives every
-    /// class the lower half of the files, 35 of the 69 units).
+    /// class the lower half of each file: 34 of the 69 units, 33 with the execute mask).
     pub fn limits_for(&self, func: &Function) -> Vec<u32> {
         let target = &*func.target;
         let mut limits = self.limits(target);
