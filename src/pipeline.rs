@@ -488,7 +488,7 @@ pub fn back_end(
         // runs and `--ir interface` shows); its copy becomes the allocated function.
         let mut allocated = func.clone();
         let attempt =
-            vc4::allocate(&mut allocated, options.allocator, options.check).and_then(|(_, ra)| {
+            vc4::allocate(&mut allocated, options.allocator, options.check).and_then(|ra| {
                 kept.record(Stage::Allocated, &allocated);
                 let finish = vc4::Finish {
                     schedule: options.schedule,

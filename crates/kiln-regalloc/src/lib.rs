@@ -111,8 +111,8 @@ impl RaOptions {
         };
         // Distinct classes are few: a linear scan of those seen keeps this one pass.
         let mut seen: Vec<kiln_ir::RegClass> = Vec::new();
-        // A class of size 0 is a temp no instruction defines any more.
-        for &class in func.temps.iter().filter(|c| c.size > 0) {
+        // (A temp no instruction defines any more has no class.)
+        for &class in func.temps.iter().filter(|c| !c.is_none()) {
             if seen.contains(&class) {
                 continue;
             }
@@ -288,7 +288,8 @@ pub fn allocate_with_input(
     let (print, verify) = (debug.print, debug.verify);
     let target = func.target.clone();
     let limits = options.limits(&*target);
-    let reachable = options.limits_for(func);
+    // What the classes reach bounds a target that cannot spill (see `limits_for`).
+    let reachable = options.refuse_spilling.then(|| options.limits_for(func));
     let mut stats = RaStats {
         insts_before: count_insts(func),
         ..RaStats::default()
@@ -314,7 +315,9 @@ pub fn allocate_with_input(
         }
         // Where no colouring can exist (more values live at once than the classes reach), a
         // target that cannot spill fails before building anything.
-        if options.refuse_spilling && (over(lv.max, &budget, 1) || over(lv.max, &reachable, 1)) {
+        if options.refuse_spilling
+            && (over(lv.max, &budget, 1) || reachable.as_ref().is_some_and(|r| over(lv.max, r, 1)))
+        {
             return Err(RaError::WouldSpill {
                 demand: per_file(lv.max, &limits),
                 budget: budget.clone(),

@@ -137,14 +137,13 @@ pub fn lower_interface(
 /// (`RaOptions::refuse_spilling`), and graph colouring that cannot colour gives way to the SSA
 /// allocator's assignment; where colouring refuses at a lowered budget, the SSA allocator is
 /// tried on the same function — it needs no more than the demand, which colouring may not reach.
-/// On success `func` is the allocated function, and the SSA function it allocates is returned
-/// (the input with its critical edges split, in the assignment's form: the same program); on
-/// failure `func` is that SSA function.
+/// On success `func` is the allocated function; on failure it is the input with its critical
+/// edges split, in the assignment's form (the same program).
 pub fn allocate(
     func: &mut Function,
     allocator: Allocator,
     check: bool,
-) -> Result<(Function, RaStats), CompileError> {
+) -> Result<RaStats, CompileError> {
     let options = |allocator: Allocator| RaOptions {
         allocator,
         budget: Vec::new(),
@@ -156,16 +155,13 @@ pub fn allocate(
         e => CompileError::Failed(format!("allocation: {e}")),
     };
     let full = RaOptions::default().limits(&*func.target);
-    match kiln_regalloc::allocate_with_input(func, &options(allocator)) {
-        Ok((ra, ssa)) => Ok((ssa, ra)),
+    match kiln_regalloc::allocate(func, &options(allocator)) {
         Err(RaError::WouldSpill { budget, .. })
             if allocator == Allocator::Graph && budget != full =>
         {
-            kiln_regalloc::allocate_with_input(func, &options(Allocator::Ssa))
-                .map(|(ra, ssa)| (ssa, ra))
-                .map_err(refused)
+            kiln_regalloc::allocate(func, &options(Allocator::Ssa)).map_err(refused)
         }
-        Err(e) => Err(refused(e)),
+        result => result.map_err(refused),
     }
 }
 

@@ -19,8 +19,7 @@ use kiln_qpu::isa::{AddOp, Cond, Instr, MulOp, Mux, Signal, raddr, waddr};
 /// read, so a chain of dead writes goes at once; at a block's end they are the liveness over
 /// the control flow, computed once.
 pub fn remove(code: &mut [Instr], live_at_end: Regs) {
-    let mut scratch = Vec::new();
-    let r: Vec<_> = code.iter().map(|i| refs(i, &mut scratch)).collect();
+    let r = crate::rename::refs_of(code);
     let live_out = liveness(&r, &successors(code), live_at_end);
     remove_with(code, &r, &live_out, live_at_end);
 }

@@ -225,9 +225,7 @@ mod tests {
     use kiln_qpu::isa::validate::successors;
 
     fn facts(code: &[Instr]) -> (Vec<Refs>, Vec<Vec<usize>>) {
-        let mut scratch = Vec::new();
-        let r = code.iter().map(|i| refs(i, &mut scratch)).collect();
-        (r, successors(code))
+        (crate::rename::refs_of(code), successors(code))
     }
     use kiln_qpu::isa::{
         AluInstr,
