@@ -1,6 +1,7 @@
-//! The whole corpus through both allocators at two budgets of the generic target: every entry
+//! The whole corpus through both allocators at three budgets of the generic target: every entry
 //! point that lowers is allocated, the checker proves every allocation, and the allocated
-//! program run in SIMT mode agrees with the SSA program. Long: run in release,
+//! program run in SIMT mode agrees with the SSA program; at a few registers only instructions
+//! that alone need more fail. Long: run in release,
 //! `cargo test --release --test regalloc_corpus -- --ignored`.
 
 use kiln::pipeline::Options;
@@ -8,6 +9,12 @@ use kiln_regalloc::Allocator;
 use std::path::Path;
 
 fn run(allocator: Allocator, budget: Option<&str>) {
+    let failed = run_failing(allocator, budget);
+    assert!(failed.is_empty(), "{}", failed.join("\n"));
+}
+
+/// Allocates the corpus; returns the failures.
+fn run_failing(allocator: Allocator, budget: Option<&str>) -> Vec<String> {
     let options = Options {
         allocator,
         ..Options::default()
@@ -27,7 +34,7 @@ fn run(allocator: Allocator, budget: Option<&str>) {
         "{} allocated",
         run.allocated.len()
     );
-    assert!(run.failed.is_empty(), "{}", run.failed.join("\n"));
+    run.failed
 }
 
 #[test]
@@ -52,4 +59,34 @@ fn corpus_colours_at_full_budget() {
 #[ignore = "whole corpus: run in release"]
 fn corpus_colours_at_tight_budget() {
     run(Allocator::Graph, Some("v=24,s=8"));
+}
+
+/// A budget of a few registers (issue: "allocation must never fail while every single
+/// instruction fits the budget"): the only failures allowed are instructions that alone need
+/// more than the budget given (not one the assignment lowered), e.g. a texture sample whose
+/// coordinates, bias and result need ten units.
+fn few_registers(allocator: Allocator) {
+    let failed = run_failing(allocator, Some("v=8,s=4"));
+    let wrong: Vec<&String> = failed
+        .iter()
+        .filter(|e| !e.contains("for its own operands and definitions") || e.contains("lowered to"))
+        .collect();
+    eprintln!(
+        "{} entry points need more than the budget at one instruction",
+        failed.len()
+    );
+    assert!(wrong.is_empty(), "{wrong:#?}");
+    assert!(failed.len() <= 2, "{failed:#?}");
+}
+
+#[test]
+#[ignore = "whole corpus: run in release"]
+fn corpus_allocates_at_few_registers() {
+    few_registers(Allocator::Ssa);
+}
+
+#[test]
+#[ignore = "whole corpus: run in release"]
+fn corpus_colours_at_few_registers() {
+    few_registers(Allocator::Graph);
 }

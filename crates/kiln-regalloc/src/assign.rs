@@ -665,11 +665,12 @@ impl<'f> Assigner<'f> {
         }
         // Displaced values go to free units, away from every wanted place, fixed definition
         // and home a value returns to.
-        let home_res: Vec<Span> = origin
+        let home_of: Vec<(Temp, Span)> = origin
             .iter()
             .filter(|&&(t, _)| !killed_here(t))
-            .map(|&(t, p)| self.span(t, self.rest(t, p)))
+            .map(|&(t, p)| (t, self.span(t, self.rest(t, p))))
             .collect();
+        let home_res: Vec<Span> = home_of.iter().map(|h| h.1).collect();
         let mut reserved: Vec<Span> = fixed_defs.clone();
         reserved.extend(wanted.iter().copied());
         reserved.extend(home_res.iter().copied());
@@ -720,6 +721,8 @@ impl<'f> Assigner<'f> {
             }
         }
         let mut home_blocked = home_res.clone();
+        // Values moved for this instruction that stay where it read them (away from home).
+        let mut staying: Vec<Temp> = Vec::new();
         let mut after: Vec<(Temp, Operand, PhysReg)> = Vec::new();
         for (j, d) in inst.defs.iter().enumerate() {
             let t = d.temp;
@@ -822,10 +825,31 @@ impl<'f> Assigner<'f> {
                                     .filter_map(|(o, n)| Some(self.span(o.temp_id()?, n.reg?))),
                             );
                             let all_lanes = inst.writes_all_lanes() || self.all_lanes[t.index()];
-                            self.make_room(b, class, &avoid, &keep, all_lanes, &mut before)
-                                .ok_or_else(|| {
-                                    err(format!("no register for definition {j} ({t})"))
-                                })?
+                            match self.make_room(b, class, &avoid, &keep, all_lanes, &mut before) {
+                                Some(r) => r,
+                                None if !all_lanes => {
+                                    let (r, stay) = self
+                                        .make_room_staying(
+                                            b,
+                                            class,
+                                            &hb,
+                                            &home_of,
+                                            &avoid,
+                                            &keep,
+                                            &mut before,
+                                        )
+                                        .ok_or_else(|| {
+                                            err(format!("no register for definition {j} ({t})"))
+                                        })?;
+                                    staying.extend(stay);
+                                    r
+                                }
+                                None => {
+                                    return Err(err(format!(
+                                        "no register for definition {j} ({t})"
+                                    )));
+                                }
+                            }
                         }
                     };
                     (r, r)
@@ -850,7 +874,7 @@ impl<'f> Assigner<'f> {
         }
         // Values away from home go back.
         for &(t, o) in &origin {
-            if killed_here(t) {
+            if killed_here(t) || staying.contains(&t) {
                 continue;
             }
             let (Some(p), h) = (self.place[t.index()], self.rest(t, o)) else {
@@ -868,19 +892,19 @@ impl<'f> Assigner<'f> {
             }
         }
         // Values away from home go back as soon as their home is free.
-        let mut k = 0;
-        while k < self.away.len() {
-            let (w, h) = self.away[k];
+        let mut kk = 0;
+        while kk < self.away.len() {
+            let (w, h) = self.away[kk];
             if self.place[w.index()].is_none() {
                 // It died away from home.
-                self.away.swap_remove(k);
+                self.away.swap_remove(kk);
                 continue;
             }
             let s = self.span(w, h);
             let occ = &self.occ[s.file.index()];
             let home_free = (s.start..s.start + s.size).all(|u| occ[u as usize].is_none());
             if home_free && !after.iter().any(|a| self.span(a.0, a.2).overlaps(s)) {
-                self.away.swap_remove(k);
+                self.away.swap_remove(kk);
                 if let Some(p) = self.place[w.index()] {
                     if kills_any(inst, w) {
                         continue;
@@ -890,7 +914,7 @@ impl<'f> Assigner<'f> {
                     self.occupy(w, h);
                 }
             } else {
-                k += 1;
+                kk += 1;
             }
         }
         let before = self.copy(&before);
@@ -1004,26 +1028,111 @@ impl<'f> Assigner<'f> {
         let mut avoid: Vec<Span> = blocked.to_vec();
         avoid.push(span);
         let locals: Vec<bool> = moving.iter().map(|&w| movable(w)).collect();
+        // Undone when a value finds no place: the caller may try again with fewer constraints.
+        let (before_len, away) = (before.len(), self.away.clone());
+        let mut moved: Vec<(Temp, PhysReg, Option<PhysReg>)> = Vec::new();
+        let mut edited: Vec<(usize, PhysReg)> = Vec::new();
         for (w, local) in moving.into_iter().zip(locals) {
-            let from = self.place[w.index()]?;
+            let Some(from) = self.place[w.index()] else {
+                continue;
+            };
             let wclass = self.temps[w.index()];
             self.vacate(w);
-            let to = self.pick(wclass, None, &avoid)?;
+            let Some(to) = self.pick(wclass, None, &avoid) else {
+                self.occupy(w, from);
+                for &(m, from, home) in moved.iter().rev() {
+                    self.vacate(m);
+                    self.occupy(m, from);
+                    self.home[m.index()] = home;
+                }
+                for &(i, to) in &edited {
+                    before[i].2 = to;
+                }
+                before.truncate(before_len);
+                self.away = away;
+                return None;
+            };
+            moved.push((w, from, self.home[w.index()]));
             self.occupy(w, to);
             if local {
+                // Moved for good: home where it goes, also when it was away.
                 self.home[w.index()] = Some(to);
+                self.away.retain(|a| a.0 != w);
             } else {
                 self.away.push((w, from));
             }
             avoid.push(self.span(w, to));
             // Moved already by the same copy (for an earlier definition of the instruction):
             // one move from where it was, the copy being parallel.
-            match before.iter_mut().find(|m| m.0 == w && m.2 == from) {
-                Some(m) => m.2 = to,
+            match before.iter().position(|m| m.0 == w && m.2 == from) {
+                Some(i) => {
+                    edited.push((i, from));
+                    before[i].2 = to;
+                }
                 None => before.push((w, self.operand_at(w, from), to)),
             }
         }
         Some(target)
+    }
+
+    /// [`Self::make_room`] when the only places left are homes that values moved for this
+    /// instruction return to after it (a vector operand moved to its aligned block, its home
+    /// in the block the definition needs): those values stay where the instruction reads them,
+    /// away from home, and go home once it is free again (before the end of the block, like
+    /// every visitor). Per-lane values only, and only for a definition that writes the active
+    /// lanes: the other lanes keep the value at home meanwhile. Returns the place and the
+    /// values that stay.
+    #[allow(clippy::too_many_arguments)]
+    fn make_room_staying(
+        &mut self,
+        b: Block,
+        class: RegClass,
+        hb: &[Span],
+        home_of: &[(Temp, Span)],
+        avoid: &[Span],
+        keep: &[Temp],
+        before: &mut Vec<(Temp, Operand, PhysReg)>,
+    ) -> Option<(PhysReg, Vec<Temp>)> {
+        let file = class.file;
+        // Where it is now is no home another value returns to after the instruction.
+        let may_stay = |t: Temp, home: Span| {
+            home.file == file
+                && !self.lv.linear.get(t.index()).copied().unwrap_or(true)
+                && self.place[t.index()].is_some_and(|p| {
+                    let here = self.span(t, p);
+                    here != home && !home_of.iter().any(|&(u, h)| u != t && h.overlaps(here))
+                })
+                && !self.away.iter().any(|a| a.0 == t)
+        };
+        let wandering: Vec<(Temp, Span)> = home_of
+            .iter()
+            .copied()
+            .filter(|&(t, h)| may_stay(t, h))
+            .collect();
+        if wandering.is_empty() {
+            return None;
+        }
+        // `avoid` is `hb`'s spans (which begin with the homes) and then the operands'.
+        let homes = home_of.len();
+        let relaxed: Vec<Span> = hb[..homes]
+            .iter()
+            .zip(home_of)
+            .filter(|(_, h)| !wandering.iter().any(|w| w.0 == h.0))
+            .map(|(s, _)| *s)
+            .chain(avoid[homes..].iter().copied())
+            .collect();
+        let r = self.make_room(b, class, &relaxed, keep, false, before)?;
+        let taken = Span::of(r, class.size);
+        let mut stay = Vec::new();
+        for (t, home) in wandering {
+            let occupied = (home.start..home.start + home.size)
+                .any(|u| self.occ[home.file.index()][u as usize].is_some_and(|w| w != t));
+            if occupied || taken.overlaps(home) {
+                self.away.push((t, PhysReg::new(home.file, home.start)));
+                stay.push(t);
+            }
+        }
+        Some((r, stay))
     }
 
     /// Where `t` should go to sit at its offset of the first vector operand it is part of:
