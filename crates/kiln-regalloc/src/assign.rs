@@ -274,14 +274,18 @@ impl<'f> Assigner<'f> {
         let free = |u: &&u32| self.free(Span::of(PhysReg::new(class.file, **u), size), blocked);
         let quad = self.quad[class.file.index()];
         let found = if (size as u32) < quad {
-            // Best fit: a start in the aligned block of the widest vector that is already
-            // most occupied, so that whole blocks stay free for vectors; then the lowest.
+            // Best fit: a start in the aligned block of the widest vector that cannot hold
+            // one (cut short by the end of the file), else that is already most occupied, so
+            // that whole blocks stay free for vectors; then the lowest.
             let occ = &self.occ[class.file.index()];
+            let end = self.limit[class.file.index()];
             let used = |u: u32| {
                 let base = u - u % quad;
-                (base..(base + quad).min(occ.len() as u32))
+                let short = base + quad > end;
+                let used = (base..(base + quad).min(occ.len() as u32))
                     .filter(|&x| occ[x as usize].is_some())
-                    .count()
+                    .count();
+                (short, used)
             };
             starts
                 .iter()
@@ -408,12 +412,10 @@ impl<'f> Assigner<'f> {
         }
         let insts = &self.func.block(b).insts;
         let nphi = self.func.block(b).phi_count();
+        // A dead phi takes no register: no copy is made for it (`phi_copies`).
         for (k, phi) in insts[..nphi].iter().enumerate() {
-            self.phi(b, k, phi)?;
-        }
-        for phi in &insts[..nphi] {
-            if phi.defs[0].dead {
-                self.vacate(phi.defs[0].temp);
+            if !phi.defs[0].dead {
+                self.phi(b, k, phi)?;
             }
         }
         let mut out = Vec::with_capacity(insts.len() - nphi);
@@ -704,6 +706,7 @@ impl<'f> Assigner<'f> {
             .filter(|(o, _)| o.is_late_kill())
             .filter_map(|(o, n)| Some(self.span(o.temp_id()?, n.reg?)))
             .collect();
+        let late_reads = place_blocked.len();
         for &(t, r) in &copies_in {
             let s = self.span(t, r);
             for u in s.start..s.start + s.size {
@@ -825,31 +828,40 @@ impl<'f> Assigner<'f> {
                                     .filter_map(|(o, n)| Some(self.span(o.temp_id()?, n.reg?))),
                             );
                             let all_lanes = inst.writes_all_lanes() || self.all_lanes[t.index()];
-                            match self.make_room(b, class, &avoid, &keep, all_lanes, &mut before) {
-                                Some(r) => r,
-                                None if !all_lanes => {
-                                    let (r, stay) = self
-                                        .make_room_staying(
-                                            b,
-                                            class,
-                                            &hb,
-                                            &home_of,
-                                            &avoid,
-                                            &keep,
-                                            &mut before,
-                                        )
-                                        .ok_or_else(|| {
-                                            err(format!("no register for definition {j} ({t})"))
-                                        })?;
+                            let fixed: Vec<Temp> = origin.iter().map(|o| o.0).collect();
+                            self.make_room(b, class, &avoid, &keep, all_lanes, &mut before)
+                                .or_else(|| {
+                                    if all_lanes {
+                                        return None;
+                                    }
+                                    let (r, stay) = self.make_room_staying(
+                                        b,
+                                        class,
+                                        &hb,
+                                        &home_of,
+                                        &avoid,
+                                        &keep,
+                                        &mut before,
+                                    )?;
                                     staying.extend(stay);
-                                    r
-                                }
-                                None => {
-                                    return Err(err(format!(
-                                        "no register for definition {j} ({t})"
-                                    )));
-                                }
-                            }
+                                    Some(r)
+                                })
+                                .or_else(|| {
+                                    self.make_room_moving_operands(
+                                        b,
+                                        t,
+                                        inst,
+                                        &mut new,
+                                        &fixed,
+                                        &home_blocked,
+                                        (&mut place_blocked, late_reads),
+                                        all_lanes,
+                                        &mut before,
+                                    )
+                                })
+                                .ok_or_else(|| {
+                                    err(format!("no register for definition {j} ({t})"))
+                                })?
                         }
                     };
                     (r, r)
@@ -1128,11 +1140,116 @@ impl<'f> Assigner<'f> {
             let occupied = (home.start..home.start + home.size)
                 .any(|u| self.occ[home.file.index()][u as usize].is_some_and(|w| w != t));
             if occupied || taken.overlaps(home) {
-                self.away.push((t, PhysReg::new(home.file, home.start)));
+                // A value that does not leave the block stays for good (its home is where it
+                // is: it must not hold two places); one living across blocks goes home later.
+                let local = self.def_block.get(t.index()) == Some(&b.0)
+                    && !self.lv.live_out[b.index()].contains(t);
+                match self.place[t.index()] {
+                    Some(p) if local => self.home[t.index()] = Some(p),
+                    _ => self.away.push((t, PhysReg::new(home.file, home.start))),
+                }
                 stay.push(t);
             }
         }
         Some((r, stay))
+    }
+
+    /// [`Self::make_room`] that may also move the operands the instruction reads where they
+    /// happen to be (no fixed or aligned place; `fixed` are those that have one, and the values
+    /// moved for it): a vector definition whose aligned blocks each hold a coordinate read
+    /// late (a cube map's `r`) moves that coordinate aside by the copy before the instruction,
+    /// which then reads it there. Operands the instruction kills are put back in the file for
+    /// the search and leave it again after. `place_blocked` holds the late reads' places first
+    /// (`late_reads` of them), then the places of earlier definitions; the new places of moved
+    /// late reads join it.
+    #[allow(clippy::too_many_arguments)]
+    fn make_room_moving_operands(
+        &mut self,
+        b: Block,
+        t: Temp,
+        inst: &Inst,
+        new: &mut Inst,
+        fixed: &[Temp],
+        home_blocked: &[Span],
+        (place_blocked, late_reads): (&mut Vec<Span>, usize),
+        masked_only: bool,
+        before: &mut Vec<(Temp, Operand, PhysReg)>,
+    ) -> Option<PhysReg> {
+        let class = self.temps[t.index()];
+        let mut moving: Vec<Temp> = Vec::new();
+        for (o, n) in inst.operands.iter().zip(&new.operands) {
+            if let (Some(x), Some(r)) = (o.temp_id(), n.reg)
+                && !fixed.contains(&x)
+                && !moving.contains(&x)
+                && r.file() == class.file
+            {
+                moving.push(x);
+            }
+        }
+        if moving.is_empty() {
+            return None;
+        }
+        let dying: Vec<Temp> = moving
+            .iter()
+            .copied()
+            .filter(|x| self.place[x.index()].is_none())
+            .collect();
+        for &x in &dying {
+            let r = inst
+                .operands
+                .iter()
+                .zip(&new.operands)
+                .find(|(o, _)| o.temp_id() == Some(x))
+                .and_then(|(_, n)| n.reg)
+                .expect("an operand with a register");
+            self.occupy(x, r);
+        }
+        let stays = |x: Option<Temp>| x.is_some_and(|x| !moving.contains(&x));
+        let mut avoid: Vec<Span> = home_blocked.to_vec();
+        avoid.extend(
+            inst.operands
+                .iter()
+                .zip(new.operands.iter())
+                .filter(|(o, _)| o.is_late_kill() && stays(o.temp_id()))
+                .filter_map(|(o, n)| Some(self.span(o.temp_id()?, n.reg?))),
+        );
+        avoid.extend(place_blocked[late_reads..].iter().copied());
+        self.simt_blocked(b, t, &mut avoid);
+        self.latch_blocked(b, t, &mut avoid);
+        self.phi_kind_blocked(t, &mut avoid);
+        avoid.extend(
+            inst.operands
+                .iter()
+                .zip(new.operands.iter())
+                .filter(|(o, _)| stays(o.temp_id()))
+                .filter_map(|(o, n)| Some(self.span(o.temp_id()?, n.reg?))),
+        );
+        let keep: Vec<Temp> = inst
+            .operands
+            .iter()
+            .filter_map(Operand::temp_id)
+            .filter(|x| !moving.contains(x))
+            .chain(fixed.iter().copied())
+            .collect();
+        let found = self.make_room(b, class, &avoid, &keep, masked_only, before);
+        if found.is_some() {
+            for (o, n) in inst.operands.iter().zip(new.operands.iter_mut()) {
+                if let Some(x) = o.temp_id()
+                    && moving.contains(&x)
+                    && let Some(p) = self.place[x.index()]
+                    && n.reg != Some(p)
+                {
+                    n.reg = Some(p);
+                    if o.is_late_kill() {
+                        place_blocked.push(self.span(x, p));
+                    }
+                }
+            }
+        }
+        for &x in &dying {
+            self.vacate(x);
+        }
+        found
     }
 
     /// Where `t` should go to sit at its offset of the first vector operand it is part of:

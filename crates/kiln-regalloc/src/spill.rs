@@ -583,7 +583,10 @@ impl<'a> Spiller<'a> {
             }
         }
         let shared_limit = self.budget - reserved;
-        if !demand.exceeds(self.budget) && !shared_demand.exceeds(shared_limit) {
+        // The phis in registers leave room for storing a memory phi's operand reloaded at a
+        // predecessor's end (`slot_copy_room`), where they are all live.
+        let mut room = self.slot_copy_room(b);
+        if !(demand + room).exceeds(self.budget) && !shared_demand.exceeds(shared_limit) {
             return demand;
         }
         // Distance to the first use after the phis.
@@ -604,16 +607,36 @@ impl<'a> Spiller<'a> {
         by_distance.sort_unstable_by(|a, b| b.cmp(a));
         for (_, t, sh) in by_distance {
             let f = func.class(t).file.index();
-            if demand.0[f] > self.budget.0[f] || (sh && shared_demand.0[f] > shared_limit.0[f]) {
+            if demand.0[f] + room.0[f] > self.budget.0[f]
+                || (sh && shared_demand.0[f] > shared_limit.0[f])
+            {
                 self.memory_phi[t.index()] = true;
                 self.spilled[t.index()] = true;
                 demand -= Demand::of(func.class(t));
+                room = room.max(Demand::of(func.class(t)));
                 if sh {
                     shared_demand -= Demand::of(func.class(t));
                 }
             }
         }
         demand
+    }
+
+    /// Room for storing a memory phi's operand that is not in a register at a predecessor's end
+    /// (a reload into a temp, then the store into the phi's slot, `materialize`): in each file,
+    /// the widest memory phi of `b`. Kept free of what lives into `b` in registers, so the ends
+    /// of its predecessors (where those values are live) have it.
+    fn slot_copy_room(&self, b: Block) -> Demand {
+        let func = self.func;
+        func.block(b)
+            .insts
+            .iter()
+            .take_while(|i| i.op.is_phi())
+            .map(|i| &i.defs[0])
+            .filter(|d| !d.dead && self.memory_phi[d.temp.index()])
+            .fold(Demand::ZERO, |room, d| {
+                room.max(Demand::of(func.class(d.temp)))
+            })
     }
 
     /// Reloads on the edge `p → b` for the values `b` keeps in registers and the operands of its
@@ -698,7 +721,7 @@ impl<'a> Spiller<'a> {
         let insts = &func.block(b).insts;
         let nphi = func.block(b).phi_count();
         let phi_demand = self.memory_phis(b);
-        let entry = self.choose_entry(b, phi_demand);
+        let entry = self.choose_entry(b, phi_demand + self.slot_copy_room(b));
         self.w_entry[b.index()] = entry.clone();
         let preds: BTreeSet<Block> = self.cfg.logical.preds[b.index()]
             .iter()
@@ -940,6 +963,16 @@ impl<'a> Spiller<'a> {
                 .unwrap_or(insts.len());
             for k in nphi..=insts.len() {
                 if k == end_at {
+                    // A value a successor wants in a register whose slot is written here (a
+                    // memory phi that is a register phi's operand on this edge) is reloaded
+                    // before the stores.
+                    let (early_reloads, end_reloads): (Vec<Temp>, Vec<Temp>) = self.end_reloads
+                        [b.index()]
+                    .iter()
+                    .partition(|t| stored_here[b.index()].contains(t));
+                    for t in early_reloads {
+                        new.push(make(out, t, &mut stats)?);
+                    }
                     // Operands that are memory phis stored here are read before their slots
                     // are written: a parallel copy between slots, in sequence.
                     let (chained, pairs): (Vec<_>, Vec<_>) =
@@ -968,7 +1001,7 @@ impl<'a> Spiller<'a> {
                         new.push(reload);
                         new.push(store);
                     }
-                    for &t in &self.end_reloads[b.index()] {
+                    for t in end_reloads {
                         new.push(make(out, t, &mut stats)?);
                     }
                     new.append(&mut end_spills[b.index()]);
