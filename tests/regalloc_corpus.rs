@@ -9,12 +9,12 @@ use kiln_regalloc::Allocator;
 use std::path::Path;
 
 fn run(allocator: Allocator, budget: Option<&str>) {
-    let failed = run_failing(allocator, budget);
+    let failed = run_failing(allocator, budget, true);
     assert!(failed.is_empty(), "{}", failed.join("\n"));
 }
 
-/// Allocates the corpus; returns the failures.
-fn run_failing(allocator: Allocator, budget: Option<&str>) -> Vec<String> {
+/// Allocates the corpus (after the middle end, or as lowered); returns the failures.
+fn run_failing(allocator: Allocator, budget: Option<&str>, optimise: bool) -> Vec<String> {
     let options = Options {
         allocator,
         ..Options::default()
@@ -24,7 +24,7 @@ fn run_failing(allocator: Allocator, budget: Option<&str>) -> Vec<String> {
         None,
         &options,
         budget,
-        true,
+        optimise,
         true,
     )
     .unwrap();
@@ -61,12 +61,13 @@ fn corpus_colours_at_tight_budget() {
     run(Allocator::Graph, Some("v=24,s=8"));
 }
 
-/// A budget of a few registers (issue: "allocation must never fail while every single
-/// instruction fits the budget"): the only failures allowed are instructions that alone need
-/// more than the budget given (not one the assignment lowered), e.g. a texture sample whose
-/// coordinates, bias and result need ten units.
+/// A budget of a few registers, after the middle end and as lowered: allocation never fails
+/// while every single instruction fits the budget. The only failures allowed are instructions
+/// that alone need more than the budget given (not one the assignment lowered), e.g. a texture
+/// sample whose coordinates, bias and result need ten units.
 fn few_registers(allocator: Allocator) {
-    let failed = run_failing(allocator, Some("v=8,s=4"));
+    let mut failed = run_failing(allocator, Some("v=8,s=4"), true);
+    failed.extend(run_failing(allocator, Some("v=8,s=4"), false));
     let wrong: Vec<&String> = failed
         .iter()
         .filter(|e| !e.contains("for its own operands and definitions") || e.contains("lowered to"))
@@ -76,7 +77,7 @@ fn few_registers(allocator: Allocator) {
         failed.len()
     );
     assert!(wrong.is_empty(), "{wrong:#?}");
-    assert!(failed.len() <= 2, "{failed:#?}");
+    assert!(failed.len() <= 4, "{failed:#?}");
 }
 
 #[test]
