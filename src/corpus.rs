@@ -414,12 +414,13 @@ impl AllocationRun {
             );
             let _ = writeln!(
                 out,
-                "graph spilling   {} shaders spilled by colouring ({} rounds), {} fell back to the SSA spiller",
+                "graph spilling   {} shaders spilled by colouring ({} rounds), {} fell back to the SSA spiller, {} assigned without the colouring",
                 ok.iter()
                     .filter(|a| a.stats.spill_rounds > 0 && !a.stats.graph_fallback)
                     .count(),
                 sum(&|s| s.spill_rounds as u64),
-                ok.iter().filter(|a| a.stats.graph_fallback).count()
+                ok.iter().filter(|a| a.stats.graph_fallback).count(),
+                ok.iter().filter(|a| a.stats.colouring_dropped).count()
             );
         }
         let _ = writeln!(out, "time             {time:?} (spill + assign)");

@@ -29,6 +29,7 @@ pub fn allocation_json(s: &RaStats, files: &[String]) -> serde_json::Value {
         "uncoloured": s.uncoloured,
         "spill_rounds": s.spill_rounds,
         "graph_fallback": s.graph_fallback,
+        "colouring_dropped": s.colouring_dropped,
         "registers_used": per_file(&s.registers_used),
         "max_demand": per_file(&s.max_demand),
         "time_spill_us": s.time_spill.as_micros() as u64,
@@ -78,6 +79,12 @@ pub fn allocation_text(s: &RaStats, files: &[String]) -> String {
                 ""
             }
         );
+        if s.colouring_dropped {
+            let _ = writeln!(
+                out,
+                "               the colouring left the assignment no register: assigned without it"
+            );
+        }
     }
     let _ = writeln!(
         out,
