@@ -389,6 +389,12 @@ impl AllocationRun {
                 .filter(|a| a.stats.spills + a.stats.remats > 0)
                 .count()
         );
+        let _ = writeln!(
+            out,
+            "no register      {} shaders assigned again with other preferences, {} spilled again at a lower budget",
+            ok.iter().filter(|a| a.stats.preferences_swapped).count(),
+            ok.iter().filter(|a| a.stats.retries > 0).count()
+        );
         let nfiles = ok.first().map_or(0, |a| a.stats.registers_used.len());
         for f in 0..nfiles {
             let used = sum(&|s| s.registers_used.get(f).copied().unwrap_or(0) as u64);
@@ -414,13 +420,12 @@ impl AllocationRun {
             );
             let _ = writeln!(
                 out,
-                "graph spilling   {} shaders spilled by colouring ({} rounds), {} fell back to the SSA spiller, {} assigned without the colouring",
+                "graph spilling   {} shaders spilled by colouring ({} rounds), {} fell back to the SSA spiller",
                 ok.iter()
                     .filter(|a| a.stats.spill_rounds > 0 && !a.stats.graph_fallback)
                     .count(),
                 sum(&|s| s.spill_rounds as u64),
-                ok.iter().filter(|a| a.stats.graph_fallback).count(),
-                ok.iter().filter(|a| a.stats.colouring_dropped).count()
+                ok.iter().filter(|a| a.stats.graph_fallback).count()
             );
         }
         let _ = writeln!(out, "time             {time:?} (spill + assign)");

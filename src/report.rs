@@ -29,7 +29,8 @@ pub fn allocation_json(s: &RaStats, files: &[String]) -> serde_json::Value {
         "uncoloured": s.uncoloured,
         "spill_rounds": s.spill_rounds,
         "graph_fallback": s.graph_fallback,
-        "colouring_dropped": s.colouring_dropped,
+        "retries": s.retries,
+        "preferences_swapped": s.preferences_swapped,
         "registers_used": per_file(&s.registers_used),
         "max_demand": per_file(&s.max_demand),
         "time_spill_us": s.time_spill.as_micros() as u64,
@@ -56,6 +57,18 @@ pub fn allocation_text(s: &RaStats, files: &[String]) -> String {
         "spilling       {} spills, {} reloads, {} rematerialised, {} slots",
         s.spills, s.reloads, s.remats, s.spill_slots
     );
+    if s.preferences_swapped || s.retries > 0 {
+        let _ = writeln!(
+            out,
+            "no register    {}{} spilled again at a lower budget",
+            if s.preferences_swapped {
+                "assigned again with other preferences, "
+            } else {
+                ""
+            },
+            s.retries
+        );
+    }
     for (f, name) in files.iter().enumerate() {
         let _ = writeln!(
             out,
@@ -79,12 +92,6 @@ pub fn allocation_text(s: &RaStats, files: &[String]) -> String {
                 ""
             }
         );
-        if s.colouring_dropped {
-            let _ = writeln!(
-                out,
-                "               the colouring left the assignment no register: assigned without it"
-            );
-        }
     }
     let _ = writeln!(
         out,

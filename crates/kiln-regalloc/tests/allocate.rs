@@ -415,3 +415,23 @@ fn colouring_respects_interference() {
         "{at_offset} at offsets, {george} by George"
     );
 }
+
+/// The assignment alone (no colouring's homes as preferences) on a spilled loop at eight units
+/// of `v`: the texture sample's coordinate, a loop phi, is moved to an aligned pair whose home
+/// lies in the only block of four left for the sample's result. It stays where the sample reads
+/// it and goes home later (`make_room_staying`); the assignment found no register before. (The
+/// checker takes the program before spilling; the SIMT runs compare with the spilled one.)
+#[test]
+fn a_vector_operand_stays_away_from_home() {
+    let text = include_str!("data/operand_stays.kir");
+    let mut func = kiln_ir::parse_function(text).expect("parses");
+    let cfg = kiln_ir::Cfg::compute(&func).expect("structured");
+    let lv = kiln_analysis::compute_liveness(&mut func, &cfg);
+    let (allocated, _) = kiln_regalloc::assign::assign(&func, &cfg, &lv, &[8, 4], None)
+        .map_err(|(e, _)| e)
+        .expect("assigned at eight units");
+    for lanes in [1, 16] {
+        let env = Env::for_function(&func, lanes, 7);
+        compare(&func, &allocated, &env).expect("agrees in SIMT mode");
+    }
+}
