@@ -301,6 +301,15 @@ impl<'f> Assigner<'f> {
         found.map(|u| PhysReg::new(class.file, u))
     }
 
+    /// Homes a new value of `t` in block `b` may not take beyond what is occupied and what
+    /// the instruction itself reserves: the SIMT rules, the latch's linear-phi copies and the
+    /// other kind of phi's copies.
+    fn rules_blocked(&self, b: Block, t: Temp, blocked: &mut Vec<Span>) {
+        self.simt_blocked(b, t, blocked);
+        self.latch_blocked(b, t, blocked);
+        self.phi_kind_blocked(t, blocked);
+    }
+
     /// Homes a new value of `t` may not take beyond what is occupied: the SIMT rules.
     fn simt_blocked(&self, b: Block, t: Temp, blocked: &mut Vec<Span>) {
         let class = self.temps[t.index()];
@@ -435,12 +444,10 @@ impl<'f> Assigner<'f> {
         } else {
             (&cfg.logical.preds[b.index()], &cfg.logical)
         };
-        let mut blocked = Vec::new();
-        self.simt_blocked(b, t, &mut blocked);
         // A phi is a value like any other where it lives: into the exit of a loop (the
         // latch's linear-phi copies), into the copies of another block's phis.
-        self.latch_blocked(b, t, &mut blocked);
-        self.phi_kind_blocked(t, &mut blocked);
+        let mut blocked = Vec::new();
+        self.rules_blocked(b, t, &mut blocked);
         for &p in preds {
             let several = edges.succs[p.index()].len() > 1
                 || cfg.linear.succs[p.index()].len() > 1
@@ -732,9 +739,7 @@ impl<'f> Assigner<'f> {
             let class = self.temps[t.index()];
             let mut hb = home_blocked.clone();
             hb.extend(place_blocked.iter().copied());
-            self.simt_blocked(b, t, &mut hb);
-            self.latch_blocked(b, t, &mut hb);
-            self.phi_kind_blocked(t, &mut hb);
+            self.rules_blocked(b, t, &mut hb);
             // The place the instruction writes, if constrained.
             let forced = if let Some(r) = d.fixed {
                 Some(r)
@@ -1214,9 +1219,7 @@ impl<'f> Assigner<'f> {
                 .filter_map(|(o, n)| Some(self.span(o.temp_id()?, n.reg?))),
         );
         avoid.extend(place_blocked[late_reads..].iter().copied());
-        self.simt_blocked(b, t, &mut avoid);
-        self.latch_blocked(b, t, &mut avoid);
-        self.phi_kind_blocked(t, &mut avoid);
+        self.rules_blocked(b, t, &mut avoid);
         avoid.extend(
             inst.operands
                 .iter()

@@ -517,8 +517,9 @@ impl<'a> Spiller<'a> {
     /// predecessor with several successors, beside what lives into the others): while they do
     /// not, the one whose next use is farthest becomes a memory phi (Braun & Hack 2009, §4.1: a phi whose
     /// value is not in a register at the block's entry is spilled — its operands go to its slot
-    /// in the predecessors — and reloaded where it is used). Returns the demand of the phis
-    /// left in registers.
+    /// in the predecessors — and reloaded where it is used). Returns what the phis take of the
+    /// budget at the block's entry: those left in registers, and the room their slot copies
+    /// need (`slot_copy_room`).
     fn memory_phis(&mut self, b: Block) -> Demand {
         let func = self.func;
         let cfg = self.cfg;
@@ -587,7 +588,7 @@ impl<'a> Spiller<'a> {
         // predecessor's end (`slot_copy_room`), where they are all live.
         let mut room = self.slot_copy_room(b);
         if !(demand + room).exceeds(self.budget) && !shared_demand.exceeds(shared_limit) {
-            return demand;
+            return demand + room;
         }
         // Distance to the first use after the phis.
         let len = insts.len() as u32;
@@ -619,7 +620,7 @@ impl<'a> Spiller<'a> {
                 }
             }
         }
-        demand
+        demand + room
     }
 
     /// Room for storing a memory phi's operand that is not in a register at a predecessor's end
@@ -721,7 +722,7 @@ impl<'a> Spiller<'a> {
         let insts = &func.block(b).insts;
         let nphi = func.block(b).phi_count();
         let phi_demand = self.memory_phis(b);
-        let entry = self.choose_entry(b, phi_demand + self.slot_copy_room(b));
+        let entry = self.choose_entry(b, phi_demand);
         self.w_entry[b.index()] = entry.clone();
         let preds: BTreeSet<Block> = self.cfg.logical.preds[b.index()]
             .iter()
