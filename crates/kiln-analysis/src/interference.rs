@@ -36,6 +36,8 @@ pub struct InterferenceData {
     loops_of: Vec<Vec<u32>>,
     /// [`Interference::all_lanes_candidates`], once asked.
     candidates: std::sync::OnceLock<Vec<Vec<u32>>>,
+    /// [`Interference::all_lanes_neighbours`], once asked.
+    neighbours: std::sync::OnceLock<Vec<Vec<u32>>>,
 }
 
 impl<'l> Interference<'l> {
@@ -116,6 +118,7 @@ impl InterferenceData {
             wide_live_out,
             loops_of,
             candidates: Default::default(),
+            neighbours: Default::default(),
         }
     }
 }
@@ -180,6 +183,27 @@ impl<'l> Interference<'l> {
     pub fn all_lanes_candidates(&self, func: &Function) -> &'l [Vec<u32>] {
         let data: &'l InterferenceData = self.data;
         data.candidates.get_or_init(|| self.find_candidates(func))
+    }
+
+    /// The [`Self::all_lanes_candidates`] that [`Self::interferes`] confirms: for every temp,
+    /// the temps it interferes with beyond the SSA criterion, symmetric and sorted. Asked once
+    /// for the allocators that share this liveness (the colouring's graph and the assignment's
+    /// rules ask of the same pairs).
+    pub fn all_lanes_neighbours(&self, func: &Function) -> &'l [Vec<u32>] {
+        let data: &'l InterferenceData = self.data;
+        data.neighbours.get_or_init(|| {
+            let candidates = self.all_lanes_candidates(func);
+            let mut out: Vec<Vec<u32>> = vec![Vec::new(); candidates.len()];
+            for (a, us) in candidates.iter().enumerate() {
+                for &u in us.iter().filter(|&&u| u as usize > a) {
+                    if self.interferes(func, Temp::new(a), Temp(u)) {
+                        out[a].push(u);
+                        out[u as usize].push(a as u32);
+                    }
+                }
+            }
+            out
+        })
     }
 
     fn find_candidates(&self, func: &Function) -> Vec<Vec<u32>> {

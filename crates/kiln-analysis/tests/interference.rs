@@ -1,7 +1,8 @@
 //! Interference queries against the path oracle: two temps of one file interfere exactly when
 //! both are live (or one is being defined) at some point after an instruction, by the path
 //! definition of liveness (`oracle/mod.rs`). All-lanes definitions only add interference, and
-//! every pair they make beyond that criterion is among `Interference::all_lanes_candidates`.
+//! every pair they make beyond that criterion is among `Interference::all_lanes_candidates`;
+//! `Interference::all_lanes_neighbours` are the candidates that interfere.
 
 mod oracle;
 
@@ -42,6 +43,7 @@ proptest! {
         let all_lanes = |t: usize| lv.linear[t] && files[func.temps[t].file.index()].lanes == Lanes::PerLane;
         let inter = Interference::new(&func, &cfg, &lv);
         let candidates = inter.all_lanes_candidates(&func);
+        let neighbours = inter.all_lanes_neighbours(&func);
         for x in 0..n {
             if func.temps[x].is_none() { continue; }
             for y in x + 1..n {
@@ -49,6 +51,9 @@ proptest! {
                 let got = inter.interferes(&func, Temp(x as u32), Temp(y as u32));
                 prop_assert_eq!(got, inter.interferes(&func, Temp(y as u32), Temp(x as u32)), "symmetric");
                 let expect = want.contains(&(x as u32, y as u32));
+                let candidate = candidates[x].binary_search(&(y as u32)).is_ok();
+                prop_assert_eq!(neighbours[x].binary_search(&(y as u32)).is_ok(), candidate && got, "%{} %{}: a neighbour is a candidate that interferes", x, y);
+                prop_assert_eq!(neighbours[y].binary_search(&(x as u32)).is_ok(), candidate && got, "%{} %{}: neighbours are symmetric", y, x);
                 if all_lanes(x) || all_lanes(y) {
                     prop_assert!(got || !expect, "%{} %{}: all-lanes interference must include the SSA one", x, y);
                     let beyond = got && !expect;

@@ -177,7 +177,7 @@ pub struct InstFlags {
 }
 
 /// One instruction.
-#[derive(Clone, PartialEq, Eq, Debug)]
+#[derive(PartialEq, Eq, Debug)]
 pub struct Inst {
     pub op: Opcode,
     pub flags: InstFlags,
@@ -186,6 +186,21 @@ pub struct Inst {
     pub operands: SmallVec<[Operand; 3]>,
     /// Block targets of a terminator; empty (and unallocated) for every other instruction.
     pub targets: Box<[Block]>,
+}
+
+/// A copy of each list at once (its items are `Copy`), not item by item as the derived clone of
+/// a `SmallVec` does: whole functions are copied several times per compile.
+impl Clone for Inst {
+    fn clone(&self) -> Inst {
+        Inst {
+            op: self.op,
+            flags: self.flags,
+            imms: SmallVec::from_slice(&self.imms),
+            defs: SmallVec::from_slice(&self.defs),
+            operands: SmallVec::from_slice(&self.operands),
+            targets: self.targets.clone(),
+        }
+    }
 }
 
 impl Inst {

@@ -762,6 +762,16 @@ fn build(
     })
 }
 
+/// An operand as [`Matcher::may_match`] sees it.
+#[derive(Clone, Copy)]
+enum Shape {
+    Const(u32),
+    /// A temp defined by this operation.
+    Op(Opcode),
+    /// A temp with no definition, or undefined.
+    Other,
+}
+
 /// Tries `rules` on the instruction at (b, i); on a match, rewrites it in place and returns the
 /// new instructions that go before it.
 fn rewrite(
@@ -781,8 +791,39 @@ fn rewrite(
         return None;
     }
     let candidates = rules.get(&inst.op)?;
+    // What each operand is, looked up once for every rule: its constant, or the operation
+    // defining it.
+    let shapes: SmallVec<[Shape; 4]> = inst
+        .operands
+        .iter()
+        .map(|o| match o.value {
+            Value::Const(c) => Shape::Const(c),
+            Value::Temp(t) => match avail.sites.get(t.index()) {
+                Some(Some((db, di))) => Shape::Op(func.block(*db).insts[*di].op),
+                _ => Shape::Other,
+            },
+            Value::Undef(_) => Shape::Other,
+        })
+        .collect();
+    let swap = inst.op.info().commutative && shapes.len() == 2;
     for c in candidates {
         let Pat::Op(_, args) = &c.from else { continue };
+        // The cheap test of `Matcher::may_match` on the root's operands, in either order of a
+        // commutative pair, before a matcher is made.
+        let fits = |k: usize, p: &Pat| match (p, shapes[k]) {
+            (Pat::Const(c), Shape::Const(v)) => *c == v,
+            (Pat::Const(_), _) => false,
+            (Pat::Var { kind, .. }, shape) => {
+                *kind != Kind::Constant || matches!(shape, Shape::Const(_))
+            }
+            (Pat::Op(op, _), Shape::Op(d)) => *op == d,
+            (Pat::Op(..), _) => false,
+        };
+        let direct = args.len() == shapes.len() && args.iter().enumerate().all(|(k, p)| fits(k, p));
+        let swapped = swap && args.len() == 2 && fits(1, &args[0]) && fits(0, &args[1]);
+        if !direct && !swapped {
+            continue;
+        }
         let m = Matcher {
             func,
             avail,

@@ -371,11 +371,15 @@ pub fn cfg_clean_with(
         let func = cx.func_mut();
         let dead_region =
             remove_dead_loop(func, &cfg, &readers) || remove_dead_if(func, &cfg, &readers);
-        // The uniformity oracle (a divergence analysis) only when a step asks it.
+        // The uniformity oracle (a divergence analysis) only when a step asks it: where an
+        // `if` is marked divergent.
         let step = dead_region || {
-            let uni = oracle(cx)?;
+            let marked = cfg.ifs.iter().any(|i| i.divergent) && {
+                let uni = oracle(cx)?;
+                mark_uniform(cx.func_mut(), &cfg, &*uni)
+            };
             let func = cx.func_mut();
-            mark_uniform(func, &cfg, &*uni)
+            marked
                 || fold_constant_if(func, &cfg)
                 || remove_one_trip_loop(func, &cfg)
                 || merge_straight(func, &cfg)

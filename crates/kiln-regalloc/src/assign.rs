@@ -317,15 +317,14 @@ impl<'f> Assigner<'f> {
         if !self.per_lane_file.get(file).copied().unwrap_or(false) {
             return;
         }
-        // All-lanes writes against every value; every value against all-lanes writes: the
-        // query asked of the candidates only.
-        for u in self.interference.all_lanes_candidates(self.func)[t.index()]
+        // All-lanes writes against every value; every value against all-lanes writes (the
+        // candidates the query confirms, found once per liveness).
+        for u in self.interference.all_lanes_neighbours(self.func)[t.index()]
             .iter()
             .map(|&u| Temp(u))
         {
             if let Some(h) = self.home[u.index()]
                 && h.file().index() == file
-                && self.interference.interferes(self.func, t, u)
             {
                 blocked.push(self.span(u, h));
             }

@@ -848,12 +848,10 @@ fn build(func: &Function, cfg: &Cfg, lv: &Liveness) -> Graph {
     // Seed 003 and docs/ir.md: a value written in all lanes of a per-lane file interferes with
     // values live in any lane, beyond liveness: the query, asked of the candidates only.
     let interference = Interference::new(func, cfg, lv);
-    for (a, us) in interference.all_lanes_candidates(func).iter().enumerate() {
+    for (a, us) in interference.all_lanes_neighbours(func).iter().enumerate() {
         let a = Temp::new(a);
         for &u in us.iter().filter(|&&u| u > a.0) {
-            if interference.interferes(func, a, Temp(u)) {
-                add(a, Temp(u), &mut edges);
-            }
+            add(a, Temp(u), &mut edges);
         }
     }
     let adj = adjacency(n, &edges);

@@ -406,18 +406,28 @@ pub fn schedule_block(
                 })
             });
         let id = filler.or(reader).unwrap_or_else(|| {
-            let key = |id: usize| {
+            // The least key (over the budget → fewest added, ready in time, original order);
+            // what a node adds is counted only when it goes over the budget, and the first
+            // node in order that neither goes over nor waits has the least key there is.
+            let mut best: Option<(i32, bool, usize)> = None;
+            for id in ready.iter().take(WINDOW).copied() {
                 let node = &nodes[id];
-                let added = sum(node.defines) - sum(frees(node, &left));
                 let over = (pressure + node.defines).exceeds(budget);
-                (if over { added } else { i32::MIN }, ready_at[id] > now, id)
-            };
-            ready
-                .iter()
-                .take(WINDOW)
-                .copied()
-                .min_by_key(|&id| key(id))
-                .expect("a ready node")
+                let late = ready_at[id] > now;
+                if !over && !late {
+                    return id;
+                }
+                let added = if over {
+                    sum(node.defines) - sum(frees(node, &left))
+                } else {
+                    i32::MIN
+                };
+                let key = (added, late, id);
+                if best.is_none_or(|b| key < b) {
+                    best = Some(key);
+                }
+            }
+            best.expect("a ready node").2
         });
         ready.remove(&id);
         let node = &nodes[id];
