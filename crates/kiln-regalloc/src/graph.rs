@@ -95,7 +95,7 @@ pub fn colour(
     let mut sets = Sets::new(func, &mut model, &graph);
     let mut stats = ColourStats {
         nodes: sets.class.iter().filter(|c| c.is_some()).count() as u32,
-        edges: graph.adj.iter().map(|a| a.len() as u32).sum::<u32>() / 2,
+        edges: graph.adj.entries() as u32 / 2,
         ..ColourStats::default()
     };
     sets.coalesce(func, &mut model, &graph, &mut stats);
@@ -131,7 +131,9 @@ pub struct GraphView {
 pub fn interference_graph(func: &Function, cfg: &Cfg, lv: &Liveness) -> GraphView {
     let graph = build(func, cfg, lv);
     GraphView {
-        adj: graph.adj,
+        adj: (0..graph.adj.len())
+            .map(|t| graph.adj.of(t).to_vec())
+            .collect(),
         partners: graph
             .partners
             .into_iter()
@@ -146,12 +148,14 @@ pub fn interference_graph(func: &Function, cfg: &Cfg, lv: &Liveness) -> GraphVie
 /// Interference stays per member (`Graph::adj`), so select places a set exactly (a dead part's
 /// units are free for others); simplify and the coalescing tests see one node per set whose
 /// neighbours block its whole span (conservative).
-struct Sets {
+struct Sets<'g> {
     /// Temps of the function; ids from here on are vector operands.
     temps: usize,
     /// Scratch marks of [`Sets::neighbours`].
     mark: Vec<u32>,
     stamp: u32,
+    /// Sets whose list may name sets merged into others since it was made.
+    stale: Vec<bool>,
     /// Representative (set) of every temp; the representative's `offset` is 0.
     rep: Vec<u32>,
     /// Unit offset of every temp from its set's start.
@@ -160,8 +164,10 @@ struct Sets {
     /// that spans the set; `None` for temps that are not nodes).
     members: Vec<SmallVec<[u32; 2]>>,
     class: Vec<Option<ClassId>>,
-    /// Set-level adjacency (representatives, ascending), and pressure: Σ q over it.
-    adj: Vec<Vec<u32>>,
+    /// Set-level adjacency (representatives, ascending), and pressure: Σ q over it. A set's
+    /// list is its own once a merge changed it (`own`), else its temp's list in the graph.
+    base: &'g Lists,
+    own: Vec<Option<Vec<u32>>>,
     pressure: Vec<u32>,
     /// Instructions the set's members are live across, and Σ uses × 10^loop depth.
     length: Vec<u32>,
@@ -170,11 +176,21 @@ struct Sets {
     weight: Vec<f64>,
 }
 
-impl Sets {
+/// The list of set `s`: its own, else its temp's in the graph (a vector operand's set has
+/// none there).
+fn list_of<'a>(own: &'a [Option<Vec<u32>>], base: &'a Lists, s: usize) -> &'a [u32] {
+    match &own[s] {
+        Some(list) => list,
+        None if s < base.len() => base.of(s),
+        None => &[],
+    }
+}
+
+impl<'g> Sets<'g> {
     /// One set per temp an instruction defines (a number whose definition the middle end
     /// removed is no node), then one empty set per vector operand (`Graph::groups`), which its
     /// members join by coalescing.
-    fn new(func: &Function, model: &mut RegModel, graph: &Graph) -> Sets {
+    fn new(func: &Function, model: &mut RegModel, graph: &'g Graph) -> Sets<'g> {
         let n = func.temps.len();
         let mut class: Vec<Option<ClassId>> = func
             .temps
@@ -190,7 +206,9 @@ impl Sets {
         let total = class.len();
         let pressure = (0..n)
             .map(|t| match class[t] {
-                Some(b) => graph.adj[t]
+                Some(b) => graph
+                    .adj
+                    .of(t)
                     .iter()
                     .filter_map(|&u| class[u as usize])
                     .map(|c| model.q(b, c))
@@ -203,17 +221,24 @@ impl Sets {
             temps: n,
             mark: vec![0; total],
             stamp: 0,
+            stale: vec![false; total],
             rep: (0..total as u32).collect(),
             offset: vec![0; total],
             // A vector operand's own id is a member of its set, so that `rep` finds it.
             members: (0..total as u32).map(|t| smallvec![t]).collect(),
             class,
-            adj: extended(&graph.adj, Vec::new(), total),
+            base: &graph.adj,
+            own: vec![None; total],
             pressure,
             length: extended(&graph.length, 0, total),
             order: extended(&graph.order, u32::MAX, total),
             weight: extended(&graph.weight, 0.0, total),
         }
+    }
+
+    /// The list of set `s` ([`list_of`]).
+    fn list(&self, s: u32) -> &[u32] {
+        list_of(&self.own, self.base, s as usize)
     }
 
     fn span(&self, model: &RegModel, s: u32) -> u32 {
@@ -253,6 +278,7 @@ impl Sets {
         }
         copies.sort_by(|x, y| y.3.total_cmp(&x.3).then((x.0, x.1).cmp(&(y.0, y.1))));
         let mut places: HashMap<(ClassId, ClassId, u32), bool> = HashMap::default();
+        let (mut adj_inner, mut adj_outer, mut shared) = (Vec::new(), Vec::new(), Vec::new());
         for (a, b, delta, _) in copies {
             let (sa, sb) = (self.rep[a as usize], self.rep[b as usize]);
             if sa == sb {
@@ -299,36 +325,44 @@ impl Sets {
             // Each attempt costs the two sets' lists: a set grown along a long chain of copies
             // (thousands of sequential ifs) would make coalescing quadratic, so past this many
             // neighbours a copy stays (regalloc2 bounds its bundle merges the same way).
-            if self.adj[outer as usize].len() + self.adj[inner as usize].len() > COALESCE_NEIGHBOURS
-            {
+            if self.list(outer).len() + self.list(inner).len() > COALESCE_NEIGHBOURS {
                 continue;
             }
             if self.members_clash(func, graph, outer, inner, inner_at) {
                 continue;
             }
-            // The inner set's neighbours, then the outer set's, which stay marked.
-            let adj_inner = self.neighbours(inner);
-            let adj_outer = self.neighbours(outer);
-            let shared: Vec<bool> = adj_inner.iter().map(|&u| self.marked(u)).collect();
-            let mut merged: Vec<u32> = adj_outer.iter().copied().filter(|&u| u != inner).collect();
-            merged.extend(
-                adj_inner
-                    .iter()
-                    .zip(&shared)
-                    .filter(|&(&u, &both)| !both && u != outer)
-                    .map(|(&u, _)| u),
-            );
+            // The inner set's neighbours, then the outer set's, which stay marked; their
+            // union, made into a list only for a merge.
+            self.neighbours_into(inner, &mut adj_inner);
+            self.neighbours_into(outer, &mut adj_outer);
+            shared.clear();
+            shared.extend(adj_inner.iter().map(|&u| self.marked(u)));
+            let union = || {
+                adj_outer.iter().copied().filter(|&u| u != inner).chain(
+                    adj_inner
+                        .iter()
+                        .zip(&shared)
+                        .filter(|&(&u, &both)| !both && u != outer)
+                        .map(|(&u, _)| u),
+                )
+            };
+            // Briggs: fewer significant neighbours than the merged set's colours (counted
+            // until there are that many).
             let briggs = {
+                let limit = model.p(co);
                 let mut significant = 0;
-                for &u in &merged {
+                for u in union() {
                     let Some(c) = self.class[u as usize] else {
                         continue;
                     };
                     if self.pressure[u as usize] >= model.p(c) {
                         significant += model.q(co, c);
+                        if significant >= limit {
+                            break;
+                        }
                     }
                 }
-                significant < model.p(co)
+                significant < limit
             };
             // George: every neighbour of the inner set either already neighbours the outer one
             // or stays trivially colourable when it sees the outer set's class instead.
@@ -343,6 +377,7 @@ impl Sets {
             if !briggs && !george {
                 continue;
             }
+            let merged: Vec<u32> = union().collect();
             self.merge(model, (outer, inner, inner_at), merged, &adj_inner, &shared);
             stats.coalesced += 1;
             stats.coalesced_george += george as u32;
@@ -354,17 +389,19 @@ impl Sets {
                 self.class[s] = None;
             }
         }
-        // Every list read through `rep` once more, and pressures from the exact lists.
+        // The lists that name merged sets read through `rep` once more, and their pressures
+        // from the exact lists (the others' lists and pressures are exact already).
+        // (Sets that are no nodes keep what they hold: nothing reads it again.)
         for s in 0..self.class.len() as u32 {
-            self.adj[s as usize] = if self.class[s as usize].is_some() {
-                self.neighbours(s)
-            } else {
-                Vec::new()
-            };
+            if self.class[s as usize].is_some() && self.stale[s as usize] {
+                self.own[s as usize] = Some(self.neighbours(s));
+            }
         }
         for s in 0..self.class.len() {
-            if let Some(b) = self.class[s] {
-                self.pressure[s] = self.adj[s]
+            if let Some(b) = self.class[s]
+                && self.stale[s]
+            {
+                self.pressure[s] = list_of(&self.own, self.base, s)
                     .iter()
                     .filter_map(|&u| self.class[u as usize])
                     .map(|c| model.q(b, c))
@@ -400,7 +437,7 @@ impl Sets {
             };
         self.temps_of(small).any(|m| {
             let (lo, hi) = place(m);
-            graph.adj[m as usize].iter().any(|&u| {
+            graph.adj.of(m as usize).iter().any(|&u| {
                 self.rep[u as usize] == other && {
                     let (ulo, uhi) = place(u);
                     lo < uhi && ulo < hi
@@ -429,6 +466,8 @@ impl Sets {
             if u == outer {
                 continue;
             }
+            // Its list names `inner`, which is `outer` from now on.
+            self.stale[u as usize] = true;
             let cu = self.class[u as usize].expect("a neighbour in the graph");
             self.pressure[u as usize] -= model.q(cu, ci);
             if !both {
@@ -440,8 +479,8 @@ impl Sets {
             .filter_map(|&u| self.class[u as usize])
             .map(|c| model.q(co, c))
             .sum();
-        self.adj[outer as usize] = merged;
-        self.adj[inner as usize] = Vec::new();
+        self.own[outer as usize] = Some(merged);
+        self.own[inner as usize] = Some(Vec::new());
         let moved = std::mem::take(&mut self.members[inner as usize]);
         for &m in &moved {
             self.rep[m as usize] = outer;
@@ -465,16 +504,22 @@ impl Sets {
     /// The sets next to set `s`, once each: its list read through `rep`. They stay marked
     /// ([`Sets::marked`]) until the next call.
     fn neighbours(&mut self, s: u32) -> Vec<u32> {
+        let mut out = Vec::with_capacity(self.list(s).len());
+        self.neighbours_into(s, &mut out);
+        out
+    }
+
+    /// [`Sets::neighbours`] into `out`, which is cleared first.
+    fn neighbours_into(&mut self, s: u32, out: &mut Vec<u32>) {
         self.stamp += 1;
-        let mut out = Vec::with_capacity(self.adj[s as usize].len());
-        for &u in &self.adj[s as usize] {
+        out.clear();
+        for &u in list_of(&self.own, self.base, s as usize) {
             let r = self.rep[u as usize];
             if r != s && self.class[r as usize].is_some() && self.mark[r as usize] != self.stamp {
                 self.mark[r as usize] = self.stamp;
                 out.push(r);
             }
         }
-        out
     }
 
     /// Whether `u` was among the sets the last [`Sets::neighbours`] returned.
@@ -522,7 +567,7 @@ impl Sets {
                 let fixed = self
                     .temps_of(t)
                     .all(|m| unspillable.get(m as usize).copied().unwrap_or(false));
-                let degree = self.adj[t as usize].len().max(1) as f64;
+                let degree = self.list(t).len().max(1) as f64;
                 let cost = if fixed {
                     f64::INFINITY
                 } else {
@@ -552,7 +597,7 @@ impl Sets {
             left -= 1;
             stack.push(t);
             let c = self.class[t as usize].expect("a node");
-            for &u in &self.adj[t as usize] {
+            for &u in list_of(&self.own, self.base, t as usize) {
                 let u = u as usize;
                 let Some(b) = self.class[u] else { continue };
                 if removed[u] {
@@ -595,7 +640,7 @@ impl Sets {
             blocked.resize(units as usize, false);
             for m in self.temps_of(s) {
                 let (om, sm) = (self.offset[m as usize], func.temps[m as usize].size as u32);
-                for &u in &graph.adj[m as usize] {
+                for &u in graph.adj.of(m as usize) {
                     let ru = self.rep[u as usize];
                     let Some(cu) = colour[ru as usize] else {
                         continue;
@@ -635,7 +680,7 @@ impl Sets {
                 .temps_of(s)
                 .map(|m| {
                     let mut ports = graph.constant_ports[m as usize];
-                    for &o in &graph.read_with[m as usize] {
+                    for &o in graph.read_with.of(m as usize) {
                         if let Some(co) = colour[self.rep[o as usize] as usize]
                             && let Some(q) = target.read_port(file, co + self.offset[o as usize])
                         {
@@ -719,7 +764,7 @@ const COALESCE_NEIGHBOURS: usize = 4096;
 /// The interference graph and what guides colouring.
 struct Graph {
     /// Neighbours of every temp, ascending.
-    adj: Vec<Vec<u32>>,
+    adj: Lists,
     /// Copy partners of every temp: (partner, unit offset that makes the copy an identity —
     /// colour(temp) = colour(partner) + offset, weight 10^loop depth of the copy).
     partners: Vec<Vec<(u32, i32, f64)>>,
@@ -735,7 +780,7 @@ struct Graph {
     groups: Vec<(VectorUse, f64)>,
     /// Temps read by one instruction with every temp (ascending), and the read ports (bits) its constant
     /// operands take there (`Target::read_port`, `Target::constant_read_port`).
-    read_with: Vec<Vec<u32>>,
+    read_with: Lists,
     constant_ports: Vec<u8>,
 }
 
@@ -868,10 +913,36 @@ fn build(func: &Function, cfg: &Cfg, lv: &Liveness) -> Graph {
     }
 }
 
+/// Lists of numbers for every node, one after another in one vector (compressed rows): one
+/// allocation for the whole graph, not one per node.
+#[derive(Clone, Debug, Default)]
+struct Lists {
+    /// `items[start[k]..start[k + 1]]` is node k's list.
+    start: Vec<u32>,
+    items: Vec<u32>,
+}
+
+impl Lists {
+    fn of(&self, k: usize) -> &[u32] {
+        &self.items[self.start[k] as usize..self.start[k + 1] as usize]
+    }
+
+    /// Nodes.
+    fn len(&self) -> usize {
+        self.start.len().saturating_sub(1)
+    }
+
+    /// Entries of all lists.
+    fn entries(&self) -> usize {
+        self.items.len()
+    }
+}
+
 /// Sorted neighbour lists without repeats from undirected `edges` over `n` nodes, by a
-/// counting sort on the neighbour: the lists are filled in ascending neighbour order, each
-/// allocated once at its degree — O(nodes + edges), no comparison sort.
-fn adjacency(n: usize, edges: &[(u32, u32)]) -> Vec<Vec<u32>> {
+/// counting sort on the neighbour: each node's list is filled in ascending neighbour order in
+/// its slot of one vector, and the slots are closed up over the repeats at the end —
+/// O(nodes + edges), no comparison sort.
+fn adjacency(n: usize, edges: &[(u32, u32)]) -> Lists {
     // start[k]..start[k + 1]: the entries whose neighbour is k (each edge is two entries).
     let mut start = vec![0u32; n + 1];
     for &(a, b) in edges {
@@ -882,7 +953,7 @@ fn adjacency(n: usize, edges: &[(u32, u32)]) -> Vec<Vec<u32>> {
         start[k + 1] += start[k];
     }
     // The owner of each entry, grouped by neighbour. The graph is symmetric, so a node's
-    // degree is also how many entries name it as the neighbour.
+    // degree is also how many entries name it as the neighbour: `start` bounds its slot too.
     let mut owner = vec![0u32; 2 * edges.len()];
     let mut next = start.clone();
     for &(a, b) in edges {
@@ -891,19 +962,30 @@ fn adjacency(n: usize, edges: &[(u32, u32)]) -> Vec<Vec<u32>> {
         owner[next[a as usize] as usize] = b;
         next[a as usize] += 1;
     }
-    let mut adj: Vec<Vec<u32>> = (0..n)
-        .map(|k| Vec::with_capacity((start[k + 1] - start[k]) as usize))
-        .collect();
+    // `next[o]`: where owner o's next neighbour goes.
+    next.copy_from_slice(&start);
+    let mut items = vec![0u32; owner.len()];
     for k in 0..n {
         for &o in &owner[start[k] as usize..start[k + 1] as usize] {
-            // Ascending k: a repeat is the list's last entry.
-            let list = &mut adj[o as usize];
-            if list.last() != Some(&(k as u32)) {
-                list.push(k as u32);
+            // Ascending k: a repeat is the slot's last entry.
+            let (from, at) = (start[o as usize], next[o as usize]);
+            if at == from || items[at as usize - 1] != k as u32 {
+                items[at as usize] = k as u32;
+                next[o as usize] += 1;
             }
         }
     }
-    adj
+    // Close up the slots.
+    let mut written = 0u32;
+    for k in 0..n {
+        let (from, to) = (start[k], next[k]);
+        items.copy_within(from as usize..to as usize, written as usize);
+        start[k] = written;
+        written += to - from;
+    }
+    start[n] = written;
+    items.truncate(written as usize);
+    Lists { start, items }
 }
 
 /// The operands one instruction reads together (an operation, not a copy or a vector
@@ -1065,9 +1147,11 @@ mod tests {
                 expected[b as usize].insert(a);
             }
             let adj = adjacency(n, &edges);
-            for (k, list) in adj.iter().enumerate() {
-                prop_assert_eq!(list, &expected[k].iter().copied().collect::<Vec<_>>());
+            prop_assert_eq!(adj.len(), n);
+            for (k, want) in expected.iter().enumerate() {
+                prop_assert_eq!(adj.of(k), &want.iter().copied().collect::<Vec<_>>()[..]);
             }
+            prop_assert_eq!(adj.entries(), expected.iter().map(BTreeSet::len).sum::<usize>());
         }
     }
 }
