@@ -1037,34 +1037,122 @@ fn rules_at(precision: Precision) -> &'static Rules {
     })
 }
 
+/// How many operations deep a search pattern reaches below its root (1: the root alone).
+fn depth(p: &Pat) -> u8 {
+    match p {
+        Pat::Op(_, args) => 1 + args.iter().map(depth).max().unwrap_or(0),
+        _ => 0,
+    }
+}
+
+/// The deepest search pattern of any rule, found once per process.
+fn deepest() -> u8 {
+    static DEEPEST: OnceLock<u8> = OnceLock::new();
+    *DEEPEST.get_or_init(|| compiled().iter().map(|c| depth(&c.from)).max().unwrap_or(1))
+}
+
 /// Rewrites with the rules of `precision` to a fixed point (bounded: a rule set that cycled
 /// would stop after this many rounds). Each round looks the definitions up once: an
 /// instruction a rule makes is looked through in the next round.
+///
+/// After the first round, a round tries only the instructions whose match can have changed
+/// (LLVM's InstCombine worklist, kept to rounds so that the result is the whole walk's): a
+/// pattern at an instruction sees the instructions at most [`deepest`] − 1 reads below it, and
+/// the read counts and boolean facts of the temps one read further, so an instruction is
+/// tried again only within [`deepest`] reads above a change — an instruction rewritten or
+/// made, or a temp whose read count or boolean fact differs from the round before. The
+/// distance is counted in the round's walk in reverse post-order, where definitions come
+/// before their readers (phis, which no pattern looks through, pass nothing on). A long chain
+/// of rewrites, each enabling the next, costs its length, not a whole walk per link.
 pub fn algebraic_with(cx: &mut Context, precision: Precision) -> Result<Changed, PassError> {
+    rounds(cx, precision, false).map(|(changed, _)| changed)
+}
+
+/// [`algebraic_with`], and how many rounds it took; `whole`: every round visits every
+/// instruction (the walk the worklist must give the same function as, for tests).
+pub fn rounds(
+    cx: &mut Context,
+    precision: Precision,
+    whole: bool,
+) -> Result<(Changed, usize), PassError> {
     const ROUNDS: usize = 32;
+    const FAR: u8 = u8::MAX;
     let rules = rules_at(precision);
+    let reach = deepest();
     let cfg = cx.cfg()?;
     let dom = cx.dominance()?;
     let func = cx.func_mut();
     let mut changed = false;
+    // Temps whose definition changed in the last round, and that round's facts.
+    let mut touched: Vec<bool> = Vec::new();
+    let mut before: Option<(Vec<u32>, Vec<bool>)> = None;
+    // Reads from each temp's definition to the nearest change (`FAR`: none within reach).
+    let mut near: Vec<u8> = Vec::new();
+    let mut taken = 0;
     for _ in 0..ROUNDS {
+        taken += 1;
         let avail = Avail::new(func, &cfg, &dom);
         let uses = readers(func);
         let booleans = booleans(func, &cfg);
+        let n = func.temps.len();
+        let first = whole || before.is_none();
+        near.clear();
+        near.resize(n, FAR);
+        if let Some((old_uses, old_booleans)) = &before {
+            touched.resize(n, true);
+            for t in 0..n {
+                if touched[t]
+                    || old_uses.get(t) != uses.get(t)
+                    || old_booleans.get(t) != booleans.get(t)
+                {
+                    near[t] = 0;
+                }
+            }
+        }
+        touched.clear();
+        touched.resize(n, false);
         // (block, index, instructions to insert before it)
         let mut inserts: Vec<(Block, usize, Vec<Inst>)> = Vec::new();
         let mut round = false;
         for b in cfg.rpo() {
             for i in 0..func.block(b).insts.len() {
-                if constant_operands(func, &avail, b, i) {
-                    round = true;
-                }
-                if let Some(new) = rewrite(func, &avail, &uses, &booleans, rules, b, i) {
-                    round = true;
-                    if !new.is_empty() {
-                        inserts.push((b, i, new));
+                let dist = if first {
+                    0
+                } else {
+                    let inst = &func.block(b).insts[i];
+                    let own = inst
+                        .defs
+                        .iter()
+                        .filter_map(|d| near.get(d.temp.index()))
+                        .min();
+                    let above = if inst.op.is_phi() {
+                        None
+                    } else {
+                        inst.used_temps()
+                            .map(|t| near.get(t.index()).map_or(0, |d| d.saturating_add(1)))
+                            .min()
+                    };
+                    own.copied().unwrap_or(FAR).min(above.unwrap_or(FAR))
+                };
+                let mut here = false;
+                if dist <= reach {
+                    here = constant_operands(func, &avail, b, i);
+                    if let Some(new) = rewrite(func, &avail, &uses, &booleans, rules, b, i) {
+                        here = true;
+                        if !new.is_empty() {
+                            inserts.push((b, i, new));
+                        }
                     }
                 }
+                let dist = if here { 0 } else { dist };
+                for d in &func.block(b).insts[i].defs {
+                    let t = d.temp.index();
+                    if let (Some(n), Some(c)) = (near.get_mut(t), touched.get_mut(t)) {
+                        *n = (*n).min(dist);
+                        *c |= here;
+                    }
+                }
+                round |= here;
             }
         }
         for (b, i, new) in inserts.into_iter().rev() {
@@ -1074,12 +1162,14 @@ pub fn algebraic_with(cx: &mut Context, precision: Precision) -> Result<Changed,
             break;
         }
         changed = true;
+        before = Some((uses, booleans));
     }
-    Ok(if changed {
+    let changed = if changed {
         Changed::Instructions
     } else {
         Changed::Nothing
-    })
+    };
+    Ok((changed, taken))
 }
 
 /// [`algebraic_with`] at relaxed precision (the default pipeline's).
