@@ -647,11 +647,7 @@ impl Matcher<'_> {
     /// Whether `p` can match `v` as far as one look shows (its operation, its constant): the
     /// cheap test before the whole match.
     fn may_match(&self, p: &Pat, v: Value) -> bool {
-        match p {
-            Pat::Const(c) => v == Value::Const(*c),
-            Pat::Var { kind, .. } => *kind != Kind::Constant || matches!(v, Value::Const(_)),
-            Pat::Op(op, _) => self.definition(v).is_some_and(|d| d.op == *op),
-        }
+        p.fits(shape(self.func, self.avail, v))
     }
 
     /// Whether the operands of `inst` match `args` (either order for a commutative pair) and
@@ -762,7 +758,7 @@ fn build(
     })
 }
 
-/// An operand as [`Matcher::may_match`] sees it.
+/// A value as far as one look shows: its constant, or the operation defining it.
 #[derive(Clone, Copy)]
 enum Shape {
     Const(u32),
@@ -770,6 +766,32 @@ enum Shape {
     Op(Opcode),
     /// A temp with no definition, or undefined.
     Other,
+}
+
+fn shape(func: &Function, avail: &Avail, v: Value) -> Shape {
+    match v {
+        Value::Const(c) => Shape::Const(c),
+        Value::Temp(t) => match avail.sites.get(t.index()) {
+            Some(Some((db, di))) => Shape::Op(func.block(*db).insts[*di].op),
+            _ => Shape::Other,
+        },
+        Value::Undef(_) => Shape::Other,
+    }
+}
+
+impl Pat {
+    /// Whether the pattern can match a value of `shape` (its operation, its constant): the
+    /// cheap test before the whole match.
+    fn fits(&self, shape: Shape) -> bool {
+        match (self, shape) {
+            (Pat::Const(c), Shape::Const(v)) => *c == v,
+            (Pat::Var { kind, .. }, shape) => {
+                *kind != Kind::Constant || matches!(shape, Shape::Const(_))
+            }
+            (Pat::Op(op, _), Shape::Op(d)) => *op == d,
+            (Pat::Const(_) | Pat::Op(..), _) => false,
+        }
+    }
 }
 
 /// Tries `rules` on the instruction at (b, i); on a match, rewrites it in place and returns the
@@ -796,29 +818,14 @@ fn rewrite(
     let shapes: SmallVec<[Shape; 4]> = inst
         .operands
         .iter()
-        .map(|o| match o.value {
-            Value::Const(c) => Shape::Const(c),
-            Value::Temp(t) => match avail.sites.get(t.index()) {
-                Some(Some((db, di))) => Shape::Op(func.block(*db).insts[*di].op),
-                _ => Shape::Other,
-            },
-            Value::Undef(_) => Shape::Other,
-        })
+        .map(|o| shape(func, avail, o.value))
         .collect();
     let swap = inst.op.info().commutative && shapes.len() == 2;
     for c in candidates {
         let Pat::Op(_, args) = &c.from else { continue };
         // The cheap test of `Matcher::may_match` on the root's operands, in either order of a
         // commutative pair, before a matcher is made.
-        let fits = |k: usize, p: &Pat| match (p, shapes[k]) {
-            (Pat::Const(c), Shape::Const(v)) => *c == v,
-            (Pat::Const(_), _) => false,
-            (Pat::Var { kind, .. }, shape) => {
-                *kind != Kind::Constant || matches!(shape, Shape::Const(_))
-            }
-            (Pat::Op(op, _), Shape::Op(d)) => *op == d,
-            (Pat::Op(..), _) => false,
-        };
+        let fits = |k: usize, p: &Pat| p.fits(shapes[k]);
         let direct = args.len() == shapes.len() && args.iter().enumerate().all(|(k, p)| fits(k, p));
         let swapped = swap && args.len() == 2 && fits(1, &args[0]) && fits(0, &args[1]);
         if !direct && !swapped {
