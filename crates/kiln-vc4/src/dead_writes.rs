@@ -131,8 +131,15 @@ fn register_bit(w: u8, file_a: bool) -> Option<u32> {
 /// Whether the flags instruction `i` sets are never tested: the straight-line code after it
 /// sets them again, or the program ends, before any conditional write, branch or block start.
 fn flags_dead_after(code: &[Instr], starts: &[bool], i: usize) -> bool {
-    for (j, ins) in code.iter().enumerate().skip(i + 1) {
-        if starts[j] {
+    i + 1 >= code.len() || (!starts[i + 1] && flags_dead_from(code, starts, i + 1))
+}
+
+/// Whether the flags as they are on reaching instruction `from` are never tested: from there
+/// the straight-line code sets them again, or the program ends, before any conditional write,
+/// branch or other block start (a block may start at `from` itself).
+pub(crate) fn flags_dead_from(code: &[Instr], starts: &[bool], from: usize) -> bool {
+    for (j, ins) in code.iter().enumerate().skip(from) {
+        if starts[j] && j != from {
             return false;
         }
         match ins {

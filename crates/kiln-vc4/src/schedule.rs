@@ -127,8 +127,10 @@ pub fn schedule_with(e: &Emitted, live_at_end: u128) -> Result<Emitted, EmitErro
     };
     // No TLB access or scoreboard wait in the first two instructions.
     s.write_at[Resource::Tlb.index()] = 2;
+    let starts = kiln_qpu::isa::validate::block_starts(&s.instrs);
     let around = Around {
         label: &label,
+        starts: &starts,
         fixed: &fixed,
         switch: &switch,
     };
@@ -404,6 +406,8 @@ fn has_io_read(i: &Instr) -> bool {
 /// What the instructions after a branch are: branch targets, kept in place, thread switches.
 struct Around<'a> {
     label: &'a [bool],
+    /// Block starts (branch targets and the instructions after branches' delay slots).
+    starts: &'a [bool],
     fixed: &'a [bool],
     switch: &'a [Option<Signal>],
 }
@@ -582,8 +586,10 @@ impl Scheduler<'_> {
     /// it falls through to ([`Scheduler::hoist`]) that are harmless where the branch goes
     /// (delay slots run on both paths): each register they write dead at the
     /// target (`live_at_target`) or written under a condition that no lane meets when the
-    /// branch is taken (`.zs` after `branch.all_zc`: the masked side of a divergent if).
-    /// Returns how many it placed.
+    /// branch is taken (`.zs` after `branch.all_zc`: the masked side of a divergent if), and
+    /// flags set only where the target sets them again before testing them (the branch has
+    /// read its own: a loop's exit tests one after another, each setting the flags the next
+    /// branch reads). Returns how many it placed.
     fn fall_through_slots(
         &mut self,
         i: usize,
@@ -598,7 +604,9 @@ impl Scheduler<'_> {
             return Ok(0);
         }
         let unmet = unmet_when_taken(b.cond);
-        self.hoist(i + 4, free, around, |cond, bit| {
+        let target = (i as i64 + 4 + b.imm as i64 / 8) as usize;
+        let flags = crate::dead_writes::flags_dead_from(&self.instrs, around.starts, target);
+        self.hoist(i + 4, free, around, flags, |cond, bit| {
             bit.is_some_and(|bit| Some(cond) == unmet || live_at_target & (1 << bit) == 0)
         })
     }
@@ -612,14 +620,14 @@ impl Scheduler<'_> {
         free: usize,
         around: &Around,
     ) -> Result<usize, EmitError> {
-        self.hoist(from, free, around, |cond, bit| {
+        self.hoist(from, free, around, false, |cond, bit| {
             bit.is_some_and(|bit| bit < 64) && cond == kiln_qpu::isa::Cond::Always
         })
     }
 
     /// Moves up to `free` instructions of the input from `from` on to the end of the output:
-    /// ALU operations and load immediates with no signal but a small immediate, no flags,
-    /// stream, FIFO or peripheral access, whose every write `writes(condition, register bit)`
+    /// ALU operations and load immediates with no signal but a small immediate, no stream,
+    /// FIFO or peripheral access, setting no flags unless `flags`, whose every write `writes(condition, register bit)`
     /// allows (no bit: not a register), that no instruction they pass over conflicts with
     /// (writes what they read, reads or writes what they write), and whose inputs are ready
     /// there. The scan stops at a branch target, a fixed instruction or a thread switch, and
@@ -629,6 +637,7 @@ impl Scheduler<'_> {
         from: usize,
         free: usize,
         around: &Around,
+        flags: bool,
         writes: impl Fn(kiln_qpu::isa::Cond, Option<u32>) -> bool,
     ) -> Result<usize, EmitError> {
         let (mut placed, mut read, mut written) = (0, 0u128, 0u128);
@@ -659,7 +668,7 @@ impl Scheduler<'_> {
                         || cond == kiln_qpu::isa::Cond::Never
                         || writes(cond, crate::rename::write_bit(waddr, file_a))
                 };
-                !f.sf
+                (!f.sf || flags)
                     && write(f.waddr_add, f.cond_add, !f.ws)
                     && write(f.waddr_mul, f.cond_mul, f.ws)
             }) && !effects::takes_uniform(&ins)

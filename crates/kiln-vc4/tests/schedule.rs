@@ -413,3 +413,73 @@ fn a_branchs_slots_take_masked_work_it_falls_through_to() {
         assert!(hoisted, "a masked write in the slots:\n{listing}");
     }
 }
+
+/// A conditional branch's free delay slots take the flags the code it falls through to sets,
+/// where the target sets its own before testing them (a divergent loop's exit tests, each
+/// branch deciding on flags set just before it); where the target tests the flags first, they
+/// stay after the slots. Every way through ends in the registers of the unscheduled program.
+#[test]
+fn a_branchs_slots_take_flags_the_target_sets_again() {
+    let nop = Instr::nop();
+    let mut end = kiln_qpu::isa::AluInstr::nop();
+    end.sig = Signal::ProgramEnd;
+    let program = |first: u32, second: u32, target_tests_first: bool| {
+        let masked = |op: AddOp, d: Reg, c: Cond| {
+            Instr::Alu(
+                builder::qpu_a(op, d, Reg::A(0), Reg::B(0))
+                    .unwrap()
+                    .cond_add(c),
+            )
+        };
+        let set = |r: Reg| Instr::Alu(builder::mov(Reg::Nop, r).unwrap().sf());
+        let mut code = vec![
+            builder::load_imm(Reg::A(0), 5).unwrap(),
+            builder::load_imm(Reg::B(0), 7).unwrap(),
+            builder::load_imm(Reg::Acc(0), first).unwrap(),
+            builder::load_imm(Reg::Acc(1), second).unwrap(),
+            builder::load_imm(Reg::Acc(2), first ^ second).unwrap(),
+            set(Reg::Acc(0)),
+        ];
+        // To the target, past the second test.
+        code.push(builder::branch(BranchCond::AnyZs, true, 8 * 6));
+        code.extend([nop, nop, nop]);
+        code.extend([set(Reg::Acc(1)), masked(AddOp::Add, Reg::A(1), Cond::Zs)]);
+        code.extend([nop, nop, masked(AddOp::Sub, Reg::B(1), Cond::Zc), nop, nop]);
+        // The target.
+        if target_tests_first {
+            code.extend([masked(AddOp::Add, Reg::B(2), Cond::Zs), nop, nop]);
+        }
+        code.extend([
+            set(Reg::Acc(2)),
+            masked(AddOp::Sub, Reg::A(2), Cond::Zs),
+            nop,
+            nop,
+        ]);
+        code.extend([Instr::Alu(end), nop, nop]);
+        code
+    };
+    for target_tests_first in [false, true] {
+        for (first, second) in [(0, 0), (0, 1), (1, 0), (1, 1)] {
+            let code = program(first, second, target_tests_first);
+            let expected = run(&code, &[]);
+            let s = schedule_with(&emitted(code, Vec::new()), OBSERVED).unwrap();
+            let words: Vec<u64> = s.instrs.iter().map(Instr::encode).collect();
+            let listing = kiln_qpu::isa::disasm_program(&words, kiln_qpu::isa::Style::Mesa);
+            assert_eq!(validate_instrs(&s.instrs), vec![], "{listing}");
+            assert_eq!(validate_mesa(&words), Ok(()), "{listing}");
+            assert_eq!(run(&s.instrs, &s.uniforms), expected, "{listing}");
+            let at = s
+                .instrs
+                .iter()
+                .position(|i| matches!(i, Instr::Branch(_)))
+                .expect("the branch");
+            let in_slots = s.instrs[at + 1..at + 4]
+                .iter()
+                .any(|i| matches!(i, Instr::Alu(a) if a.w.sf));
+            assert_eq!(
+                in_slots, !target_tests_first,
+                "the second test in the slots only where the target sets the flags first:\n{listing}"
+            );
+        }
+    }
+}
