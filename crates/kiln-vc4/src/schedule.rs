@@ -34,6 +34,7 @@ pub fn schedule(e: &Emitted) -> Result<Emitted, EmitError> {
 pub fn schedule_with(e: &Emitted, live_at_end: u128) -> Result<Emitted, EmitError> {
     let n = e.instrs.len();
     let mut instrs = e.instrs.clone();
+    branch_over_jump(&mut instrs);
     // What each instruction reads and writes, decoded once and kept current by the passes
     // that change instructions (none changes the control flow).
     let mut refs = crate::rename::refs_of(&instrs);
@@ -189,7 +190,7 @@ pub fn schedule_with(e: &Emitted, live_at_end: u128) -> Result<Emitted, EmitErro
     let mut out = s.out;
     for (at, &from) in s.from.iter().enumerate() {
         let Some(f) = from else { continue };
-        let Instr::Branch(b) = e.instrs[f] else {
+        let Instr::Branch(b) = s.instrs[f] else {
             continue;
         };
         let target = (f as i64 + 4 + b.imm as i64 / 8) as usize;
@@ -211,6 +212,51 @@ pub fn schedule_with(e: &Emitted, live_at_end: u128) -> Result<Emitted, EmitErro
         output_rows: e.output_rows.clone(),
         bound: out_len.saturating_sub(excess) as u32,
     })
+}
+
+/// A conditional branch over an unconditional one, `branch.c T; …; branch L; nop ×3; T:`,
+/// becomes one branch on the opposite condition, `branch.!c L; …; T:` (the jump becomes a
+/// `nop`, which the scheduler drops with its slots): where no branch goes to the jump, its
+/// slots hold nothing and it links no register. The fall-through then reaches `T` as the
+/// taken branch did, and the first branch's slots run on both paths, as they did.
+fn branch_over_jump(instrs: &mut [Instr]) {
+    let n = instrs.len();
+    let target = |i: usize, b: &kiln_qpu::isa::Branch| {
+        (b.rel && !b.reg && b.imm % 8 == 0).then(|| i as i64 + 4 + b.imm as i64 / 8)
+    };
+    let mut targeted = vec![false; n + 1];
+    for (i, ins) in instrs.iter().enumerate() {
+        if let Instr::Branch(b) = ins
+            && let Some(t) = target(i, b).filter(|t| (0..=n as i64).contains(t))
+        {
+            targeted[t as usize] = true;
+        }
+    }
+    for i in 0..n.saturating_sub(8) {
+        let (Instr::Branch(first), Instr::Branch(jump)) = (instrs[i], instrs[i + 4]) else {
+            continue;
+        };
+        let Some(negated) = first.cond.negated() else {
+            continue;
+        };
+        let Some(to) = target(i + 4, &jump) else {
+            continue;
+        };
+        if target(i, &first) != Some(i as i64 + 8)
+            || jump.cond != kiln_qpu::isa::BranchCond::Always
+            || jump.waddr_add != waddr::NOP
+            || jump.waddr_mul != waddr::NOP
+            || targeted[i + 4..i + 8].iter().any(|&t| t)
+            || instrs[i + 5..i + 8].iter().any(|x| *x != Instr::nop())
+        {
+            continue;
+        }
+        let mut merged = first;
+        merged.cond = negated;
+        merged.imm = 8 * (to - (i as i64 + 4)) as i32;
+        instrs[i] = Instr::Branch(merged);
+        instrs[i + 4] = Instr::nop();
+    }
 }
 
 /// The colour's tile-buffer write as the program end's own instruction (as Broadcom's own

@@ -483,3 +483,60 @@ fn a_branchs_slots_take_flags_the_target_sets_again() {
         }
     }
 }
+
+/// A conditional branch over a jump (`branch.any_zs T; branch L; T:`) becomes one branch on
+/// the opposite condition to the jump's target; where another branch goes to the jump, both
+/// stay. Every way through ends in the registers of the unscheduled program.
+#[test]
+fn a_branch_over_a_jump_becomes_one_branch() {
+    let nop = Instr::nop();
+    let mut end = kiln_qpu::isa::AluInstr::nop();
+    end.sig = Signal::ProgramEnd;
+    let program = |flag: u32, jump_targeted: bool| {
+        let add = |d: Reg, a: Reg| Instr::Alu(builder::qpu_a(AddOp::Add, d, a, Reg::B(0)).unwrap());
+        let mut code = vec![
+            builder::load_imm(Reg::A(0), 5).unwrap(),
+            builder::load_imm(Reg::B(0), 7).unwrap(),
+            builder::load_imm(Reg::Acc(0), flag).unwrap(),
+            Instr::Alu(builder::mov(Reg::Nop, Reg::Acc(0)).unwrap().sf()),
+        ];
+        if jump_targeted {
+            // Straight to the jump where lane 0's flag is clear.
+            code.push(builder::branch(BranchCond::AllZc, true, 8 * 4));
+            code.extend([nop, nop, nop]);
+        }
+        // Over the jump to T (8 instructions on), or on to the jump to L.
+        code.push(builder::branch(BranchCond::AnyZs, true, 8 * 4));
+        code.extend([nop, nop, nop]);
+        code.push(builder::branch(BranchCond::Always, true, 8 * 7));
+        code.extend([nop, nop, nop]);
+        // T: one side, then on to the end.
+        code.extend([add(Reg::A(1), Reg::A(0)), nop, nop]);
+        code.push(builder::branch(BranchCond::Always, true, 8 * 3));
+        code.extend([nop, nop, nop]);
+        // L: the other.
+        code.extend([add(Reg::B(1), Reg::A(0)), nop, nop]);
+        code.extend([Instr::Alu(end), nop, nop]);
+        code
+    };
+    for jump_targeted in [false, true] {
+        for flag in [0, 1] {
+            let code = program(flag, jump_targeted);
+            let branches = |c: &[Instr]| c.iter().filter(|i| matches!(i, Instr::Branch(_))).count();
+            let before = branches(&code);
+            let expected = run(&code, &[]);
+            let s = schedule_with(&emitted(code, Vec::new()), OBSERVED).unwrap();
+            let words: Vec<u64> = s.instrs.iter().map(Instr::encode).collect();
+            let listing = kiln_qpu::isa::disasm_program(&words, kiln_qpu::isa::Style::Mesa);
+            assert_eq!(validate_instrs(&s.instrs), vec![], "{listing}");
+            assert_eq!(validate_mesa(&words), Ok(()), "{listing}");
+            assert_eq!(
+                run(&s.instrs, &s.uniforms),
+                expected,
+                "flag {flag}:\n{listing}"
+            );
+            let merged = usize::from(!jump_targeted);
+            assert_eq!(branches(&s.instrs), before - merged, "{listing}");
+        }
+    }
+}

@@ -172,6 +172,14 @@ impl BranchCond {
             Always => 15,
         }
     }
+    /// The condition that holds exactly where this one does not (`any_zs` ↔ `all_zc`), for a
+    /// condition on flags.
+    pub fn negated(self) -> Option<BranchCond> {
+        match self.bits() {
+            v @ 0..=11 => Some(BranchCond::from_bits(v ^ 3)),
+            _ => None,
+        }
+    }
     /// Name without the dot (`all_zs` …), `None` for always and undefined codes.
     pub fn name(self) -> Option<&'static str> {
         let b = self.bits() as usize;
