@@ -9,4 +9,4 @@ pub mod list;
 pub mod pressure;
 
 pub use dag::{Access, Dag, Edge};
-pub use list::{Slot, schedule};
+pub use list::{Registers, Slot, schedule, schedule_within};

@@ -18,6 +18,139 @@ pub const PARTNERS: usize = 16;
 /// One issue cycle: no node (a `nop`), one, or a pair.
 pub type Slot = [Option<u32>; 2];
 
+/// Values kept in a few registers (the QPU's accumulators), for [`schedule_within`]: what
+/// each node starts and uses of them, and how many may be live in one cycle. A value lives from
+/// the node that starts it to the last node that uses it; in that last node's cycle its
+/// register may already take a value another node starts (registers are read before they are
+/// written).
+#[derive(Clone, Debug, Default)]
+pub struct Registers {
+    /// How many values may be live in one cycle.
+    pub limit: u32,
+    /// Values live when the block starts (some may live through it).
+    pub live: u32,
+    /// Per node, how many values it starts.
+    pub starts: Vec<u8>,
+    /// Per node, the values it uses (each once): `uses[use_at[n]..use_at[n + 1]]`.
+    pub use_at: Vec<u32>,
+    pub uses: Vec<u32>,
+    /// Per value, how many nodes use it; [`Registers::FOREVER`] for one live after the block.
+    pub users: Vec<u32>,
+}
+
+impl Registers {
+    /// The users of a value live after the block: it never dies.
+    pub const FOREVER: u32 = u32::MAX;
+
+    fn uses(&self, n: u32) -> &[u32] {
+        &self.uses[self.use_at[n as usize] as usize..self.use_at[n as usize + 1] as usize]
+    }
+}
+
+/// The live values while a block is scheduled.
+struct Live<'a> {
+    regs: &'a Registers,
+    /// Per value, its users not yet issued.
+    left: Vec<u32>,
+    live: u32,
+    issued: Vec<bool>,
+    /// Whether a node must also leave a completion that fits ([`Live::fits`]).
+    safe: bool,
+    /// No node before this one is left to issue.
+    oldest: usize,
+    /// Node steps that check may still take: each is linear in the block and most nodes are
+    /// checked, so a block costs O(n²) up to this bound, which keeps large blocks linear.
+    budget: usize,
+}
+
+impl Live<'_> {
+    /// The values live in the cycle nodes `issue` issue in, those that die in it counted
+    /// as free.
+    fn peak(&mut self, issue: &[u32]) -> u32 {
+        let (mut starts, mut ends) = (0, 0);
+        for &n in issue {
+            starts += self.regs.starts[n as usize] as u32;
+            for &v in self.regs.uses(n) {
+                let left = &mut self.left[v as usize];
+                if *left != Registers::FOREVER {
+                    *left -= 1;
+                    if *left == 0 {
+                        ends += 1;
+                    }
+                }
+            }
+        }
+        for &n in issue {
+            for &v in self.regs.uses(n) {
+                if self.left[v as usize] != Registers::FOREVER {
+                    self.left[v as usize] += 1;
+                }
+            }
+        }
+        self.live + starts - ends
+    }
+
+    /// Whether nodes `issue` may issue together: within the limit, and so that the nodes not
+    /// issued yet, in their original order after them, stay within it too — the original
+    /// order fits, so an order that keeps such a completion never ends where no node fits.
+    /// `None` where the budget of steps for the check is spent.
+    fn fits(&mut self, issue: &[u32]) -> Option<bool> {
+        if self.peak(issue) > self.regs.limit {
+            return Some(false);
+        }
+        // Nodes that start no value only end values early: what fitted still fits.
+        if !self.safe || issue.iter().all(|&n| self.regs.starts[n as usize] == 0) {
+            return Some(true);
+        }
+        while self.issued.get(self.oldest).copied() == Some(true) {
+            self.oldest += 1;
+        }
+        let n = self.issued.len();
+        self.budget = self.budget.checked_sub(n)?;
+        let mut left = self.left.clone();
+        let mut live = self.live;
+        let regs = self.regs;
+        // The live values after `node` issues (in its cycle too: what dies there is free).
+        let mut step = |node: u32| {
+            live += regs.starts[node as usize] as u32;
+            for &v in regs.uses(node) {
+                let l = &mut left[v as usize];
+                if *l != Registers::FOREVER {
+                    *l -= 1;
+                    if *l == 0 {
+                        live -= 1;
+                    }
+                }
+            }
+            live
+        };
+        for &node in issue {
+            step(node);
+        }
+        for node in self.oldest as u32..n as u32 {
+            if !self.issued[node as usize] && !issue.contains(&node) && step(node) > regs.limit {
+                return Some(false);
+            }
+        }
+        Some(true)
+    }
+
+    fn issue(&mut self, n: u32) {
+        self.issued[n as usize] = true;
+        // A value no node uses is live in its own cycle only.
+        self.live += self.regs.starts[n as usize] as u32;
+        for &v in self.regs.uses(n) {
+            let left = &mut self.left[v as usize];
+            if *left != Registers::FOREVER {
+                *left -= 1;
+                if *left == 0 {
+                    self.live -= 1;
+                }
+            }
+        }
+    }
+}
+
 /// Schedules `dag`. `earliest[n]` is the first cycle node n may issue in (what the code
 /// before the block still holds up); among ready nodes, a higher `class` goes first, then a
 /// higher `prio` (usually [`Dag::critical_path`]: the longer path to the block's end), then
@@ -28,8 +161,48 @@ pub fn schedule(
     earliest: &[u32],
     class: &[u8],
     prio: &[u32],
-    mut pairs: impl FnMut(u32, u32) -> bool,
+    pairs: impl FnMut(u32, u32) -> bool,
 ) -> Vec<Slot> {
+    run(dag, earliest, class, prio, pairs, None).expect("no register limit to miss")
+}
+
+/// [`schedule`] keeping the values of `regs` within its limit in every cycle: a node whose
+/// values do not fit waits (the best one that fits goes instead, the cycle is a `nop` while
+/// some node waits on a latency). Greedy (`safe` false), `None` where no order the
+/// scheduler finds fits: every ready node would go past the limit and none is waiting. With
+/// `safe`, a node goes only where the nodes not yet issued, in their original order, still
+/// fit after it — more nodes wait, but an order is always found where the original order
+/// fits (`None` where that check's budget is spent).
+pub fn schedule_within(
+    dag: &Dag,
+    earliest: &[u32],
+    class: &[u8],
+    prio: &[u32],
+    pairs: impl FnMut(u32, u32) -> bool,
+    regs: &Registers,
+    safe: bool,
+) -> Option<Vec<Slot>> {
+    let n = dag.len();
+    let live = Live {
+        regs,
+        left: regs.users.clone(),
+        live: regs.live,
+        issued: vec![false; n],
+        safe,
+        oldest: 0,
+        budget: 4 * n * n.min(512),
+    };
+    run(dag, earliest, class, prio, pairs, Some(live))
+}
+
+fn run(
+    dag: &Dag,
+    earliest: &[u32],
+    class: &[u8],
+    prio: &[u32],
+    mut pairs: impl FnMut(u32, u32) -> bool,
+    mut live: Option<Live>,
+) -> Option<Vec<Slot>> {
     let n = dag.len();
     let mut at: Vec<u32> = earliest.to_vec();
     let mut preds = dag.preds.clone();
@@ -53,7 +226,40 @@ pub fn schedule(
             waiting.pop();
             ready.push(key(v));
         }
-        let Some((_, _, Reverse(first))) = ready.pop() else {
+        // The best ready node whose values fit (any, without a limit).
+        let mut first = None;
+        while tried.len() < PARTNERS
+            && let Some((_, _, Reverse(v))) = ready.pop()
+        {
+            match live.as_mut().map(|l| l.fits(&[v])) {
+                Some(None) => return None,
+                Some(Some(false)) => tried.push(v),
+                _ => {
+                    first = Some(v);
+                    break;
+                }
+            }
+        }
+        for v in tried.drain(..) {
+            ready.push(key(v));
+        }
+        if first.is_none()
+            && let Some(l) = live.as_ref().filter(|l| l.safe)
+        {
+            // The oldest node not issued fits (the completion in original order does); it
+            // may be ready past the candidates tried.
+            let oldest = (l.oldest..l.issued.len())
+                .find(|&o| !l.issued[o])
+                .map(|o| o as u32);
+            if ready.iter().any(|k| Some(k.2.0) == oldest) {
+                ready.retain(|k| Some(k.2.0) != oldest);
+                first = oldest;
+            }
+        }
+        let Some(first) = first else {
+            if !ready.is_empty() && waiting.is_empty() {
+                return None;
+            }
             slots.push([None, None]);
             continue;
         };
@@ -85,7 +291,11 @@ pub fn schedule(
         while tried.len() < PARTNERS
             && let Some((_, _, Reverse(b))) = ready.pop()
         {
-            if pairs(first, b) {
+            if pairs(first, b)
+                && live
+                    .as_mut()
+                    .is_none_or(|l| l.fits(&[first, b]) == Some(true))
+            {
                 partner = Some(b);
                 break;
             }
@@ -96,12 +306,18 @@ pub fn schedule(
         }
         slots.push([Some(first), partner]);
         done += 1;
+        if let Some(l) = live.as_mut() {
+            l.issue(first);
+            if let Some(p) = partner {
+                l.issue(p);
+            }
+        }
         if let Some(p) = partner {
             done += 1;
             release(p, false, &mut waiting);
         }
     }
-    slots
+    Some(slots)
 }
 
 #[cfg(test)]
@@ -182,6 +398,156 @@ mod tests {
                             }
                         }
                     }
+                }
+            }
+        }
+    }
+
+    /// A random block with values: each node may start a value (a write of a resource of
+    /// its own) and use up to two values started before it (reads); some values live on after
+    /// the block. Returns the accesses, the values (limit: what the original order needs) and
+    /// each value's starting node.
+    fn block_with_values() -> impl Strategy<Value = (Vec<Vec<Access>>, Registers, Vec<u32>)> {
+        prop::collection::vec((any::<bool>(), 0u32..64, 0u32..64, 0u8..3, 0u8..4), 1..40).prop_map(
+            |nodes| {
+                let mut accesses = Vec::new();
+                let mut uses: Vec<Vec<u32>> = Vec::new();
+                let mut start_node = Vec::new();
+                let mut forever = Vec::new();
+                for (n, (starts, u1, u2, latency, kind)) in nodes.into_iter().enumerate() {
+                    let mut list = Vec::new();
+                    let mut used: Vec<u32> = Vec::new();
+                    for u in [u1, u2] {
+                        if !start_node.is_empty() {
+                            let v = u % start_node.len() as u32;
+                            if !used.contains(&v) {
+                                used.push(v);
+                                list.push(Access::Read {
+                                    resource: v,
+                                    after: 0,
+                                });
+                            }
+                        }
+                    }
+                    if starts {
+                        let v = start_node.len() as u32;
+                        start_node.push(n as u32);
+                        forever.push(kind == 0);
+                        list.push(Access::Write {
+                            resource: v,
+                            latency: 1 + latency,
+                            waw: 1,
+                            war: 0,
+                            delay: 0,
+                        });
+                    }
+                    uses.push(used);
+                    accesses.push(list);
+                }
+                // A value no node uses is used by the node that starts it.
+                let mut users = vec![0u32; start_node.len()];
+                for u in uses.iter().flatten() {
+                    users[*u as usize] += 1;
+                }
+                for (v, &n) in start_node.iter().enumerate() {
+                    if users[v] == 0 {
+                        users[v] = 1;
+                        uses[n as usize].push(v as u32);
+                    }
+                    if forever[v] {
+                        users[v] = Registers::FOREVER;
+                    }
+                }
+                let mut regs = Registers {
+                    limit: 0,
+                    live: 0,
+                    starts: (0..accesses.len() as u32)
+                        .map(|n| u8::from(start_node.contains(&n)))
+                        .collect(),
+                    use_at: Vec::new(),
+                    uses: Vec::new(),
+                    users,
+                };
+                for u in &uses {
+                    regs.use_at.push(regs.uses.len() as u32);
+                    regs.uses.extend(u);
+                }
+                regs.use_at.push(regs.uses.len() as u32);
+                let original: Vec<Slot> = (0..accesses.len() as u32)
+                    .map(|n| [Some(n), None])
+                    .collect();
+                regs.limit = live_per_cycle(&regs, &start_node, &original)
+                    .into_iter()
+                    .max()
+                    .unwrap_or(0);
+                (accesses, regs, start_node)
+            },
+        )
+    }
+
+    /// The oracle: per cycle of `slots`, the values live in it — started in it or before and
+    /// used after it, or living on after the block.
+    fn live_per_cycle(regs: &Registers, start_node: &[u32], slots: &[Slot]) -> Vec<u32> {
+        let mut cycle = vec![0u32; regs.starts.len()];
+        for (c, slot) in slots.iter().enumerate() {
+            for &n in slot.iter().flatten() {
+                cycle[n as usize] = c as u32;
+            }
+        }
+        let mut end = vec![0u32; start_node.len()];
+        for n in 0..regs.starts.len() as u32 {
+            for &v in regs.uses(n) {
+                end[v as usize] = end[v as usize].max(cycle[n as usize]);
+            }
+        }
+        let mut live = vec![0; slots.len()];
+        for (v, &n) in start_node.iter().enumerate() {
+            let e = if regs.users[v] == Registers::FOREVER {
+                slots.len() as u32
+            } else {
+                end[v]
+            };
+            for l in live
+                .iter_mut()
+                .take(e as usize)
+                .skip(cycle[n as usize] as usize)
+            {
+                *l += 1;
+            }
+        }
+        live
+    }
+
+    proptest! {
+        /// Within a register limit the original order meets: the greedy schedule, where it
+        /// finds one, and the safe one, always, issue every node once after its predecessors
+        /// by their latencies, and no cycle has more values live (counted by the oracle from
+        /// the cycles, not by the scheduler's own count) than the limit.
+        #[test]
+        fn schedules_within_a_register_limit((nodes, regs, start_node) in block_with_values()) {
+            let dag = Dag::build(nodes.iter().map(Vec::as_slice), 64);
+            let n = nodes.len();
+            for safe in [false, true] {
+                let slots = schedule_within(&dag, &vec![0; n], &vec![0; n], &dag.critical_path(), |a, b| (a + b) % 3 == 0, &regs, safe);
+                let Some(slots) = slots else {
+                    prop_assert!(!safe, "the safe schedule always finds an order");
+                    continue;
+                };
+                let mut cycle = vec![None; n];
+                for (c, s) in slots.iter().enumerate() {
+                    for v in s.iter().flatten() {
+                        prop_assert!(cycle[*v as usize].is_none());
+                        cycle[*v as usize] = Some(c as u32);
+                    }
+                }
+                let cycle: Vec<u32> = cycle.into_iter().map(|c| c.expect("every node issues")).collect();
+                for (from, succs) in dag.succs.iter().enumerate() {
+                    for e in succs {
+                        prop_assert!(cycle[e.to as usize] >= cycle[from] + e.latency as u32);
+                    }
+                }
+                for (c, live) in live_per_cycle(&regs, &start_node, &slots).into_iter().enumerate() {
+                    prop_assert!(live <= regs.limit, "cycle {c}: {live} live, limit {}", regs.limit);
                 }
             }
         }

@@ -141,7 +141,7 @@ pub fn schedule_with(e: &Emitted, live_at_end: u128) -> Result<Emitted, EmitErro
     while i < n {
         if label[i] || fixed[i] {
             let branch = matches!(s.instrs[i], Instr::Branch(_)) && !label[i];
-            s.region(&region, branch.then_some(&s.instrs[i]).copied())?;
+            s.region(&region, branch.then_some(&s.instrs[i]).copied(), live_in[i])?;
             region.clear();
             position[i] = Some(s.out.len());
         }
@@ -149,7 +149,7 @@ pub fn schedule_with(e: &Emitted, live_at_end: u128) -> Result<Emitted, EmitErro
             if s.instrs[i] != Instr::nop() {
                 region.push(i);
             }
-            s.region(&region, None)?;
+            s.region(&region, None, live_in[i + 1])?;
             region.clear();
             s.thread_switch(sig, i, &around)?;
             i += 3;
@@ -183,7 +183,7 @@ pub fn schedule_with(e: &Emitted, live_at_end: u128) -> Result<Emitted, EmitErro
         }
         i += 1;
     }
-    s.region(&region, None)?;
+    s.region(&region, None, live_in[n])?;
     position[n] = Some(s.out.len());
 
     // Relocate: relative branches count from the branch + 4 instructions.
@@ -772,10 +772,18 @@ impl Scheduler<'_> {
         Ok(())
     }
 
-    /// Schedules the instructions `idx` of the input, placing them after what is placed.
-    /// Before a conditional `branch`, the flags it reads are set as early as the region allows,
-    /// so that what comes after can fill its delay slots.
-    fn region(&mut self, idx: &[usize], branch: Option<Instr>) -> Result<(), EmitError> {
+    /// Schedules the instructions `idx` of the input, placing them after what is placed;
+    /// registers `live_after` are live after them. Before a conditional `branch`, the flags it
+    /// reads are set as early as the region allows, so that what comes after can fill its
+    /// delay slots. The region's accumulator values take their registers after scheduling
+    /// ([`crate::accumulators`]) where that fits, else the region is scheduled with them as
+    /// allocated.
+    fn region(
+        &mut self,
+        idx: &[usize],
+        branch: Option<Instr>,
+        live_after: crate::rename::Regs,
+    ) -> Result<(), EmitError> {
         self.base = self.out.len();
         if idx.is_empty() {
             return Ok(());
@@ -817,27 +825,71 @@ impl Scheduler<'_> {
                     .collect(),
             );
         }
-        let dag = Dag::build(accesses.iter().map(Vec::as_slice), Resource::COUNT);
-        let mut prio = dag.critical_path();
-        if let (Some(Instr::Branch(b)), Some(f)) = (branch, sets_flags)
-            && b.cond != kiln_qpu::isa::BranchCond::Always
-        {
-            // The branch and its three slots hang off the last flags write.
-            raise_path(&dag, &mut prio, f, 4);
+        let original: Vec<Instr> = idx.iter().map(|&i| self.instrs[i]).collect();
+        let plan = Plan {
+            earliest: &earliest,
+            classes: &classes,
+            instrs: &original,
+            branch,
+            sets_flags,
+        };
+        // With the accumulator values renamed after scheduling: greedily within the four
+        // registers; where that order ends with no node fitting, also with every node leaving
+        // a completion that fits, and with the registers as allocated — the shorter.
+        let values = crate::accumulators::Values::new(&original, live_after);
+        let physical = || {
+            let dag = Dag::build(accesses.iter().map(Vec::as_slice), Resource::COUNT);
+            let slots = list_schedule(&dag, &plan, None)
+                .ok_or_else(|| internal("a schedule with no register limit"))?;
+            Ok::<_, EmitError>((slots, region_bound(&dag, &earliest, &original)))
+        };
+        let mut renamed = None;
+        let mut bound = None;
+        if values.any_free() {
+            let mut versioned = accesses.clone();
+            values.version(&mut versioned);
+            let dag = Dag::build(versioned.iter().map(Vec::as_slice), values.resources());
+            let regs = values.registers();
+            bound = Some(region_bound(&dag, &earliest, &original));
+            for safe in [false, true] {
+                let Some(slots) = list_schedule(&dag, &plan, Some((&values, &regs, safe))) else {
+                    continue;
+                };
+                let mut cycle = vec![0; original.len()];
+                for (c, slot) in slots.iter().enumerate() {
+                    for &n in slot.iter().flatten() {
+                        cycle[n as usize] = c as u32;
+                    }
+                }
+                let mut named = original.clone();
+                if values.assign(&cycle, &mut named) {
+                    renamed = Some((slots, named, safe));
+                    break;
+                }
+            }
         }
-        let instrs: Vec<Instr> = idx.iter().map(|&i| self.instrs[i]).collect();
+        let (slots, instrs) = match renamed {
+            Some((slots, named, false)) => (slots, named),
+            Some((slots, named, true)) => {
+                let (other, _) = physical()?;
+                if slots.len() <= other.len() {
+                    (slots, named)
+                } else {
+                    (other, original.clone())
+                }
+            }
+            None => {
+                let (slots, physical_bound) = physical()?;
+                bound = bound.or(Some(physical_bound));
+                (slots, original.clone())
+            }
+        };
+        self.excess += slots.len().saturating_sub(bound.unwrap_or(0));
         let pairable: Vec<Option<Pairable>> = instrs.iter().map(Pairable::new).collect();
         let merge = |a: u32, b: u32| match (&pairable[a as usize], &pairable[b as usize]) {
             (Some(x), Some(y)) => merge_pairable(x, y),
             _ => None,
         };
-        // The tile buffer's accesses stay at the end: one is a partner only for another.
-        let slots = kiln_sched::schedule(&dag, &earliest, &classes, &prio, |a, b| {
-            (classes[b as usize] != 0 || classes[a as usize] == 0) && merge(a, b).is_some()
-        });
-        self.excess += slots
-            .len()
-            .saturating_sub(region_bound(&dag, &earliest, &instrs));
         for slot in slots {
             match slot {
                 [None, _] => self.put(Instr::nop(), &[])?,
@@ -853,6 +905,70 @@ impl Scheduler<'_> {
             }
         }
         Ok(())
+    }
+}
+
+/// What a region's list schedule needs besides its DAG: per instruction its first cycle and
+/// class, the instructions, and the branch after the region with the last instruction before
+/// it that sets flags.
+#[derive(Clone, Copy)]
+struct Plan<'a> {
+    earliest: &'a [u32],
+    classes: &'a [u8],
+    instrs: &'a [Instr],
+    branch: Option<Instr>,
+    sets_flags: Option<usize>,
+}
+
+/// The list schedule of a region's `instrs` by `dag`: priorities by the critical path, the
+/// flags a conditional `branch` reads (set by instruction `sets_flags`) raised as if the
+/// branch and its slots hung from them, pairs where the instructions merge. With `renaming`
+/// (the accumulator values, their count, and whether the schedule is to be safe), the values
+/// stay within the four accumulators, and two that are to take their registers after
+/// scheduling pair as if apart; `None` where the greedy order found no way on.
+fn list_schedule(
+    dag: &Dag,
+    plan: &Plan,
+    renaming: Option<(&crate::accumulators::Values, &kiln_sched::Registers, bool)>,
+) -> Option<Vec<kiln_sched::Slot>> {
+    let Plan {
+        earliest,
+        classes,
+        instrs,
+        branch,
+        sets_flags,
+    } = *plan;
+    let mut prio = dag.critical_path();
+    if let (Some(Instr::Branch(b)), Some(f)) = (branch, sets_flags)
+        && b.cond != kiln_qpu::isa::BranchCond::Always
+    {
+        // The branch and its three slots hang off the last flags write.
+        raise_path(dag, &mut prio, f, 4);
+    }
+    let pairable: Vec<Option<Pairable>> = instrs.iter().map(Pairable::new).collect();
+    let merge = |a: u32, b: u32| match (&pairable[a as usize], &pairable[b as usize]) {
+        (Some(x), Some(y)) => {
+            merge_pairable(x, y).is_some()
+                // Values that are to take their registers after scheduling: apart.
+                || renaming.is_some_and(|(values, ..)| {
+                    let (a, b) = (a as usize, b as usize);
+                    let taken = crate::accumulators::Values::written(&instrs[a]);
+                    values
+                        .apart(&instrs[b], b, taken)
+                        .and_then(|moved| Pairable::new(&moved))
+                        .is_some_and(|y| merge_pairable(x, &y).is_some())
+                })
+        }
+        _ => false,
+    };
+    // The tile buffer's accesses stay at the end: one is a partner only for another.
+    let pairs =
+        |a: u32, b: u32| (classes[b as usize] != 0 || classes[a as usize] == 0) && merge(a, b);
+    match renaming {
+        Some((_, regs, safe)) => {
+            kiln_sched::schedule_within(dag, earliest, classes, &prio, pairs, regs, safe)
+        }
+        None => Some(kiln_sched::schedule(dag, earliest, classes, &prio, pairs)),
     }
 }
 
