@@ -102,10 +102,10 @@ impl Values {
         Resource::COUNT + self.reg.len()
     }
 
-    /// `accesses` (per instruction, as the scheduler builds them) with each access of r0–r3
-    /// made an access of its value: a value that keeps its register, the register's resource;
-    /// any other, a resource of its own.
-    pub(crate) fn version(&self, accesses: &mut [Vec<Access>]) {
+    /// `accesses` (instruction j's are `accesses[at[j]..at[j + 1]]`, as the scheduler builds
+    /// them) with each access of r0–r3 made an access of its value: a value that keeps its
+    /// register, the register's resource; any other, a resource of its own.
+    pub(crate) fn version(&self, accesses: &mut [Access], at: &[usize]) {
         let resource = |v: u32, k: usize| {
             if self.pinned(v) {
                 Resource::Acc(k as u8).index() as u32
@@ -118,8 +118,8 @@ impl Values {
                 .contains(&r)
                 .then(|| (r - Resource::Acc(0).index() as u32) as usize)
         };
-        for (j, list) in accesses.iter_mut().enumerate() {
-            for a in list.iter_mut() {
+        for (j, w) in at.windows(2).enumerate() {
+            for a in &mut accesses[w[0]..w[1]] {
                 match a {
                     Access::Read { resource: r, .. } => {
                         if let Some(k) = acc(*r)

@@ -789,7 +789,9 @@ impl Scheduler<'_> {
             return Ok(());
         }
         let base = self.base;
-        let mut accesses: Vec<Vec<Access>> = Vec::with_capacity(idx.len());
+        // Each instruction's accesses, in one vector: `accesses[at[k]..at[k + 1]]`.
+        let mut accesses: Vec<Access> = Vec::with_capacity(4 * idx.len());
+        let mut at = Vec::with_capacity(idx.len() + 1);
         let mut earliest = Vec::with_capacity(idx.len());
         let mut classes = Vec::with_capacity(idx.len());
         let mut sets_flags = None;
@@ -809,27 +811,27 @@ impl Scheduler<'_> {
             let skips = self.rank[i].map(|k| self.e.uniforms[k])
                 == Some(crate::uniforms::Uniform::StreamAddress)
                 && !effects::writes_addr(&ins, waddr::UNIFORMS_ADDRESS);
-            accesses.push(
-                self.effects
-                    .iter()
-                    .map(|e| match e.resource {
-                        Resource::Uniforms if skips => Access::Write {
-                            resource: e.resource.index() as u32,
-                            latency: 1,
-                            waw: 1,
-                            war: 0,
-                            delay: 0,
-                        },
-                        _ => access(e, &ins),
-                    })
-                    .collect(),
-            );
+            at.push(accesses.len());
+            accesses.extend(self.effects.iter().map(|e| match e.resource {
+                Resource::Uniforms if skips => Access::Write {
+                    resource: e.resource.index() as u32,
+                    latency: 1,
+                    waw: 1,
+                    war: 0,
+                    delay: 0,
+                },
+                _ => access(e, &ins),
+            }));
         }
+        at.push(accesses.len());
+        let ranges: Vec<std::ops::Range<usize>> = at.windows(2).map(|w| w[0]..w[1]).collect();
         let original: Vec<Instr> = idx.iter().map(|&i| self.instrs[i]).collect();
+        let pairable: Vec<Option<Pairable>> = original.iter().map(Pairable::new).collect();
         let plan = Plan {
             earliest: &earliest,
             classes: &classes,
             instrs: &original,
+            pairable: &pairable,
             branch,
             sets_flags,
         };
@@ -838,7 +840,7 @@ impl Scheduler<'_> {
         // a completion that fits, and with the registers as allocated — the shorter.
         let values = crate::accumulators::Values::new(&original, live_after);
         let physical = || {
-            let dag = Dag::build(accesses.iter().map(Vec::as_slice), Resource::COUNT);
+            let dag = Dag::build(ranges.iter().map(|r| &accesses[r.clone()]), Resource::COUNT);
             let slots = list_schedule(&dag, &plan, None)
                 .ok_or_else(|| internal("a schedule with no register limit"))?;
             Ok::<_, EmitError>((slots, region_bound(&dag, &earliest, &original)))
@@ -847,8 +849,11 @@ impl Scheduler<'_> {
         let mut bound = None;
         if values.any_free() {
             let mut versioned = accesses.clone();
-            values.version(&mut versioned);
-            let dag = Dag::build(versioned.iter().map(Vec::as_slice), values.resources());
+            values.version(&mut versioned, &at);
+            let dag = Dag::build(
+                ranges.iter().map(|r| &versioned[r.clone()]),
+                values.resources(),
+            );
             let regs = values.registers();
             bound = Some(region_bound(&dag, &earliest, &original));
             for safe in [false, true] {
@@ -885,10 +890,9 @@ impl Scheduler<'_> {
             }
         };
         self.excess += slots.len().saturating_sub(bound.unwrap_or(0));
-        let pairable: Vec<Option<Pairable>> = instrs.iter().map(Pairable::new).collect();
-        let merge = |a: u32, b: u32| match (&pairable[a as usize], &pairable[b as usize]) {
-            (Some(x), Some(y)) => merge_pairable(x, y),
-            _ => None,
+        let merge = |a: u32, b: u32| {
+            let (x, y) = (&instrs[a as usize], &instrs[b as usize]);
+            merge_pairable(&Pairable::new(x)?, &Pairable::new(y)?)
         };
         for slot in slots {
             match slot {
@@ -916,6 +920,7 @@ struct Plan<'a> {
     earliest: &'a [u32],
     classes: &'a [u8],
     instrs: &'a [Instr],
+    pairable: &'a [Option<Pairable>],
     branch: Option<Instr>,
     sets_flags: Option<usize>,
 }
@@ -935,6 +940,7 @@ fn list_schedule(
         earliest,
         classes,
         instrs,
+        pairable,
         branch,
         sets_flags,
     } = *plan;
@@ -945,7 +951,6 @@ fn list_schedule(
         // The branch and its three slots hang off the last flags write.
         raise_path(dag, &mut prio, f, 4);
     }
-    let pairable: Vec<Option<Pairable>> = instrs.iter().map(Pairable::new).collect();
     let merge = |a: u32, b: u32| match (&pairable[a as usize], &pairable[b as usize]) {
         (Some(x), Some(y)) => {
             merge_pairable(x, y).is_some()
