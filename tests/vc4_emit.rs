@@ -117,13 +117,16 @@ bb0:
         "{}",
         c.disasm()
     );
-    // A move on either unit (`or` on the add unit, `v8min` on the mul unit).
+    // A move on either unit (`or` on the add unit, `v8min` on the mul unit), to a file
+    // register or an accumulator.
+    let register =
+        |w: u8| w < 32 || (kiln_qpu::isa::waddr::R0..=kiln_qpu::isa::waddr::R3).contains(&w);
     let uniform_moves = c.emitted.instrs.iter().filter(|i| {
         matches!(i, Instr::Alu(a) if a.raddr_a == raddr::UNIFORM
-            && ((a.op_add == kiln_qpu::isa::AddOp::Or && a.add_a == Mux::A && a.w.waddr_add < 32)
+            && ((a.op_add == kiln_qpu::isa::AddOp::Or && a.add_a == Mux::A && register(a.w.waddr_add))
                 || (a.op_mul == kiln_qpu::isa::MulOp::V8min
                     && a.mul_a == Mux::A
-                    && a.w.waddr_mul < 32)))
+                    && register(a.w.waddr_mul))))
     });
     assert_eq!(uniform_moves.count(), 1, "{}", c.disasm());
 }

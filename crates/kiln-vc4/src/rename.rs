@@ -11,7 +11,11 @@
 //! target between), and its register is dead after its last read or written whole again. Its
 //! new register is of the same kind — an accumulator r0–r3 for an accumulator, the same file
 //! for a file register, so that read ports stay as they were — one no instruction of its life
-//! reads or writes and that is dead after it, the one least recently used.
+//! reads or writes and that is dead after it. Accumulator values go first, each to the
+//! accumulator used most recently: their false dependences are no longer this pass's to
+//! remove (the scheduler renames them after scheduling, `crate::accumulators`), and packed
+//! they leave accumulators free for the file values, which go second — into a free
+//! accumulator where their readers allow, else to the file register least recently used.
 
 use kiln_qpu::isa::effects::{self, Effect, Resource};
 use kiln_qpu::isa::validate::block_starts;
@@ -120,35 +124,42 @@ pub fn rename(
             allowed |= (1 << k) | (1 << (32 + k));
         }
     }
-    // Per register, the last instruction that read or wrote it.
-    let mut last_ref: Vec<Option<usize>> = vec![None; 68];
-    for i in 0..n {
-        let r = refs[i];
-        let renameable = match &code[i] {
-            Instr::Alu(a) => !matches!(
-                a.sig,
-                Signal::ThreadSwitch | Signal::LastThreadSwitch | Signal::ProgramEnd
-            ),
-            Instr::LoadImm(_) => true,
-            _ => false,
-        };
-        let mut whole = if renameable { r.whole & allowed } else { 0 };
-        while whole != 0 {
-            let b = whole.trailing_zeros();
-            whole &= whole - 1;
-            if let Some((x, last)) =
-                new_register(code, i, b, &refs, &joins, &live_out, &last_ref, allowed)
-            {
-                apply(code, &mut refs, &mut live_out, (i, last), b, x);
+    // Accumulator values first, packed; then file values, into the accumulators left free.
+    for kind in [0xfu128 << 64, !(0xfu128 << 64)] {
+        // Per register, the last instruction that read or wrote it.
+        let mut last_ref: Vec<Option<usize>> = vec![None; 68];
+        for i in 0..n {
+            let r = refs[i];
+            let renameable = match &code[i] {
+                Instr::Alu(a) => !matches!(
+                    a.sig,
+                    Signal::ThreadSwitch | Signal::LastThreadSwitch | Signal::ProgramEnd
+                ),
+                Instr::LoadImm(_) => true,
+                _ => false,
+            };
+            let mut whole = if renameable {
+                r.whole & allowed & kind
+            } else {
+                0
+            };
+            while whole != 0 {
+                let b = whole.trailing_zeros();
+                whole &= whole - 1;
+                if let Some((x, last)) =
+                    new_register(code, i, b, &refs, &joins, &live_out, &last_ref, allowed)
+                {
+                    apply(code, &mut refs, &mut live_out, (i, last), b, x);
+                }
             }
-        }
-        let r = refs[i];
-        let mut touched = r.reads | r.whole | r.part;
-        while touched != 0 {
-            let b = touched.trailing_zeros();
-            touched &= touched - 1;
-            if (b as usize) < last_ref.len() {
-                last_ref[b as usize] = Some(i);
+            let r = refs[i];
+            let mut touched = r.reads | r.whole | r.part;
+            while touched != 0 {
+                let b = touched.trailing_zeros();
+                touched &= touched - 1;
+                if (b as usize) < last_ref.len() {
+                    last_ref[b as usize] = Some(i);
+                }
             }
         }
     }
@@ -188,7 +199,8 @@ const SPAN: usize = 64;
 /// value's last read: its
 /// reads end before any other write to `b`, branch or branch target, and `b` is dead after
 /// them; the register chosen is touched by no instruction from `i` to the last read, dead
-/// after it, and was last used longer ago than `b`.
+/// after it, and (for an accumulator) was last used more recently or (for a file register)
+/// longer ago than `b`.
 #[allow(clippy::too_many_arguments)]
 fn new_register(
     code: &[Instr],
@@ -243,7 +255,12 @@ fn new_register(
     while free != 0 {
         let x = free.trailing_zeros();
         free &= free - 1;
-        if age(x) > best_age {
+        let better = if b >= 64 {
+            age(x) < best_age
+        } else {
+            age(x) > best_age
+        };
+        if better {
             best = Some(x);
             best_age = age(x);
         }
