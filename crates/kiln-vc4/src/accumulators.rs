@@ -11,7 +11,7 @@
 //! accumulators than there are, [`Values::assign`] says so and the caller schedules the region
 //! with the registers as allocated.
 
-use crate::rename::{Regs, refs};
+use crate::rename::{Refs, Regs};
 use kiln_qpu::isa::effects::Resource;
 use kiln_qpu::isa::{Instr, Mux, waddr};
 use kiln_sched::Access;
@@ -35,19 +35,18 @@ pub(crate) struct Values {
 }
 
 impl Values {
-    /// The values of `instrs`, after which the registers `live_after` are live.
-    pub(crate) fn new(instrs: &[Instr], live_after: Regs) -> Values {
+    /// The values of instructions that read and write what `refs` says
+    /// ([`crate::rename::refs`]), after which the registers `live_after` are live.
+    pub(crate) fn new(refs: impl ExactSizeIterator<Item = Refs>, live_after: Regs) -> Values {
         let mut v = Values {
-            read: Vec::with_capacity(instrs.len()),
-            write: Vec::with_capacity(instrs.len()),
+            read: Vec::with_capacity(refs.len()),
+            write: Vec::with_capacity(refs.len()),
             reg: Vec::new(),
             live_in: Vec::new(),
             live_out: Vec::new(),
         };
         let mut current = [NONE; 4];
-        let mut scratch = Vec::new();
-        for ins in instrs {
-            let r = refs(ins, &mut scratch);
+        for r in refs {
             let (mut read, mut write) = ([NONE; 4], [NONE; 4]);
             for k in 0..4 {
                 let bit = 1u128 << (R0_BIT + k as u32);

@@ -19,18 +19,19 @@ use kiln_qpu::isa::{AddOp, Cond, Instr, MulOp, Mux, Signal, raddr, waddr};
 /// read, so a chain of dead writes goes at once; at a block's end they are the liveness over
 /// the control flow, computed once.
 pub fn remove(code: &mut [Instr], live_at_end: Regs) {
-    let r = crate::rename::refs_of(code);
+    let mut r = crate::rename::refs_of(code);
     let live_out = liveness(&r, &successors(code), live_at_end);
-    remove_with(code, &r, &live_out, live_at_end);
+    remove_with(code, &mut r, &live_out, live_at_end);
 }
 
-/// [`remove`] with what the code's instructions read and write (`r`) and the registers live
-/// after each (`live_out`) known ([`crate::rename::rename`] returns them). Returns, per
-/// instruction and at the end, the registers live before it in the code as it is left (exact
-/// within straight-line code; at a block's end, the liveness given).
+/// [`remove`] with what the code's instructions read and write (`r`, kept current for the
+/// instructions it changes) and the registers live after each (`live_out`) known
+/// ([`crate::rename::rename`] returns them). Returns, per instruction and at the end, the
+/// registers live before it in the code as it is left (exact within straight-line code; at a
+/// block's end, the liveness given).
 pub fn remove_with(
     code: &mut [Instr],
-    r: &[crate::rename::Refs],
+    r: &mut [crate::rename::Refs],
     live_out: &[Regs],
     live_at_end: Regs,
 ) -> Vec<Regs> {
@@ -111,11 +112,10 @@ pub fn remove_with(
             code[i] = Instr::nop();
         }
         // What is live before the instruction as it is now.
-        let now = if code[i] == before {
-            r[i]
-        } else {
-            refs(&code[i], &mut scratch)
-        };
+        if code[i] != before {
+            r[i] = refs(&code[i], &mut scratch);
+        }
+        let now = r[i];
         live = now.reads | (live & !now.whole);
         live_in[i] = live;
     }

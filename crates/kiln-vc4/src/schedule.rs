@@ -41,8 +41,8 @@ pub fn schedule_with(e: &Emitted, live_at_end: u128) -> Result<Emitted, EmitErro
     let succ = kiln_qpu::isa::validate::successors(&instrs);
     crate::pack_fold::fold(&mut instrs, &mut refs, &succ, live_at_end);
     crate::pack_fold::colour_in_accumulator(&mut instrs, &mut refs, &succ, live_at_end);
-    let (refs, live_out) = crate::rename::rename(&mut instrs, refs, &succ, live_at_end);
-    let live_in = crate::dead_writes::remove_with(&mut instrs, &refs, &live_out, live_at_end);
+    let (mut refs, live_out) = crate::rename::rename(&mut instrs, refs, &succ, live_at_end);
+    let live_in = crate::dead_writes::remove_with(&mut instrs, &mut refs, &live_out, live_at_end);
     let mut label = vec![false; n + 1];
     let mut fixed = vec![false; n];
     // Thread switches whose two delay slots are `nop`s: the switch's signal goes where the
@@ -113,6 +113,7 @@ pub fn schedule_with(e: &Emitted, live_at_end: u128) -> Result<Emitted, EmitErro
     let mut s = Scheduler {
         e,
         instrs,
+        refs,
         rank,
         out: Vec::with_capacity(n),
         origins: Vec::with_capacity(n),
@@ -489,6 +490,8 @@ struct Scheduler<'a> {
     e: &'a Emitted,
     /// The instructions of `e`, thread switches' signals taken off.
     instrs: Vec<Instr>,
+    /// What each of `instrs` reads and writes ([`crate::rename::refs`]).
+    refs: Vec<crate::rename::Refs>,
     /// Per instruction of `e`, the uniform-table entry it reads.
     rank: Vec<Option<usize>>,
     out: Vec<Instr>,
@@ -838,7 +841,8 @@ impl Scheduler<'_> {
         // With the accumulator values renamed after scheduling: greedily within the four
         // registers; where that order ends with no node fitting, also with every node leaving
         // a completion that fits, and with the registers as allocated — the shorter.
-        let values = crate::accumulators::Values::new(&original, live_after);
+        let values =
+            crate::accumulators::Values::new(idx.iter().map(|&i| self.refs[i]), live_after);
         let physical = || {
             let dag = Dag::build(ranges.iter().map(|r| &accesses[r.clone()]), Resource::COUNT);
             let slots = list_schedule(&dag, &plan, None)
