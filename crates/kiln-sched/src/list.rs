@@ -58,8 +58,9 @@ struct Live<'a> {
     safe: bool,
     /// No node before this one is left to issue.
     oldest: usize,
-    /// Node steps that check may still take: each is linear in the block and most nodes are
-    /// checked, so a block costs O(n²) up to this bound, which keeps large blocks linear.
+    /// Node steps that check may still take: each is linear in the block (its copy of the
+    /// users left counts too) and most nodes are checked, so a block costs O(n²) up to this
+    /// bound, 4·n·min(n, 512), which keeps large blocks linear — and gives up on them.
     budget: usize,
 }
 
@@ -106,7 +107,7 @@ impl Live<'_> {
             self.oldest += 1;
         }
         let n = self.issued.len();
-        self.budget = self.budget.checked_sub(n)?;
+        self.budget = self.budget.checked_sub(n + self.left.len())?;
         let mut left = self.left.clone();
         let mut live = self.live;
         let regs = self.regs;

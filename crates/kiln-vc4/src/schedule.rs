@@ -436,6 +436,11 @@ fn end_nop() -> Instr {
     Instr::Alu(a)
 }
 
+/// The largest region whose accumulator values are scheduled in the safe order
+/// ([`kiln_sched::schedule_within`]) where the greedy one finds no way on: that order's cost
+/// is quadratic in the region.
+const SAFE_NODES: usize = 1024;
+
 /// How far [`Scheduler::hoist`] looks for an instruction to move (a bound on its cost).
 const HOIST_WINDOW: usize = 16;
 
@@ -860,7 +865,13 @@ impl Scheduler<'_> {
             );
             let regs = values.registers();
             bound = Some(region_bound(&dag, &earliest, &original));
-            for safe in [false, true] {
+            // The safe order costs O(n²): not tried past SAFE_NODES instructions.
+            let tries: &[bool] = if original.len() <= SAFE_NODES {
+                &[false, true]
+            } else {
+                &[false]
+            };
+            for &safe in tries {
                 let Some(slots) = list_schedule(&dag, &plan, Some((&values, &regs, safe))) else {
                     continue;
                 };
