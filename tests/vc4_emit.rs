@@ -391,6 +391,41 @@ bb3:
     );
 }
 
+/// A uniform `if` inside a divergent one whose sides have no loop and no jump out: a run with
+/// no lane at the `if` takes the then side (either side writes nothing then) — no test of lane
+/// 0's condition (`elem`, which the emitter's fallback reads). It agrees with the interpreter.
+#[test]
+fn a_masked_uniform_if_with_straight_sides_runs_its_then_side() {
+    let straight = agrees(
+        "target generic(v=32, s=16)
+function @main {
+bb0:
+    %0:v1 = input 0
+    %1:s1 = uniform 0
+    %2:v1 = flt %0, 0.5
+    if.divergent %2, bb1, bb5, bb5
+bb1:
+    %3:s1 = flt %1, 0.5
+    if.uniform %3, bb2, bb3, bb4
+bb2:
+    %4:v1 = fmul %0, 2.0
+    jump bb4
+bb3:
+    %5:v1 = fadd %0, 3.0
+    jump bb4
+bb4:
+    %6:v1 = phi %4, %5
+    jump bb5
+bb5:
+    %7:v1 = phi %0, %6
+    output 0, %7
+    return
+}
+",
+    );
+    assert!(!straight.disasm().contains("elem"), "{}", straight.disasm());
+}
+
 #[test]
 fn divergent_loop_with_break() {
     agrees(

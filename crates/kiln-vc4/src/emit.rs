@@ -830,6 +830,20 @@ impl<'a> Emitter<'a> {
     }
 
     /// Branches to `target` when no lane runs.
+    /// Whether the blocks from `start` to `end` (the sides of an `if`, in layout order) hold
+    /// no loop and no jump out (`break`, `continue`, `return`): run by no lane, they write
+    /// nothing and reach `end`.
+    fn straight(&self, start: Block, end: Block) -> bool {
+        (start.0..end.0).all(|k| {
+            self.func.blocks[k as usize].insts.last().is_none_or(|i| {
+                !matches!(
+                    i.op,
+                    Opcode::Loop | Opcode::Break | Opcode::Continue | Opcode::Return
+                )
+            })
+        })
+    }
+
     fn skip_if_none_run(&mut self, target: Block) -> Result<(), EmitError> {
         self.exec_flags()?;
         self.branch(BranchCond::AllZc, target);
@@ -2106,11 +2120,13 @@ impl<'a> Emitter<'a> {
                     }
                 } else {
                     // Uniform: the running lanes agree; any of them false → else (or endif).
-                    let _ = m;
                     self.branch(any_lane(false_cond), e);
-                    if self.masked[b.index()] {
+                    if self.masked[b.index()] && !self.straight(t, m) {
                         // No lane runs (the interpreter then goes by lane 0, as here): some lane
-                        // runs → then; else lane 0's condition decides.
+                        // runs → then; else lane 0's condition decides. Where neither side has
+                        // a loop or a jump out, either side run by no lane writes nothing and
+                        // reaches the endif, so the code after does not depend on which: the
+                        // then side runs, as the branch above falls through.
                         self.exec_flags()?;
                         self.branch(BranchCond::AnyZs, t);
                         let r = self.place(&[self.src(&inst.operands[0])?])?;
