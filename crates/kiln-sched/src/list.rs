@@ -45,6 +45,22 @@ impl Registers {
     fn uses(&self, n: u32) -> &[u32] {
         &self.uses[self.use_at[n as usize] as usize..self.use_at[n as usize + 1] as usize]
     }
+
+    /// Issues node `n` against the users `left` of each value and the `live` count: the values
+    /// it starts begin, those it is the last user of end (a value no node uses is live in its
+    /// own cycle only).
+    fn step(&self, n: u32, left: &mut [u32], live: &mut u32) {
+        *live += self.starts[n as usize] as u32;
+        for &v in self.uses(n) {
+            let l = &mut left[v as usize];
+            if *l != Registers::FOREVER {
+                *l -= 1;
+                if *l == 0 {
+                    *live -= 1;
+                }
+            }
+        }
+    }
 }
 
 /// The live values while a block is scheduled.
@@ -68,18 +84,9 @@ impl Live<'_> {
     /// The values live in the cycle nodes `issue` issue in, those that die in it counted
     /// as free.
     fn peak(&mut self, issue: &[u32]) -> u32 {
-        let (mut starts, mut ends) = (0, 0);
+        let mut live = self.live;
         for &n in issue {
-            starts += self.regs.starts[n as usize] as u32;
-            for &v in self.regs.uses(n) {
-                let left = &mut self.left[v as usize];
-                if *left != Registers::FOREVER {
-                    *left -= 1;
-                    if *left == 0 {
-                        ends += 1;
-                    }
-                }
-            }
+            self.regs.step(n, &mut self.left, &mut live);
         }
         for &n in issue {
             for &v in self.regs.uses(n) {
@@ -88,7 +95,7 @@ impl Live<'_> {
                 }
             }
         }
-        self.live + starts - ends
+        live
     }
 
     /// Whether nodes `issue` may issue together: within the limit, and so that the nodes not
@@ -111,26 +118,16 @@ impl Live<'_> {
         let mut left = self.left.clone();
         let mut live = self.live;
         let regs = self.regs;
-        // The live values after `node` issues (in its cycle too: what dies there is free).
-        let mut step = |node: u32| {
-            live += regs.starts[node as usize] as u32;
-            for &v in regs.uses(node) {
-                let l = &mut left[v as usize];
-                if *l != Registers::FOREVER {
-                    *l -= 1;
-                    if *l == 0 {
-                        live -= 1;
-                    }
-                }
-            }
-            live
-        };
         for &node in issue {
-            step(node);
+            regs.step(node, &mut left, &mut live);
         }
+        // The live values after each node issues (in its cycle too: what dies there is free).
         for node in self.oldest as u32..n as u32 {
-            if !self.issued[node as usize] && !issue.contains(&node) && step(node) > regs.limit {
-                return Some(false);
+            if !self.issued[node as usize] && !issue.contains(&node) {
+                regs.step(node, &mut left, &mut live);
+                if live > regs.limit {
+                    return Some(false);
+                }
             }
         }
         Some(true)
@@ -138,17 +135,7 @@ impl Live<'_> {
 
     fn issue(&mut self, n: u32) {
         self.issued[n as usize] = true;
-        // A value no node uses is live in its own cycle only.
-        self.live += self.regs.starts[n as usize] as u32;
-        for &v in self.regs.uses(n) {
-            let left = &mut self.left[v as usize];
-            if *left != Registers::FOREVER {
-                *left -= 1;
-                if *left == 0 {
-                    self.live -= 1;
-                }
-            }
-        }
+        self.regs.step(n, &mut self.left, &mut self.live);
     }
 }
 

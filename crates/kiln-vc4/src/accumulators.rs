@@ -149,12 +149,7 @@ impl Values {
             return None;
         };
         let mut changed = false;
-        let mut used = taken;
-        for w in [a.w.waddr_add, a.w.waddr_mul] {
-            if (waddr::R0..=waddr::R3).contains(&w) {
-                used |= 1 << (w - waddr::R0);
-            }
-        }
+        let mut used = taken | Self::written(ins);
         for w in [&mut a.w.waddr_add, &mut a.w.waddr_mul] {
             if !(waddr::R0..=waddr::R3).contains(w) {
                 continue;
@@ -186,8 +181,9 @@ impl Values {
     }
 
     /// The values as the list scheduler counts them ([`kiln_sched::Registers`]): four
-    /// accumulators, the values live into the region live at its start, and a value nothing
-    /// reads used by the instruction that writes it (it holds its register in that cycle).
+    /// accumulators, the values live into the region live at its start, and every instruction
+    /// that writes a value among its users — so a value nothing reads is never counted live
+    /// (the assignment still gives it a register in its cycle, or refuses the schedule).
     pub(crate) fn registers(&self) -> kiln_sched::Registers {
         let mut regs = kiln_sched::Registers {
             limit: 4,

@@ -681,10 +681,10 @@ impl Scheduler<'_> {
 
     /// Moves up to `free` instructions of the input from `from` on to the end of the output:
     /// ALU operations and load immediates with no signal but a small immediate, no stream,
-    /// FIFO or peripheral access, setting no flags unless `flags`, whose every write `writes(condition, register bit)`
-    /// allows (no bit: not a register), that no instruction they pass over conflicts with
-    /// (writes what they read, reads or writes what they write), and whose inputs are ready
-    /// there. The scan stops at a branch target, a fixed instruction or a thread switch, and
+    /// FIFO or peripheral access, setting no flags unless `flags`, whose every write
+    /// `writes(condition, register bit)` allows (no bit: not a register), that no instruction
+    /// they pass over conflicts with (writes what they read, reads or writes what they write),
+    /// and whose inputs are ready there. The scan stops at a branch target, a fixed instruction or a thread switch, and
     /// after [`HOIST_WINDOW`] instructions. Each moved instruction is taken out of the input.
     fn hoist(
         &mut self,
@@ -832,7 +832,6 @@ impl Scheduler<'_> {
             }));
         }
         at.push(accesses.len());
-        let ranges: Vec<std::ops::Range<usize>> = at.windows(2).map(|w| w[0]..w[1]).collect();
         let original: Vec<Instr> = idx.iter().map(|&i| self.instrs[i]).collect();
         let pairable: Vec<Option<Pairable>> = original.iter().map(Pairable::new).collect();
         let plan = Plan {
@@ -849,7 +848,10 @@ impl Scheduler<'_> {
         let values =
             crate::accumulators::Values::new(idx.iter().map(|&i| self.refs[i]), live_after);
         let physical = || {
-            let dag = Dag::build(ranges.iter().map(|r| &accesses[r.clone()]), Resource::COUNT);
+            let dag = Dag::build(
+                at.windows(2).map(|w| &accesses[w[0]..w[1]]),
+                Resource::COUNT,
+            );
             let slots = list_schedule(&dag, &plan, None)
                 .ok_or_else(|| internal("a schedule with no register limit"))?;
             Ok::<_, EmitError>((slots, region_bound(&dag, &earliest, &original)))
@@ -860,7 +862,7 @@ impl Scheduler<'_> {
             let mut versioned = accesses.clone();
             values.version(&mut versioned, &at);
             let dag = Dag::build(
-                ranges.iter().map(|r| &versioned[r.clone()]),
+                at.windows(2).map(|w| &versioned[w[0]..w[1]]),
                 values.resources(),
             );
             let regs = values.registers();

@@ -221,6 +221,20 @@ fn emitted(code: Vec<Instr>, uniforms: Vec<Uniform>) -> Emitted {
     }
 }
 
+/// Schedules `code` (which reads no uniforms) and checks the result: both validators pass and
+/// the simulator ends in the registers the unscheduled code ends in (`what` names the case).
+/// Returns the scheduled instructions and their listing.
+fn scheduled_agrees(code: Vec<Instr>, what: &str) -> (Vec<Instr>, String) {
+    let expected = run(&code, &[]);
+    let s = schedule_with(&emitted(code, Vec::new()), OBSERVED).unwrap();
+    let words: Vec<u64> = s.instrs.iter().map(Instr::encode).collect();
+    let listing = kiln_qpu::isa::disasm_program(&words, kiln_qpu::isa::Style::Mesa);
+    assert_eq!(validate_instrs(&s.instrs), vec![], "{what}:\n{listing}");
+    assert_eq!(validate_mesa(&words), Ok(()), "{what}:\n{listing}");
+    assert_eq!(run(&s.instrs, &s.uniforms), expected, "{what}:\n{listing}");
+    (s.instrs, listing)
+}
+
 #[test]
 fn scheduled_programs_end_in_the_same_registers() {
     let (mut before, mut after, mut written) =
@@ -391,23 +405,12 @@ fn a_branchs_slots_take_masked_work_it_falls_through_to() {
         code
     };
     for flag in [0, 1] {
-        let code = program(flag);
-        let expected = run(&code, &[]);
-        let s = schedule_with(&emitted(code, Vec::new()), OBSERVED).unwrap();
-        let words: Vec<u64> = s.instrs.iter().map(Instr::encode).collect();
-        let listing = kiln_qpu::isa::disasm_program(&words, kiln_qpu::isa::Style::Mesa);
-        assert_eq!(validate_instrs(&s.instrs), vec![], "{listing}");
-        assert_eq!(
-            run(&s.instrs, &s.uniforms),
-            expected,
-            "flag {flag}:\n{listing}"
-        );
-        let at = s
-            .instrs
+        let (instrs, listing) = scheduled_agrees(program(flag), &format!("flag {flag}"));
+        let at = instrs
             .iter()
             .position(|i| matches!(i, Instr::Branch(_)))
             .expect("the branch");
-        let hoisted = s.instrs[at + 1..at + 4]
+        let hoisted = instrs[at + 1..at + 4]
             .iter()
             .any(|i| matches!(i, Instr::Alu(a) if a.w.cond_add == Cond::Zs));
         assert!(hoisted, "a masked write in the slots:\n{listing}");
@@ -460,20 +463,15 @@ fn a_branchs_slots_take_flags_the_target_sets_again() {
     };
     for target_tests_first in [false, true] {
         for (first, second) in [(0, 0), (0, 1), (1, 0), (1, 1)] {
-            let code = program(first, second, target_tests_first);
-            let expected = run(&code, &[]);
-            let s = schedule_with(&emitted(code, Vec::new()), OBSERVED).unwrap();
-            let words: Vec<u64> = s.instrs.iter().map(Instr::encode).collect();
-            let listing = kiln_qpu::isa::disasm_program(&words, kiln_qpu::isa::Style::Mesa);
-            assert_eq!(validate_instrs(&s.instrs), vec![], "{listing}");
-            assert_eq!(validate_mesa(&words), Ok(()), "{listing}");
-            assert_eq!(run(&s.instrs, &s.uniforms), expected, "{listing}");
-            let at = s
-                .instrs
+            let (instrs, listing) = scheduled_agrees(
+                program(first, second, target_tests_first),
+                &format!("flags {first} {second}"),
+            );
+            let at = instrs
                 .iter()
                 .position(|i| matches!(i, Instr::Branch(_)))
                 .expect("the branch");
-            let in_slots = s.instrs[at + 1..at + 4]
+            let in_slots = instrs[at + 1..at + 4]
                 .iter()
                 .any(|i| matches!(i, Instr::Alu(a) if a.w.sf));
             assert_eq!(
@@ -524,19 +522,9 @@ fn a_branch_over_a_jump_becomes_one_branch() {
             let code = program(flag, jump_targeted);
             let branches = |c: &[Instr]| c.iter().filter(|i| matches!(i, Instr::Branch(_))).count();
             let before = branches(&code);
-            let expected = run(&code, &[]);
-            let s = schedule_with(&emitted(code, Vec::new()), OBSERVED).unwrap();
-            let words: Vec<u64> = s.instrs.iter().map(Instr::encode).collect();
-            let listing = kiln_qpu::isa::disasm_program(&words, kiln_qpu::isa::Style::Mesa);
-            assert_eq!(validate_instrs(&s.instrs), vec![], "{listing}");
-            assert_eq!(validate_mesa(&words), Ok(()), "{listing}");
-            assert_eq!(
-                run(&s.instrs, &s.uniforms),
-                expected,
-                "flag {flag}:\n{listing}"
-            );
+            let (instrs, listing) = scheduled_agrees(code, &format!("flag {flag}"));
             let merged = usize::from(!jump_targeted);
-            assert_eq!(branches(&s.instrs), before - merged, "{listing}");
+            assert_eq!(branches(&instrs), before - merged, "{listing}");
         }
     }
 }
