@@ -2451,3 +2451,42 @@ bb3:
     assert_eq!(branches(&short), 0, "{}", short.disasm());
     assert_eq!(branches(&long), 1, "{}", long.disasm());
 }
+
+/// A uniform loop inside a divergent `if`: its counter is a phi of every lane (`phi.all_lanes`)
+/// whose entry copy sits in masked code. The copy must write every lane, as the loop's test
+/// reads them all; a masked copy leaves the lanes that skipped the `if` without the counter
+/// (the allocation checker's "found no known value").
+#[test]
+fn a_uniform_loop_in_a_divergent_if_copies_its_counter_into_every_lane() {
+    agrees(
+        "target generic(v=32, s=16)
+function @main {
+bb0:
+    %0:v1 = input 0
+    %1:s1 = uniform 0
+    %2:v1 = flt %0, 0.5
+    if.divergent %2, bb1, bb6, bb6
+bb1:
+    %9:s1 = fmin %1, 8.0
+    loop bb2, bb5
+bb2:
+    %3:s1 = phi 0.0, %5
+    %4:s1 = flt %9, %3
+    if.uniform %4, bb3, bb4, bb4
+bb3:
+    break bb5
+bb4:
+    %5:s1 = fadd %3, 1.0
+    continue bb2
+bb5:
+    %6:s1 = phi %3
+    %7:v1 = fadd %0, %6
+    jump bb6
+bb6:
+    %8:v1 = phi %0, %7
+    output 0, %8
+    return
+}
+",
+    );
+}

@@ -1560,7 +1560,7 @@ impl<'f> Assigner<'f> {
     fn phi_copies(&mut self, out: &mut Function) -> Result<(), RaError> {
         let cfg = self.cfg;
         let func = self.func;
-        // (block, at start?, all lanes?) → copies
+        // block → [masked copies, all-lanes copies], at its start and at its end
         let mut at_end: Vec<[Vec<(Temp, Operand)>; 2]> =
             vec![[Vec::new(), Vec::new()]; func.blocks.len()];
         let mut at_start: Vec<[Vec<(Temp, Operand)>; 2]> =
@@ -1573,6 +1573,9 @@ impl<'f> Assigner<'f> {
                 } else {
                     (&cfg.logical.preds[s.index()], &cfg.logical.succs)
                 };
+                // A linear phi's copies, and a logical phi's that must hold in every lane (a
+                // uniform value of masked code), write all lanes.
+                let all_lanes = linear || phi.writes_all_lanes();
                 let t = phi.defs[0].temp;
                 if phi.defs[0].dead {
                     continue;
@@ -1591,9 +1594,9 @@ impl<'f> Assigner<'f> {
                         }
                     }
                     if preds.len() == 1 {
-                        at_start[s.index()][linear as usize].push((t, op));
+                        at_start[s.index()][all_lanes as usize].push((t, op));
                     } else if succs[p.index()].len() == 1 || (linear && loop_back_edge(cfg, p)) {
-                        at_end[p.index()][linear as usize].push((t, op));
+                        at_end[p.index()][all_lanes as usize].push((t, op));
                     } else {
                         return Err(RaError::Internal {
                             block: p,

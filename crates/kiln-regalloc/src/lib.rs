@@ -713,7 +713,7 @@ fn single_predecessor_phis(func: &mut Function, cfg: &Cfg, copy: Opcode) {
         let (moved, kept): (Vec<Inst>, Vec<Inst>) = phis.into_iter().partition(|i| single(i.op));
         let make = |phi: &Inst| {
             let mut mov = Inst::new(copy);
-            mov.flags.all_lanes = phi.op == Opcode::LinearPhi;
+            mov.flags.all_lanes = phi.op == Opcode::LinearPhi || phi.writes_all_lanes();
             mov.defs.push(Def::new(phi.defs[0].temp));
             let mut op = phi.operands[0];
             op.flags = kiln_ir::OperandFlags::empty();
