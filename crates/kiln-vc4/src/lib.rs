@@ -20,6 +20,7 @@ pub mod rename;
 pub mod render;
 pub mod schedule;
 pub mod target;
+pub mod target_slots;
 pub mod texture;
 pub mod threads;
 pub mod uniforms;

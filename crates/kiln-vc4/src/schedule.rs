@@ -35,6 +35,7 @@ pub fn schedule_with(e: &Emitted, live_at_end: u128) -> Result<Emitted, EmitErro
     let n = e.instrs.len();
     let mut instrs = e.instrs.clone();
     branch_over_jump(&mut instrs);
+    jump_to_next(&mut instrs);
     // What each instruction reads and writes, decoded once and kept current by the passes
     // that change instructions (none changes the control flow).
     let mut refs = crate::rename::refs_of(&instrs);
@@ -204,6 +205,7 @@ pub fn schedule_with(e: &Emitted, live_at_end: u128) -> Result<Emitted, EmitErro
     let excess = s.excess;
     colour_write_ends(&mut out, &mut origins);
     fill_end_slots(&mut out, &mut origins);
+    crate::target_slots::fill(&mut out, &mut origins, &s.from, &live_in);
     let out_len = out.len();
     Ok(Emitted {
         instrs: out,
@@ -257,6 +259,26 @@ fn branch_over_jump(instrs: &mut [Instr]) {
         merged.imm = 8 * (to - (i as i64 + 4)) as i32;
         instrs[i] = Instr::Branch(merged);
         instrs[i + 4] = Instr::nop();
+    }
+}
+
+/// A jump to the instruction after its delay slots (the end of an `if`'s side whose other
+/// side is empty), with `nop`s in its slots and no register linked, becomes a `nop`: the
+/// scheduler drops it with its slots, and the code on either side of it is one region unless
+/// another branch goes there.
+fn jump_to_next(instrs: &mut [Instr]) {
+    for i in 0..instrs.len().saturating_sub(3) {
+        if let Instr::Branch(b) = instrs[i]
+            && b.cond == kiln_qpu::isa::BranchCond::Always
+            && b.rel
+            && !b.reg
+            && b.imm == 0
+            && b.waddr_add == waddr::NOP
+            && b.waddr_mul == waddr::NOP
+            && instrs[i + 1..i + 4].iter().all(|x| *x == Instr::nop())
+        {
+            instrs[i] = Instr::nop();
+        }
     }
 }
 
@@ -445,7 +467,7 @@ const SAFE_NODES: usize = 1024;
 const HOIST_WINDOW: usize = 16;
 
 /// Whether an ALU instruction reads a FIFO, the uniform stream or any I/O address, used or not.
-fn has_io_read(i: &Instr) -> bool {
+pub(crate) fn has_io_read(i: &Instr) -> bool {
     match i {
         Instr::Alu(a) => {
             let io = |r: u8| r >= 32 && r != kiln_qpu::isa::raddr::NOP;

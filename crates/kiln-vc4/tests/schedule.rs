@@ -122,7 +122,8 @@ fn operation(r: &mut Rng, r4: &mut bool, uniform: bool) -> Option<Instr> {
 /// A program: an initialisation of every register, then regions of generated operations (the
 /// first reading uniforms too: after a branch, the stream's position depends on the path,
 /// and kiln's code resets it first) separated by branches — to the next region, or on flags some operation set over the next
-/// region (so that a branch decided on the wrong flags ends in other registers) — each
+/// region (so that a branch decided on the wrong flags ends in other registers), or always to
+/// the next region or the one after — each
 /// operation followed by two `nop`s (no latency is longer than three), and the program end
 /// with its delay slots. Returns it with its uniform table.
 fn program(seed: u64) -> (Vec<Instr>, Vec<Uniform>) {
@@ -167,10 +168,10 @@ fn program(seed: u64) -> (Vec<Instr>, Vec<Uniform>) {
     for (k, region) in regions.iter().enumerate() {
         code.extend(region);
         if k + 1 < count {
-            let (cond, target) = if r.below(2) == 0 {
-                (BranchCond::Always, starts[k + 1])
-            } else {
-                (CONDS[r.below(4) as usize], starts[k + 2])
+            let (cond, target) = match r.below(3) {
+                0 => (BranchCond::Always, starts[k + 1]),
+                1 => (BranchCond::Always, starts[k + 2]),
+                _ => (CONDS[r.below(4) as usize], starts[k + 2]),
             };
             let offset = 8 * (target as i32 - (code.len() as i32 + 4));
             code.extend([builder::branch(cond, true, offset), nop, nop, nop]);
@@ -235,10 +236,39 @@ fn scheduled_agrees(code: Vec<Instr>, what: &str) -> (Vec<Instr>, String) {
     (s.instrs, listing)
 }
 
+/// The instructions in branches' delay slots that are copies of the instructions just before
+/// the branch's target (the target's first instructions, which the branch now goes past).
+fn target_copies(code: &[Instr]) -> Vec<u64> {
+    let mut copies = Vec::new();
+    for (b, ins) in code.iter().enumerate() {
+        let Instr::Branch(br) = ins else { continue };
+        let t = b as i64 + 4 + br.imm as i64 / 8;
+        if t < 0 || t as usize == b + 4 {
+            continue;
+        }
+        let t = t as usize;
+        let k = (1..=3)
+            .filter(|&j| {
+                t >= j
+                    && code[b + 4 - j..b + 4] == code[t - j..t]
+                    && code[b + 4 - j..b + 4].iter().all(|i| *i != Instr::nop())
+            })
+            .max()
+            .unwrap_or(0);
+        copies.extend(code[b + 4 - k..b + 4].iter().map(Instr::encode));
+    }
+    copies
+}
+
 #[test]
 fn scheduled_programs_end_in_the_same_registers() {
-    let (mut before, mut after, mut written) =
-        (Census::default(), Census::default(), Census::default());
+    let (mut before, mut after, mut written, mut copies) = (
+        Census::default(),
+        Census::default(),
+        Census::default(),
+        Census::default(),
+    );
+    let mut jumps_to_next = 0;
     for seed in 0..400 {
         let (code, uniforms) = program(seed);
         assert_eq!(
@@ -273,10 +303,33 @@ fn scheduled_programs_end_in_the_same_registers() {
         kiln_vc4::dead_writes::remove(&mut live, OBSERVED);
         before += Census::of(&live.iter().map(Instr::encode).collect::<Vec<_>>());
         after += Census::of(&words);
+        let copied = Census::of(&target_copies(&s.instrs));
+        let jumps = code
+            .iter()
+            .filter(|i| matches!(i, Instr::Branch(b) if b.cond == BranchCond::Always && b.imm == 0))
+            .count() as u64;
+        // The same operations but the dead ones (the generated programs write values nothing
+        // reads) and the copies in delay slots; where a jump to the next instruction went, its
+        // blocks became one, in which dead writes go in chains (across a block's end, only
+        // those dead by the liveness before any went).
+        let (ran, kept) = (
+            Census::of(&words).operations - copied.operations + jumps,
+            Census::of(&live.iter().map(Instr::encode).collect::<Vec<_>>()).operations,
+        );
+        if jumps == 0 {
+            assert_eq!(ran, kept, "seed {seed}:\n{listing}");
+        } else {
+            assert!(ran <= kept, "seed {seed}:\n{listing}");
+        }
+        copies += copied;
+        jumps_to_next += jumps;
     }
-    // The scheduler did its work: the same operations but the dead ones (the generated programs
-    // write values nothing reads), paired, without most `nop`s.
-    assert_eq!(after.operations, before.operations);
+    // The scheduler did its work: paired, without most `nop`s.
+    assert!(jumps_to_next > 0);
+    assert!(
+        copies.operations > 0,
+        "some delay slots take their target's work"
+    );
     assert!(before.operations < written.operations);
     let load_imm = 40;
     let alu = after.operations - after.by_kind[load_imm] - after.by_kind[42];
@@ -526,5 +579,143 @@ fn a_branch_over_a_jump_becomes_one_branch() {
             let merged = usize::from(!jump_targeted);
             assert_eq!(branches(&instrs), before - merged, "{listing}");
         }
+    }
+}
+
+/// A jump's delay slots take copies of its target's first instructions and the jump goes
+/// past them; where the target's first instruction cannot be copied (it reads the uniform
+/// stream), nothing is. Either way the program ends in the registers of the unscheduled one.
+#[test]
+fn a_jumps_slots_take_its_targets_first_instructions() {
+    let nop = Instr::nop();
+    let mut end = kiln_qpu::isa::AluInstr::nop();
+    end.sig = Signal::ProgramEnd;
+    let add = |d: Reg, a: Reg, b: Reg| Instr::Alu(builder::qpu_a(AddOp::Add, d, a, b).unwrap());
+    for copyable in [true, false] {
+        let mut code = vec![
+            builder::load_imm(Reg::A(0), 5).unwrap(),
+            builder::load_imm(Reg::B(0), 7).unwrap(),
+            nop,
+            nop,
+            add(Reg::A(1), Reg::A(0), Reg::B(0)),
+            // Over the next instruction to the target.
+            builder::branch(BranchCond::Always, true, 8),
+            nop,
+            nop,
+            nop,
+            add(Reg::B(3), Reg::A(0), Reg::A(0)),
+        ];
+        // The target: additions in a chain, plain or each reading the element number (an I/O
+        // read, which a copy may not do).
+        let elem = Reg::ReadA(kiln_qpu::isa::raddr::ELEMENT_QPU);
+        let (x, y) = if copyable {
+            (Reg::A(0), Reg::A(0))
+        } else {
+            (elem, elem)
+        };
+        code.extend([
+            add(Reg::B(1), x, Reg::B(0)),
+            add(Reg::Acc(0), y, Reg::B(0)),
+            nop,
+            nop,
+        ]);
+        code.extend([add(Reg::Acc(1), Reg::Acc(0), Reg::B(0)), nop, nop]);
+        code.extend([add(Reg::B(2), Reg::Acc(1), y), nop, nop]);
+        code.extend([Instr::Alu(end), nop, nop]);
+        let (instrs, listing) = scheduled_agrees(code, &format!("copyable {copyable}"));
+        let copies = target_copies(&instrs).len();
+        if copyable {
+            assert!(copies >= 1, "{listing}");
+        } else {
+            assert_eq!(copies, 0, "{listing}");
+        }
+    }
+}
+
+/// Where a branch target lies among the three instructions before the slots, what runs there
+/// depends on the way in: another branch's slots may have written r4 by the SFU two
+/// instructions before the first slot. A copy that reads r4 goes no earlier than the SFU's
+/// latency allows after any instruction there (the path-following validator is the oracle).
+#[test]
+fn copies_in_slots_wait_for_what_another_way_in_may_have_written() {
+    use kiln_vc4::target_slots::fill;
+    let nop = Instr::nop();
+    let mut end = kiln_qpu::isa::AluInstr::nop();
+    end.sig = Signal::ProgramEnd;
+    let reads_r4 =
+        |d: Reg| Instr::Alu(builder::qpu_a(AddOp::Fadd, d, Reg::Acc(4), Reg::Acc(4)).unwrap());
+    let code = vec![
+        builder::load_imm(Reg::A(0), 0x4000_0000).unwrap(),
+        builder::load_imm(Reg::Acc(0), 1).unwrap(),
+        Instr::Alu(builder::mov(Reg::Nop, Reg::Acc(0)).unwrap().sf()),
+        // To L, with an SFU write in its last slot.
+        builder::branch(BranchCond::AnyZc, true, 8 * 2),
+        nop,
+        nop,
+        Instr::Alu(builder::mov(Reg::Io(waddr::SFU_RECIP), Reg::A(0)).unwrap()),
+        nop,
+        nop,
+        // L: on to X.
+        builder::branch(BranchCond::Always, true, 8),
+        nop,
+        nop,
+        nop,
+        nop,
+        // X: three reads of r4.
+        reads_r4(Reg::B(1)),
+        reads_r4(Reg::B(2)),
+        reads_r4(Reg::B(3)),
+        Instr::Alu(end),
+        nop,
+        nop,
+    ];
+    assert_eq!(validate_instrs(&code), vec![], "the input is valid");
+    let mut out = code.clone();
+    let mut origins = vec![[Origin::Prologue; 2]; out.len()];
+    let from: Vec<Option<usize>> = (0..out.len()).map(Some).collect();
+    let live = vec![!0u128; out.len() + 1];
+    let filled = fill(&mut out, &mut origins, &from, &live);
+    let words: Vec<u64> = out.iter().map(Instr::encode).collect();
+    let listing = kiln_qpu::isa::disasm_program(&words, kiln_qpu::isa::Style::Mesa);
+    assert_eq!(validate_instrs(&out), vec![], "{listing}");
+    assert_eq!(filled, 2, "two copies, the first a slot later:\n{listing}");
+    assert_eq!(run(&out, &[]), run(&code, &[]), "{listing}");
+}
+
+/// A jump to the instruction after its delay slots goes, with its slots: the code on both
+/// sides becomes one region. A conditional branch there stays (its slots run on both ways).
+#[test]
+fn a_jump_to_the_next_instruction_goes() {
+    let nop = Instr::nop();
+    let mut end = kiln_qpu::isa::AluInstr::nop();
+    end.sig = Signal::ProgramEnd;
+    let add = |d: Reg, a: Reg| Instr::Alu(builder::qpu_a(AddOp::Add, d, a, Reg::B(0)).unwrap());
+    for cond in [BranchCond::Always, BranchCond::AnyZs] {
+        let code = vec![
+            builder::load_imm(Reg::A(0), 5).unwrap(),
+            builder::load_imm(Reg::B(0), 7).unwrap(),
+            Instr::Alu(builder::mov(Reg::Nop, Reg::A(0)).unwrap().sf()),
+            add(Reg::A(1), Reg::A(0)),
+            builder::branch(cond, true, 0),
+            nop,
+            nop,
+            nop,
+            add(Reg::B(1), Reg::A(0)),
+            nop,
+            nop,
+            Instr::Alu(end),
+            nop,
+            nop,
+        ];
+        let (instrs, listing) = scheduled_agrees(code, &format!("{cond:?}"));
+        let branches = instrs
+            .iter()
+            .filter(|i| matches!(i, Instr::Branch(_)))
+            .count();
+        assert_eq!(
+            branches,
+            usize::from(cond != BranchCond::Always),
+            "{listing}"
+        );
     }
 }
