@@ -7,11 +7,12 @@
 //! `docs/sched.md`.
 //!
 //! What stays in place: branches with their three delay slots, thread switches and the
-//! program end with their two, semaphores and uniforms-address writes. Everything else between
-//! two of them, or between branch targets, is a region; the emitter's hazard `nop`s there are
-//! dropped and the latencies they kept are the DAG's. Across a region's start, a latency still
-//! running from the code before holds the first instructions back (branch targets are reached
-//! after three delay slots, longer than any latency, so only the fall-through matters).
+//! program end with their two, and semaphores. Everything else between two of them, or between
+//! branch targets, is a region; the emitter's hazard `nop`s there are dropped and the
+//! latencies they kept are the DAG's. Across a region's start, a latency still running from
+//! the code before holds the first instructions back (branch targets are reached after three
+//! delay slots, longer than any latency, so only the fall-through matters; the copies
+//! [`crate::target_slots`] puts in the slots later check their own).
 
 use crate::emit::{EmitError, Emitted, Origin};
 use kiln_qpu::isa::effects::{self, Effect, Resource};
@@ -73,12 +74,6 @@ pub fn schedule_with(e: &Emitted, live_at_end: u128) -> Result<Emitted, EmitErro
                 0
             }
             Instr::Alu(a) if held(a.sig) => 3,
-            ins if effects::writes(ins)
-                .iter()
-                .any(|w| w.waddr == waddr::UNIFORMS_ADDRESS) =>
-            {
-                1
-            }
             _ => 0,
         };
         for f in fixed.iter_mut().skip(i).take(slots) {

@@ -719,3 +719,69 @@ fn a_jump_to_the_next_instruction_goes() {
         );
     }
 }
+
+/// A stream reset after a branch target is scheduled with the region's work, not kept in
+/// place: its add pairs with a multiplication, and the uniform read after it still waits its
+/// two instructions and takes the entry after the reset. The program ends in the registers
+/// of the unscheduled one on both ways of the branch.
+#[test]
+fn a_stream_reset_pairs_with_the_regions_work() {
+    let nop = Instr::nop();
+    let mut end = kiln_qpu::isa::AluInstr::nop();
+    end.sig = Signal::ProgramEnd;
+    let fmul = |d: Reg, a: Reg, b: Reg| Instr::Alu(builder::qpu_m(MulOp::Fmul, d, a, b).unwrap());
+    let reset = Instr::Alu(
+        builder::qpu_a(
+            AddOp::Add,
+            Reg::Io(waddr::UNIFORMS_ADDRESS),
+            Reg::Acc(5),
+            Reg::ReadA(kiln_qpu::isa::raddr::UNIFORM),
+        )
+        .unwrap(),
+    );
+    for flag in [0, 1] {
+        let code = vec![
+            builder::load_imm(Reg::A(0), 0x4000_0000).unwrap(),
+            builder::load_imm(Reg::B(0), 0x4040_0000).unwrap(),
+            builder::load_imm(Reg::Acc(0), flag).unwrap(),
+            Instr::Alu(builder::mov(Reg::A(1), Reg::ReadA(kiln_qpu::isa::raddr::UNIFORM)).unwrap()),
+            Instr::Alu(builder::mov(Reg::Nop, Reg::Acc(0)).unwrap().sf()),
+            // Both ways reach the target with the stream at entry 1.
+            builder::branch(BranchCond::AnyZs, true, 0),
+            nop,
+            nop,
+            nop,
+            // The target: the stream reset to entry 2 (entry 1 holds the table's address).
+            builder::load_imm(Reg::Acc(5), 8).unwrap(),
+            reset,
+            nop,
+            nop,
+            Instr::Alu(builder::mov(Reg::B(1), Reg::ReadA(kiln_qpu::isa::raddr::UNIFORM)).unwrap()),
+            fmul(Reg::A(2), Reg::A(0), Reg::B(0)),
+            fmul(Reg::B(2), Reg::A(0), Reg::A(0)),
+            nop,
+            nop,
+            Instr::Alu(end),
+            nop,
+            nop,
+        ];
+        let uniforms = vec![
+            Uniform::Constant(11),
+            Uniform::Constant(UNIF),
+            Uniform::Constant(13),
+        ];
+        assert_eq!(validate_instrs(&code), vec![], "the input is valid");
+        let expected = run(&code, &uniforms);
+        let s = schedule_with(&emitted(code, uniforms), OBSERVED).unwrap();
+        let words: Vec<u64> = s.instrs.iter().map(Instr::encode).collect();
+        let listing = kiln_qpu::isa::disasm_program(&words, kiln_qpu::isa::Style::Mesa);
+        assert_eq!(validate_instrs(&s.instrs), vec![], "{listing}");
+        assert_eq!(validate_mesa(&words), Ok(()), "{listing}");
+        assert_eq!(run(&s.instrs, &s.uniforms), expected, "{listing}");
+        let paired_reset = s.instrs.iter().any(|i| {
+            matches!(i, Instr::Alu(a) if a.op_mul == MulOp::Fmul)
+                && kiln_qpu::isa::effects::writes_addr(i, waddr::UNIFORMS_ADDRESS)
+        });
+        assert!(paired_reset, "{listing}");
+    }
+}
