@@ -461,6 +461,9 @@ const SAFE_NODES: usize = 1024;
 /// How far [`Scheduler::hoist`] looks for an instruction to move (a bound on its cost).
 const HOIST_WINDOW: usize = 16;
 
+/// How far back [`Scheduler::lift_carrier`] looks for a thread switch's carrier.
+const LIFT_WINDOW: usize = 8;
+
 /// Whether an ALU instruction reads a FIFO, the uniform stream or any I/O address, used or not.
 pub(crate) fn has_io_read(i: &Instr) -> bool {
     match i {
@@ -767,13 +770,19 @@ impl Scheduler<'_> {
     /// the region.
     fn thread_switch(&mut self, sig: Signal, i: usize, around: &Around) -> Result<(), EmitError> {
         let len = self.out.len();
-        let carrier = (1..=3).rev().find(|&k| {
-            len >= self.base + k
-                && matches!(self.out[len - k], Instr::Alu(a) if a.sig == Signal::None)
-                && self.out[len - k + 1..]
-                    .iter()
-                    .all(|x| !matches!(x.signal(), Some(Signal::LoadTmu0 | Signal::LoadTmu1)))
-        });
+        let find = |out: &[Instr], base: usize| {
+            (1..=3).rev().find(|&k| {
+                len >= base + k
+                    && matches!(out[len - k], Instr::Alu(a) if a.sig == Signal::None)
+                    && out[len - k + 1..]
+                        .iter()
+                        .all(|x| !matches!(x.signal(), Some(Signal::LoadTmu0 | Signal::LoadTmu1)))
+            })
+        };
+        let mut carrier = find(&self.out, self.base);
+        if carrier.is_none_or(|k| k < 3) && self.lift_carrier() {
+            carrier = find(&self.out, self.base);
+        }
         let origin = [self.e.origins[i][0]; 2];
         let free = match carrier {
             Some(k) => {
@@ -795,6 +804,98 @@ impl Scheduler<'_> {
         }
         self.base = self.out.len();
         Ok(())
+    }
+
+    /// Where the region's third last instruction has a signal (a small immediate: a wrap's
+    /// `fmax.sf nop, 0, x; fadd.cs x, x, 1.0` before a texture request) and so cannot carry a
+    /// thread switch with the last two as its delay slots, moves an instruction with none
+    /// there — one of the last two, else the latest of the [`LIFT_WINDOW`] before — so that
+    /// it does, instead of `nop`s in the slots. It may pass over only instructions it shares
+    /// no resource with that one of them writes; those move one place, and every latency
+    /// between instructions now less than three apart is checked again. Returns whether it
+    /// moved one.
+    fn lift_carrier(&mut self) -> bool {
+        let len = self.out.len();
+        let Some(to) = len.checked_sub(3).filter(|&t| t >= self.base) else {
+            return false;
+        };
+        let lo = self.base.max(len.saturating_sub(3 + LIFT_WINDOW));
+        let effects_of = |i: &Instr| {
+            let mut e = Vec::new();
+            effects::effects(i, &mut e);
+            e
+        };
+        for from in (to + 1..len).chain((lo..to).rev()) {
+            let x = self.out[from];
+            if !matches!(x, Instr::Alu(a) if a.sig == Signal::None) || effects::takes_uniform(&x) {
+                continue;
+            }
+            let ex = effects_of(&x);
+            let (first, last) = (from.min(to), from.max(to));
+            let independent = (first..=last).filter(|&p| p != from).all(|p| {
+                effects_of(&self.out[p]).iter().all(|b| {
+                    ex.iter()
+                        .all(|a| a.resource != b.resource || !(a.write || b.write))
+                })
+            });
+            if !independent {
+                continue;
+            }
+            let lift = |v: &mut [Instr]| {
+                if from < to {
+                    v.rotate_left(1)
+                } else {
+                    v.rotate_right(1)
+                }
+            };
+            // The new order from three before the first moved on, and every pair less than
+            // three apart in it.
+            let start = first.saturating_sub(3);
+            let mut order: Vec<Instr> = self.out[start..len].to_vec();
+            lift(&mut order[first - start..=last - start]);
+            let effects: Vec<Vec<Effect>> = order.iter().map(effects_of).collect();
+            let holds = (0..order.len()).all(|v| {
+                (v.saturating_sub(2)..v).all(|u| {
+                    let gap = v - u;
+                    effects[u].iter().filter(|w| w.write).all(|w| {
+                        effects[v]
+                            .iter()
+                            .filter(|r| r.resource == w.resource)
+                            .all(|r| {
+                                let need = if r.write {
+                                    waw(w)
+                                } else {
+                                    w.distance.max(r.distance)
+                                };
+                                gap >= need as usize
+                            })
+                    })
+                })
+            });
+            if !holds {
+                continue;
+            }
+            lift(&mut self.out[first..=last]);
+            if from < to {
+                self.origins[first..=last].rotate_left(1);
+                self.from[first..=last].rotate_left(1);
+            } else {
+                self.origins[first..=last].rotate_right(1);
+                self.from[first..=last].rotate_right(1);
+            }
+            // What an instruction that moved later writes is written later now (what moved
+            // earlier keeps its recorded place: later than true, so only cautious).
+            for p in first..=last {
+                for e in effects_of(&self.out[p]).iter().filter(|e| e.write) {
+                    let r = e.resource.index();
+                    self.written[r] = self.written[r].max(Some(p));
+                    self.read_at[r] = self.read_at[r].max(p + e.distance as usize);
+                    self.write_at[r] = self.write_at[r].max(p + waw(e) as usize);
+                }
+            }
+            return true;
+        }
+        false
     }
 
     /// Schedules the instructions `idx` of the input, placing them after what is placed;

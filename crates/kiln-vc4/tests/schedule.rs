@@ -785,3 +785,59 @@ fn a_stream_reset_pairs_with_the_regions_work() {
         assert!(paired_reset, "{listing}");
     }
 }
+
+/// Where the last three instructions before a thread switch all have a small immediate (a
+/// chain of them), an instruction with no signal from earlier in the region moves down to
+/// carry the switch, the chain in its delay slots, instead of the switch on the last one with
+/// two `nop`s after; not where moving it would break a latency it fills (both validators).
+/// The program ends in the registers of the unscheduled one.
+#[test]
+fn a_thread_switch_takes_a_carrier_from_earlier_in_its_region() {
+    let nop = Instr::nop();
+    let mut end = kiln_qpu::isa::AluInstr::nop();
+    end.sig = Signal::ProgramEnd;
+    let mut switch = kiln_qpu::isa::AluInstr::nop();
+    switch.sig = Signal::ThreadSwitch;
+    let add = |d: Reg, a: Reg, b: Reg| Instr::Alu(builder::qpu_a(AddOp::Add, d, a, b).unwrap());
+    // `latency`: the chain starts from a file register written just before, so that the only
+    // instruction that could carry the switch fills that latency and may not move.
+    for latency in [false, true] {
+        let mut code = vec![
+            builder::load_imm(Reg::A(0), 5).unwrap(),
+            builder::load_imm(Reg::B(0), 7).unwrap(),
+            builder::load_imm(Reg::Acc(0), 3).unwrap(),
+            nop,
+            nop,
+        ];
+        let chain_from = if latency {
+            code.extend([add(Reg::A(3), Reg::A(0), Reg::B(0)), nop, nop]);
+            Reg::A(3)
+        } else {
+            Reg::Acc(0)
+        };
+        code.extend([
+            add(Reg::B(1), Reg::A(0), Reg::B(0)),
+            add(Reg::Acc(1), chain_from, Reg::SmallImm(1)),
+            add(Reg::Acc(2), Reg::Acc(1), Reg::SmallImm(2)),
+            add(Reg::A(2), Reg::Acc(2), Reg::SmallImm(3)),
+            Instr::Alu(switch),
+            nop,
+            nop,
+        ]);
+        // The accumulators do not keep their values across the switch: new ones after it.
+        code.extend((0..4).map(|r| builder::load_imm(Reg::Acc(r), 10 + r as u32).unwrap()));
+        code.extend([nop, nop, add(Reg::B(2), Reg::A(2), Reg::B(1)), nop, nop]);
+        code.extend([Instr::Alu(end), nop, nop]);
+        let (instrs, listing) = scheduled_agrees(code, &format!("latency {latency}"));
+        let at = instrs
+            .iter()
+            .position(|i| i.signal() == Some(Signal::ThreadSwitch))
+            .expect("the switch");
+        if !latency {
+            assert!(
+                instrs[at + 1..at + 3].iter().all(|i| *i != Instr::nop()),
+                "the switch's slots hold the chain:\n{listing}"
+            );
+        }
+    }
+}
