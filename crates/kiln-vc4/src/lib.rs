@@ -16,6 +16,7 @@ pub mod narrow;
 pub mod ops;
 pub mod pack_fold;
 pub mod pre_sched;
+pub mod r4_forward;
 pub mod rename;
 pub mod render;
 pub mod schedule;

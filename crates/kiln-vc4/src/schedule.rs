@@ -43,6 +43,7 @@ pub fn schedule_with(e: &Emitted, live_at_end: u128) -> Result<Emitted, EmitErro
     let succ = kiln_qpu::isa::validate::successors(&instrs);
     crate::pack_fold::fold(&mut instrs, &mut refs, &succ, live_at_end);
     crate::pack_fold::colour_in_accumulator(&mut instrs, &mut refs, &succ, live_at_end);
+    crate::r4_forward::forward(&mut instrs, &mut refs);
     let (mut refs, live_out) = crate::rename::rename(&mut instrs, refs, &succ, live_at_end);
     let live_in = crate::dead_writes::remove_with(&mut instrs, &mut refs, &live_out, live_at_end);
     let mut label = vec![false; n + 1];

@@ -841,3 +841,52 @@ fn a_thread_switch_takes_a_carrier_from_earlier_in_its_region() {
         }
     }
 }
+
+/// Reads of an SFU result's copy (`mov r1, r4`) read r4 itself while r4 holds it, and the copy
+/// goes when nothing else reads it; a read after the next SFU request keeps the copy. The
+/// program ends in the registers of the unscheduled one.
+#[test]
+fn reads_of_r4s_copy_read_r4() {
+    let nop = Instr::nop();
+    let mut end = kiln_qpu::isa::AluInstr::nop();
+    end.sig = Signal::ProgramEnd;
+    let fadd = |d: Reg, a: Reg, b: Reg| Instr::Alu(builder::qpu_a(AddOp::Fadd, d, a, b).unwrap());
+    let recip = |a: Reg| Instr::Alu(builder::mov(Reg::Io(waddr::SFU_RECIP), a).unwrap());
+    for second_request in [false, true] {
+        let mut code = vec![
+            builder::load_imm(Reg::A(0), 0x4000_0000).unwrap(),
+            builder::load_imm(Reg::B(0), 0x4080_0000).unwrap(),
+            nop,
+            nop,
+            recip(Reg::A(0)),
+            nop,
+            nop,
+            Instr::Alu(builder::mov(Reg::Acc(1), Reg::Acc(4)).unwrap()),
+            fadd(Reg::B(1), Reg::Acc(1), Reg::Acc(1)),
+        ];
+        if second_request {
+            code.extend([recip(Reg::B(0)), nop, nop]);
+            code.push(fadd(Reg::B(2), Reg::Acc(1), Reg::Acc(4)));
+        }
+        // r1 is written again before the end: the copy is read only by the additions.
+        code.extend([
+            builder::load_imm(Reg::Acc(1), 1).unwrap(),
+            Instr::Alu(end),
+            nop,
+            nop,
+        ]);
+        let (instrs, listing) = scheduled_agrees(code, &format!("second {second_request}"));
+        // A copy is an instruction that reads r4 and writes r1 (on either unit).
+        let copies = instrs
+            .iter()
+            .filter(|i| {
+                use kiln_qpu::isa::effects::{Resource, effects};
+                let mut e = Vec::new();
+                effects(i, &mut e);
+                e.iter().any(|e| !e.write && e.resource == Resource::R4)
+                    && e.iter().any(|e| e.write && e.resource == Resource::Acc(1))
+            })
+            .count();
+        assert_eq!(copies, usize::from(second_request), "{listing}");
+    }
+}

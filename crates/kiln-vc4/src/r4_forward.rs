@@ -1,0 +1,113 @@
+//! Reads of r4's copy forwarded to r4: where the code copies an SFU or texture result out of
+//! r4 into an accumulator (`mov r1, r4`), the instructions after the copy in straight-line code
+//! read r4 instead of the copy, up to the first that writes r4 (an SFU request, a texture or
+//! colour load) or the copy's register, or a thread switch. A copy read by nothing then goes
+//! with the other dead writes ([`crate::dead_writes`], which runs next). On the QPU code before
+//! scheduling; the scheduler's DAG orders each forwarded read after r4's write and before the
+//! next (Mesa's vc4 copies every SFU result out of r4, `qir_SFU`).
+
+use crate::rename::{Refs, refs};
+use kiln_qpu::isa::effects::{self, Resource};
+use kiln_qpu::isa::validate::block_starts;
+use kiln_qpu::isa::{AddOp, Cond, Instr, MulOp, Mux, Signal, Unpack, waddr};
+
+/// Forwards reads of copies of r4 in `code` to r4; `r` is what each instruction reads and
+/// writes ([`refs`], kept current). Returns how many reads it forwarded.
+pub fn forward(code: &mut [Instr], r: &mut [Refs]) -> usize {
+    let starts = block_starts(code);
+    let mut scratch = Vec::new();
+    let mut forwarded = 0;
+    for i in 0..code.len() {
+        let Some(copy) = r4_copy(&code[i]) else {
+            continue;
+        };
+        for j in i + 1..code.len() {
+            if starts[j] {
+                break;
+            }
+            scratch.clear();
+            effects::effects(&code[j], &mut scratch);
+            let writes_r4 = scratch
+                .iter()
+                .any(|e| e.write && e.resource == Resource::R4);
+            let writes_copy = scratch
+                .iter()
+                .any(|e| e.write && e.resource == Resource::Acc(copy as u8));
+            let Instr::Alu(a) = &mut code[j] else {
+                if writes_r4 || writes_copy || !matches!(code[j], Instr::LoadImm(_)) {
+                    break;
+                }
+                continue;
+            };
+            if writes_r4
+                || matches!(
+                    a.sig,
+                    Signal::ThreadSwitch | Signal::LastThreadSwitch | Signal::ProgramEnd
+                )
+            {
+                break;
+            }
+            // A rotation reads accumulators only; an r4 unpack would apply to the value.
+            let rotation = a.sig == Signal::SmallImm && a.raddr_b >= 48 && a.op_mul != MulOp::Nop;
+            let unpacks_r4 = a.w.pm && a.unpack != Unpack::None;
+            let from = Mux::ALL[copy];
+            let mut used: Vec<&mut Mux> = Vec::with_capacity(4);
+            if a.op_add != AddOp::Nop {
+                used.push(&mut a.add_a);
+                used.push(&mut a.add_b);
+            }
+            if a.op_mul != MulOp::Nop {
+                used.push(&mut a.mul_a);
+                used.push(&mut a.mul_b);
+            }
+            let reads = used.iter().any(|m| **m == from);
+            if reads && (rotation || unpacks_r4) {
+                break;
+            }
+            if reads {
+                for m in used {
+                    if *m == from {
+                        *m = Mux::R4;
+                        forwarded += 1;
+                    }
+                }
+                r[j] = refs(&code[j], &mut scratch);
+            }
+            if writes_copy {
+                break;
+            }
+        }
+    }
+    forwarded
+}
+
+/// The accumulator (0–3) that `ins` copies r4 into whole: a move on either unit, alone, with
+/// no condition, flags, pack, unpack or signal.
+fn r4_copy(ins: &Instr) -> Option<usize> {
+    let Instr::Alu(a) = ins else { return None };
+    if a.sig != Signal::None || a.unpack != Unpack::None || a.w.pack != 0 || a.w.sf {
+        return None;
+    }
+    let to = |w: u8| {
+        (waddr::R0..=waddr::R3)
+            .contains(&w)
+            .then(|| (w - waddr::R0) as usize)
+    };
+    if a.op_add == AddOp::Or
+        && a.op_mul == MulOp::Nop
+        && a.add_a == Mux::R4
+        && a.add_b == Mux::R4
+        && a.w.cond_add == Cond::Always
+    {
+        return to(a.w.waddr_add);
+    }
+    if a.op_mul == MulOp::V8min
+        && a.op_add == AddOp::Nop
+        && a.mul_a == Mux::R4
+        && a.mul_b == Mux::R4
+        && a.w.cond_mul == Cond::Always
+    {
+        return to(a.w.waddr_mul);
+    }
+    None
+}
