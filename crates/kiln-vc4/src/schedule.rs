@@ -971,9 +971,10 @@ impl Scheduler<'_> {
                 at.windows(2).map(|w| &accesses[w[0]..w[1]]),
                 Resource::COUNT,
             );
-            let slots = list_schedule(&dag, &plan, None)
+            let bound = region_bound(&dag, &earliest, &original);
+            let slots = list_schedule(&dag, &plan, None, bound)
                 .ok_or_else(|| internal("a schedule with no register limit"))?;
-            Ok::<_, EmitError>((slots, region_bound(&dag, &earliest, &original)))
+            Ok::<_, EmitError>((slots, bound))
         };
         let mut renamed = None;
         let mut bound = None;
@@ -993,7 +994,8 @@ impl Scheduler<'_> {
                 &[false]
             };
             for &safe in tries {
-                let Some(slots) = list_schedule(&dag, &plan, Some((&values, &regs, safe))) else {
+                let limit = Some((&values, &regs, safe));
+                let Some(slots) = list_schedule(&dag, &plan, limit, bound.unwrap_or(0)) else {
                     continue;
                 };
                 let mut cycle = vec![0; original.len()];
@@ -1066,11 +1068,14 @@ struct Plan<'a> {
 /// branch and its slots hung from them, pairs where the instructions merge. With `renaming`
 /// (the accumulator values, their count, and whether the schedule is to be safe), the values
 /// stay within the four accumulators, and two that are to take their registers after
-/// scheduling pair as if apart; `None` where the greedy order found no way on.
+/// scheduling pair as if apart; `None` where the greedy order found no way on. A schedule
+/// longer than `bound` ([`region_bound`]) is tried again with the busier unit's operations
+/// first among near equals, and the shorter kept.
 fn list_schedule(
     dag: &Dag,
     plan: &Plan,
     renaming: Option<(&crate::accumulators::Values, &kiln_sched::Registers, bool)>,
+    bound: usize,
 ) -> Option<Vec<kiln_sched::Slot>> {
     let Plan {
         earliest,
@@ -1105,11 +1110,36 @@ fn list_schedule(
     // The tile buffer's accesses stay at the end: one is a partner only for another.
     let pairs =
         |a: u32, b: u32| (classes[b as usize] != 0 || classes[a as usize] == 0) && merge(a, b);
-    match renaming {
+    let run = |prio: &[u32]| match renaming {
         Some((_, regs, safe)) => {
-            kiln_sched::schedule_within(dag, earliest, classes, &prio, pairs, regs, safe)
+            kiln_sched::schedule_within(dag, earliest, classes, prio, &pairs, regs, safe)
         }
-        None => Some(kiln_sched::schedule(dag, earliest, classes, &prio, pairs)),
+        None => Some(kiln_sched::schedule(dag, earliest, classes, prio, &pairs)),
+    };
+    let first = run(&prio);
+    if first.as_ref().is_some_and(|f| f.len() <= bound) {
+        return first;
+    }
+    // Above the bound: again with the busier unit's operations ahead by two cycles of path,
+    // so that the other unit's work is left to pair with them; the shorter schedule.
+    let (mut adds, mut muls) = (0, 0);
+    for i in instrs {
+        adds += self::adds(i) as u32;
+        muls += matches!(i, Instr::Alu(a) if a.op_mul != kiln_qpu::isa::MulOp::Nop) as u32;
+    }
+    let busier = |i: &Instr| match i {
+        Instr::Alu(a) if adds >= muls => a.op_add != AddOp::Nop,
+        Instr::Alu(a) => a.op_mul != kiln_qpu::isa::MulOp::Nop,
+        _ => false,
+    };
+    let balanced: Vec<u32> = prio
+        .iter()
+        .zip(instrs)
+        .map(|(&p, i)| p + 2 * busier(i) as u32)
+        .collect();
+    match (first, run(&balanced)) {
+        (Some(f), Some(b)) => Some(if b.len() < f.len() { b } else { f }),
+        (f, b) => f.or(b),
     }
 }
 
