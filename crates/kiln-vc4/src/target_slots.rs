@@ -39,10 +39,21 @@ pub fn fill(
         (br.rel && !br.reg && br.imm % 8 == 0 && (0..n as i64).contains(&t)).then_some(t as usize)
     };
     // Positions that are branch targets or may become ones here (a target moves at most three
-    // on), and delay slots (never copied: their instructions run after their own branch).
+    // on), and delay slots of branches, thread switches and the program end (never copied:
+    // they run where their own instruction decides).
     let mut maybe_target = vec![false; n + 1];
     let mut in_slot = vec![false; n];
     for (b, ins) in out.iter().enumerate() {
+        if let Instr::Alu(a) = ins
+            && matches!(
+                a.sig,
+                Signal::ThreadSwitch | Signal::LastThreadSwitch | Signal::ProgramEnd
+            )
+        {
+            for s in in_slot.iter_mut().skip(b + 1).take(2) {
+                *s = true;
+            }
+        }
         if let Instr::Branch(br) = ins {
             for s in in_slot.iter_mut().skip(b + 1).take(3) {
                 *s = true;
