@@ -16,30 +16,15 @@ pub struct Write {
     pub cond: Cond,
 }
 
+/// The register and I/O writes of `i`: the add unit's, then the mul unit's.
 pub fn writes(i: &Instr) -> SmallVec<[Write; 2]> {
-    let mut out = SmallVec::new();
-    let mut push = |w: &WriteFields, add: bool, mul: bool| {
-        if add && w.waddr_add != waddr::NOP {
-            out.push(Write {
-                waddr: w.waddr_add,
-                file_a: !w.ws,
-                cond: w.cond_add,
-            });
-        }
-        if mul && w.waddr_mul != waddr::NOP {
-            out.push(Write {
-                waddr: w.waddr_mul,
-                file_a: w.ws,
-                cond: w.cond_mul,
-            });
-        }
-    };
-    match i {
-        Instr::Alu(a) => push(&a.w, a.op_add != AddOp::Nop, a.op_mul != MulOp::Nop),
-        Instr::LoadImm(l) => push(&l.w, true, true),
-        Instr::Semaphore(s) => push(&s.w, true, true),
+    let branch;
+    let (w, add, mul) = match i {
+        Instr::Alu(a) => (&a.w, a.op_add != AddOp::Nop, a.op_mul != MulOp::Nop),
+        Instr::LoadImm(l) => (&l.w, true, true),
+        Instr::Semaphore(s) => (&s.w, true, true),
         Instr::Branch(b) => {
-            let w = WriteFields {
+            branch = WriteFields {
                 ws: b.ws,
                 waddr_add: b.waddr_add,
                 waddr_mul: b.waddr_mul,
@@ -47,10 +32,30 @@ pub fn writes(i: &Instr) -> SmallVec<[Write; 2]> {
                 cond_mul: Cond::Always,
                 ..WriteFields::NONE
             };
-            push(&w, true, true)
+            (&branch, true, true)
         }
+    };
+    let none = Write {
+        waddr: waddr::NOP,
+        file_a: false,
+        cond: Cond::Never,
+    };
+    let on_add = (add && w.waddr_add != waddr::NOP).then_some(Write {
+        waddr: w.waddr_add,
+        file_a: !w.ws,
+        cond: w.cond_add,
+    });
+    let on_mul = (mul && w.waddr_mul != waddr::NOP).then_some(Write {
+        waddr: w.waddr_mul,
+        file_a: w.ws,
+        cond: w.cond_mul,
+    });
+    // Built whole: no push's capacity checks on this hot path.
+    match (on_add, on_mul) {
+        (Some(a), Some(m)) => SmallVec::from_buf([a, m]),
+        (Some(x), None) | (None, Some(x)) => SmallVec::from_buf_and_len([x, none], 1),
+        (None, None) => SmallVec::from_buf_and_len([none, none], 0),
     }
-    out
 }
 
 pub fn writes_addr(i: &Instr, w: u8) -> bool {
