@@ -1,8 +1,9 @@
 //! Reads of r4's copy forwarded to r4: where the code copies an SFU or texture result out of
 //! r4 into an accumulator (`mov r1, r4`), the instructions after the copy in straight-line code
 //! read r4 instead of the copy, up to the first that writes r4 (an SFU request, a texture or
-//! colour load) or the copy's register, or a thread switch. A copy read by nothing then goes
-//! with the other dead writes ([`crate::dead_writes`], which runs next). On the QPU code before
+//! colour load) or the copy's register, or a thread switch — of those before a write of r4,
+//! only the ones that write would wait for anyway. A copy read by nothing then goes with the
+//! other dead writes ([`crate::dead_writes`], which runs next). On the QPU code before
 //! scheduling; the scheduler's DAG orders each forwarded read after r4's write and before the
 //! next (Mesa's vc4 copies every SFU result out of r4, `qir_SFU`).
 
@@ -12,70 +13,94 @@ use kiln_qpu::isa::validate::block_starts;
 use kiln_qpu::isa::{AddOp, Cond, Instr, MulOp, Mux, Signal, Unpack, waddr};
 
 /// Forwards reads of copies of r4 in `code` to r4; `r` is what each instruction reads and
-/// writes ([`refs`], kept current). Returns how many reads it forwarded.
+/// writes ([`refs`], kept current). Where r4 is written again later in the straight-line code,
+/// only the reads that write (through any chain of registers) what that write reads are
+/// forwarded: another read of r4 would have to go before it, a false dependence the copy
+/// avoids (the next SFU request could no longer start early). Returns how many reads it
+/// forwarded.
 pub fn forward(code: &mut [Instr], r: &mut [Refs]) -> usize {
     let starts = block_starts(code);
     let mut scratch = Vec::new();
+    let mut sites = Vec::new();
     let mut forwarded = 0;
     for i in 0..code.len() {
         let Some(copy) = r4_copy(&code[i]) else {
             continue;
         };
+        let bit = 1u128 << (64 + copy);
+        sites.clear();
+        // The next write of r4 in the straight-line code, if any.
+        let mut rewrite = None;
         for j in i + 1..code.len() {
             if starts[j] {
                 break;
             }
             scratch.clear();
             effects::effects(&code[j], &mut scratch);
-            let writes_r4 = scratch
+            if scratch
                 .iter()
-                .any(|e| e.write && e.resource == Resource::R4);
-            let writes_copy = scratch
-                .iter()
-                .any(|e| e.write && e.resource == Resource::Acc(copy as u8));
-            let Instr::Alu(a) = &mut code[j] else {
-                if writes_r4 || writes_copy || !matches!(code[j], Instr::LoadImm(_)) {
-                    break;
-                }
-                continue;
-            };
-            if writes_r4
-                || matches!(
-                    a.sig,
-                    Signal::ThreadSwitch | Signal::LastThreadSwitch | Signal::ProgramEnd
-                )
+                .any(|e| e.write && e.resource == Resource::R4)
             {
+                rewrite = Some(j);
                 break;
             }
-            // A rotation reads accumulators only; an r4 unpack would apply to the value.
-            let rotation = a.sig == Signal::SmallImm && a.raddr_b >= 48 && a.op_mul != MulOp::Nop;
-            let unpacks_r4 = a.w.pm && a.unpack != Unpack::None;
-            let from = Mux::ALL[copy];
-            let mut used: Vec<&mut Mux> = Vec::with_capacity(4);
-            if a.op_add != AddOp::Nop {
-                used.push(&mut a.add_a);
-                used.push(&mut a.add_b);
-            }
-            if a.op_mul != MulOp::Nop {
-                used.push(&mut a.mul_a);
-                used.push(&mut a.mul_b);
-            }
-            let reads = used.iter().any(|m| **m == from);
-            if reads && (rotation || unpacks_r4) {
-                break;
-            }
-            if reads {
-                for m in used {
-                    if *m == from {
-                        *m = Mux::R4;
-                        forwarded += 1;
+            let reads = r[j].reads & bit != 0;
+            match &code[j] {
+                Instr::Alu(a) => {
+                    if matches!(
+                        a.sig,
+                        Signal::ThreadSwitch | Signal::LastThreadSwitch | Signal::ProgramEnd
+                    ) {
+                        break;
+                    }
+                    // A rotation reads accumulators only; an r4 unpack would apply to the
+                    // value; a partial write of the copy reads it without a mux.
+                    let rotation =
+                        a.sig == Signal::SmallImm && a.raddr_b >= 48 && a.op_mul != MulOp::Nop;
+                    let unpacks_r4 = a.w.pm && a.unpack != Unpack::None;
+                    if reads && (rotation || unpacks_r4 || r[j].part & bit != 0) {
+                        break;
+                    }
+                    if reads {
+                        sites.push(j);
                     }
                 }
-                r[j] = refs(&code[j], &mut scratch);
+                Instr::LoadImm(_) => {}
+                _ => break,
             }
-            if writes_copy {
+            if (r[j].whole | r[j].part) & bit != 0 {
                 break;
             }
+        }
+        if let Some(w) = rewrite {
+            // The reads the rewrite waits on anyway.
+            let mut needed = r[w].reads;
+            let mut feeds = vec![false; w - i];
+            for j in (i + 1..w).rev() {
+                if (r[j].whole | r[j].part) & needed != 0 {
+                    needed |= r[j].reads;
+                    feeds[j - i] = true;
+                }
+            }
+            sites.retain(|&j| feeds[j - i]);
+        }
+        let from = Mux::ALL[copy];
+        for &j in &sites {
+            let Instr::Alu(a) = &mut code[j] else {
+                continue;
+            };
+            let mut used: Vec<&mut Mux> = Vec::with_capacity(4);
+            if a.op_add != AddOp::Nop {
+                used.extend([&mut a.add_a, &mut a.add_b]);
+            }
+            if a.op_mul != MulOp::Nop {
+                used.extend([&mut a.mul_a, &mut a.mul_b]);
+            }
+            for m in used.into_iter().filter(|m| **m == from) {
+                *m = Mux::R4;
+                forwarded += 1;
+            }
+            r[j] = refs(&code[j], &mut scratch);
         }
     }
     forwarded

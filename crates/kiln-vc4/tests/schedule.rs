@@ -843,8 +843,10 @@ fn a_thread_switch_takes_a_carrier_from_earlier_in_its_region() {
 }
 
 /// Reads of an SFU result's copy (`mov r1, r4`) read r4 itself while r4 holds it, and the copy
-/// goes when nothing else reads it; a read after the next SFU request keeps the copy. The
-/// program ends in the registers of the unscheduled one.
+/// goes when nothing else reads it. Before a later SFU request, only a read the request waits
+/// for anyway reads r4 (another would be tied before the request); a read the request does
+/// not wait for, and one after it, read the copy. The program ends in the registers of the
+/// unscheduled one.
 #[test]
 fn reads_of_r4s_copy_read_r4() {
     let nop = Instr::nop();
@@ -852,7 +854,11 @@ fn reads_of_r4s_copy_read_r4() {
     end.sig = Signal::ProgramEnd;
     let fadd = |d: Reg, a: Reg, b: Reg| Instr::Alu(builder::qpu_a(AddOp::Fadd, d, a, b).unwrap());
     let recip = |a: Reg| Instr::Alu(builder::mov(Reg::Io(waddr::SFU_RECIP), a).unwrap());
-    for second_request in [false, true] {
+    // The next request: none, one of what the copy's reader wrote, one of something else.
+    for (case, next) in [None, Some(Reg::B(1)), Some(Reg::B(0))]
+        .into_iter()
+        .enumerate()
+    {
         let mut code = vec![
             builder::load_imm(Reg::A(0), 0x4000_0000).unwrap(),
             builder::load_imm(Reg::B(0), 0x4080_0000).unwrap(),
@@ -864,8 +870,8 @@ fn reads_of_r4s_copy_read_r4() {
             Instr::Alu(builder::mov(Reg::Acc(1), Reg::Acc(4)).unwrap()),
             fadd(Reg::B(1), Reg::Acc(1), Reg::Acc(1)),
         ];
-        if second_request {
-            code.extend([recip(Reg::B(0)), nop, nop]);
+        if let Some(x) = next {
+            code.extend([nop, nop, recip(x), nop, nop]);
             code.push(fadd(Reg::B(2), Reg::Acc(1), Reg::Acc(4)));
         }
         // r1 is written again before the end: the copy is read only by the additions.
@@ -875,18 +881,26 @@ fn reads_of_r4s_copy_read_r4() {
             nop,
             nop,
         ]);
-        let (instrs, listing) = scheduled_agrees(code, &format!("second {second_request}"));
+        let (instrs, listing) = scheduled_agrees(code, &format!("case {case}"));
         // A copy is an instruction that reads r4 and writes r1 (on either unit).
+        let reads_r4_writes = |i: &Instr, w: kiln_qpu::isa::effects::Resource| {
+            use kiln_qpu::isa::effects::{Resource, effects};
+            let mut e = Vec::new();
+            effects(i, &mut e);
+            e.iter().any(|e| !e.write && e.resource == Resource::R4)
+                && e.iter().any(|e| e.write && e.resource == w)
+        };
+        use kiln_qpu::isa::effects::Resource;
         let copies = instrs
             .iter()
-            .filter(|i| {
-                use kiln_qpu::isa::effects::{Resource, effects};
-                let mut e = Vec::new();
-                effects(i, &mut e);
-                e.iter().any(|e| !e.write && e.resource == Resource::R4)
-                    && e.iter().any(|e| e.write && e.resource == Resource::Acc(1))
-            })
+            .filter(|i| reads_r4_writes(i, Resource::Acc(1)))
             .count();
-        assert_eq!(copies, usize::from(second_request), "{listing}");
+        let first_reads_r4 = instrs
+            .iter()
+            .any(|i| reads_r4_writes(i, Resource::FileB(1)));
+        // The copy stays for the read after a request; the first addition reads r4 unless the
+        // request does not wait for it.
+        assert_eq!(copies, usize::from(next.is_some()), "{listing}");
+        assert_eq!(first_reads_r4, case != 2, "{listing}");
     }
 }
