@@ -12,6 +12,10 @@ use kiln_qpu::isa::effects::{self, Resource};
 use kiln_qpu::isa::validate::block_starts;
 use kiln_qpu::isa::{AddOp, Cond, Instr, MulOp, Mux, Signal, Unpack, waddr};
 
+/// How far after a copy its reads and the next write of r4 are looked for (a bound on the
+/// cost per copy; a read further on keeps the copy).
+const SPAN: usize = 64;
+
 /// Forwards reads of copies of r4 in `code` to r4; `r` is what each instruction reads and
 /// writes ([`refs`], kept current). Where r4 is written again later in the straight-line code,
 /// only the reads that write (through any chain of registers) what that write reads are
@@ -29,9 +33,11 @@ pub fn forward(code: &mut [Instr], r: &mut [Refs]) -> usize {
         };
         let bit = 1u128 << (64 + copy);
         sites.clear();
-        // The next write of r4 in the straight-line code, if any.
+        // The next write of r4 in the straight-line code, if any (looked for past the copy's
+        // end too: a read of r4 is tied before it all the same).
         let mut rewrite = None;
-        for j in i + 1..code.len() {
+        let mut open = true;
+        for j in i + 1..code.len().min(i + 1 + SPAN) {
             if starts[j] {
                 break;
             }
@@ -44,7 +50,7 @@ pub fn forward(code: &mut [Instr], r: &mut [Refs]) -> usize {
                 rewrite = Some(j);
                 break;
             }
-            let reads = r[j].reads & bit != 0;
+            let reads = open && r[j].reads & bit != 0;
             match &code[j] {
                 Instr::Alu(a) => {
                     if matches!(
@@ -68,9 +74,7 @@ pub fn forward(code: &mut [Instr], r: &mut [Refs]) -> usize {
                 Instr::LoadImm(_) => {}
                 _ => break,
             }
-            if (r[j].whole | r[j].part) & bit != 0 {
-                break;
-            }
+            open &= (r[j].whole | r[j].part) & bit == 0;
         }
         if let Some(w) = rewrite {
             // The reads the rewrite waits on anyway.
