@@ -61,8 +61,7 @@ pub fn forward(code: &mut [Instr], r: &mut [Refs]) -> usize {
                     }
                     // A rotation reads accumulators only; an r4 unpack would apply to the
                     // value; a partial write of the copy reads it without a mux.
-                    let rotation =
-                        a.sig == Signal::SmallImm && a.raddr_b >= 48 && a.op_mul != MulOp::Nop;
+                    let rotation = effects::is_rotation(a);
                     let unpacks_r4 = a.w.pm && a.unpack != Unpack::None;
                     if reads && (rotation || unpacks_r4 || r[j].part & bit != 0) {
                         break;

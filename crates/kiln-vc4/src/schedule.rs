@@ -842,18 +842,12 @@ impl Scheduler<'_> {
             if !independent {
                 continue;
             }
-            let lift = |v: &mut [Instr]| {
-                if from < to {
-                    v.rotate_left(1)
-                } else {
-                    v.rotate_right(1)
-                }
-            };
+            let down = from < to;
             // The new order from three before the first moved on, and every pair less than
             // three apart in it.
             let start = first.saturating_sub(3);
             let mut order: Vec<Instr> = self.out[start..len].to_vec();
-            lift(&mut order[first - start..=last - start]);
+            rotate(&mut order[first - start..=last - start], down);
             let effects: Vec<Vec<Effect>> = order.iter().map(effects_of).collect();
             let holds = (0..order.len()).all(|v| {
                 (v.saturating_sub(2)..v).all(|u| {
@@ -862,28 +856,16 @@ impl Scheduler<'_> {
                         effects[v]
                             .iter()
                             .filter(|r| r.resource == w.resource)
-                            .all(|r| {
-                                let need = if r.write {
-                                    waw(w)
-                                } else {
-                                    w.distance.max(r.distance)
-                                };
-                                gap >= need as usize
-                            })
+                            .all(|r| keeps(w, r, gap))
                     })
                 })
             });
             if !holds {
                 continue;
             }
-            lift(&mut self.out[first..=last]);
-            if from < to {
-                self.origins[first..=last].rotate_left(1);
-                self.from[first..=last].rotate_left(1);
-            } else {
-                self.origins[first..=last].rotate_right(1);
-                self.from[first..=last].rotate_right(1);
-            }
+            rotate(&mut self.out[first..=last], down);
+            rotate(&mut self.origins[first..=last], down);
+            rotate(&mut self.from[first..=last], down);
             // What an instruction that moved later writes is written later now (what moved
             // earlier keeps its recorded place: later than true, so only cautious).
             for p in first..=last {
@@ -1218,6 +1200,27 @@ fn waw(e: &Effect) -> u8 {
         e.distance
     } else {
         1
+    }
+}
+
+/// Whether access `e`, `gap` instructions after write `w` of the same resource, keeps the
+/// latency between them: a read waits the write's distance (and its own), a write the
+/// write-after-write distance ([`waw`]).
+pub(crate) fn keeps(w: &Effect, e: &Effect, gap: usize) -> bool {
+    let need = if e.write {
+        waw(w)
+    } else {
+        w.distance.max(e.distance)
+    };
+    gap >= need as usize
+}
+
+/// Rotates `v` by one place: its first item to the end if `down`, else its last to the front.
+fn rotate<T>(v: &mut [T], down: bool) {
+    if down {
+        v.rotate_left(1)
+    } else {
+        v.rotate_right(1)
     }
 }
 

@@ -223,18 +223,7 @@ fn latencies_hold(
                 Some(_) => ex
                     .iter()
                     .filter(|w| w.write && w.resource == e.resource)
-                    .all(|w| {
-                        let need = if e.write {
-                            if w.resource == Resource::R4 {
-                                w.distance
-                            } else {
-                                1
-                            }
-                        } else {
-                            w.distance.max(e.distance)
-                        };
-                        gap >= need as usize
-                    }),
+                    .all(|w| crate::schedule::keeps(w, e, gap)),
             };
             if !ey.iter().all(holds) {
                 return false;

@@ -62,6 +62,12 @@ pub fn writes_addr(i: &Instr, w: u8) -> bool {
     writes(i).iter().any(|x| x.waddr == w)
 }
 
+/// Whether `a`'s mul operation is a vector rotation (a small immediate 48–63): it reads
+/// accumulators only, no sooner than the second instruction after their write.
+pub fn is_rotation(a: &AluInstr) -> bool {
+    a.sig == Signal::SmallImm && a.raddr_b >= 48 && a.op_mul != MulOp::Nop
+}
+
 /// Muxes used by non-nop ops.
 pub fn used_muxes(a: &AluInstr) -> SmallVec<[Mux; 4]> {
     let mut m = SmallVec::new();
@@ -329,7 +335,7 @@ pub fn effects(i: &Instr, out: &mut Vec<Effect>) {
     if let Instr::Alu(a) = i {
         // A rotation (a mul with small immediate 48–63) reads its accumulators, and r5 for a
         // rotation by r5, no sooner than the second instruction after their write.
-        let rotation = a.sig == Signal::SmallImm && a.raddr_b >= 48 && a.op_mul != MulOp::Nop;
+        let rotation = is_rotation(a);
         let add = if a.op_add == AddOp::Nop {
             &[][..]
         } else if a.op_add.is_unary() {
