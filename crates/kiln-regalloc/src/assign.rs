@@ -39,11 +39,18 @@ pub fn assign(
     for b in func.block_ids() {
         blocks.push(a.block(b).map_err(|e| (e, a.full))?);
     }
-    let mut out = func.clone();
-    out.temps = a.temps.clone();
-    for (b, insts) in blocks.into_iter().enumerate() {
-        out.blocks[b].insts = insts;
-    }
+    // The function's blocks are the assignment's: nothing of the input's instructions is
+    // copied.
+    let mut out = Function {
+        name: func.name.clone(),
+        target: func.target.clone(),
+        blocks: blocks
+            .into_iter()
+            .map(|insts| kiln_ir::BlockData { insts })
+            .collect(),
+        temps: a.temps.clone(),
+        allocated: false,
+    };
     a.phi_copies(&mut out).map_err(|e| (e, None))?;
     out.allocated = true;
     Ok((out, a.stats))

@@ -632,6 +632,7 @@ impl<'g> Sets<'g> {
         let mut cursor = [0u32; 2];
         let mut blocked: Vec<bool> = Vec::new();
         let mut free: Vec<u32> = Vec::new();
+        let mut taken: Vec<(u32, u8)> = Vec::new();
         while let Some(s) = stack.pop() {
             let c = self.class[s as usize].expect("a node");
             let class = model.class(c);
@@ -676,21 +677,19 @@ impl<'g> Sets<'g> {
             // member, the ports its constants and its coloured companions take, found once.
             let file = class.file;
             let target = model.target();
-            let taken: Vec<(u32, u8)> = self
-                .temps_of(s)
-                .map(|m| {
-                    let mut ports = graph.constant_ports[m as usize];
-                    for &o in graph.read_with.of(m as usize) {
-                        if let Some(co) = colour[self.rep[o as usize] as usize]
-                            && let Some(q) = target.read_port(file, co + self.offset[o as usize])
-                        {
-                            ports |= 1 << q;
-                        }
+            taken.clear();
+            taken.extend(self.temps_of(s).map(|m| {
+                let mut ports = graph.constant_ports[m as usize];
+                for &o in graph.read_with.of(m as usize) {
+                    if let Some(co) = colour[self.rep[o as usize] as usize]
+                        && let Some(q) = target.read_port(file, co + self.offset[o as usize])
+                    {
+                        ports |= 1 << q;
                     }
-                    (self.offset[m as usize], ports)
-                })
-                .filter(|&(_, ports)| ports != 0)
-                .collect();
+                }
+                (self.offset[m as usize], ports)
+            }));
+            taken.retain(|&(_, ports)| ports != 0);
             let port_free = |r: u32| {
                 taken.iter().all(|&(offset, ports)| {
                     target

@@ -1075,7 +1075,7 @@ fn list_schedule(
         raise_path(dag, &mut prio, f, 4);
     }
     let merge = |a: u32, b: u32| match (&pairable[a as usize], &pairable[b as usize]) {
-        (Some(x), Some(y)) => {
+        (Some(x), Some(y)) if x.units_allow(y) => {
             merge_pairable(x, y).is_some()
                 // Values that are to take their registers after scheduling: apart.
                 || renaming.is_some_and(|(values, ..)| {

@@ -13,12 +13,34 @@ pub fn merge(x: &Instr, y: &Instr) -> Option<Instr> {
     merge_pairable(&Pairable::new(x)?, &Pairable::new(y)?)
 }
 
-/// What [`merge`] needs of one instruction, found once: its variants and whether it takes a
-/// uniform. A scheduler asks about many pairs of the same instructions.
+/// What [`merge`] needs of one instruction, found once: its variants with their read ports
+/// and units, and whether it takes a uniform. A scheduler asks about many pairs of the same
+/// instructions.
 #[derive(Clone, Copy, Debug)]
 pub struct Pairable {
-    variants: [Option<AluInstr>; 4],
+    variants: [Option<Variant>; 4],
     uniform: bool,
+}
+
+/// One way of encoding an instruction, with what pairing looks at first.
+#[derive(Clone, Copy, Debug)]
+struct Variant {
+    i: AluInstr,
+    port_a: Option<u8>,
+    port_b: Option<Result<u8, u8>>,
+    /// Bit 0: the add unit is used; bit 1: the mul unit.
+    units: u8,
+}
+
+impl Variant {
+    fn new(i: AluInstr) -> Variant {
+        Variant {
+            port_a: port_a(&i),
+            port_b: port_b(&i),
+            units: (i.op_add != AddOp::Nop) as u8 | ((i.op_mul != MulOp::Nop) as u8) << 1,
+            i,
+        }
+    }
 }
 
 impl Pairable {
@@ -28,9 +50,22 @@ impl Pairable {
             return None;
         };
         Some(Pairable {
-            variants: variants(a),
+            variants: variants(a).map(|v| v.map(Variant::new)),
             uniform: effects::takes_uniform(i),
         })
+    }
+
+    /// Whether some encodings of the two use different units and they take at most one
+    /// uniform between them: what any pairing needs, whatever their registers.
+    pub fn units_allow(&self, other: &Pairable) -> bool {
+        !(self.uniform && other.uniform)
+            && self.variants.iter().flatten().any(|a| {
+                other
+                    .variants
+                    .iter()
+                    .flatten()
+                    .any(|b| a.units & b.units == 0)
+            })
     }
 }
 
@@ -42,7 +77,9 @@ pub fn merge_pairable(x: &Pairable, y: &Pairable) -> Option<Instr> {
     }
     for a in x.variants.iter().flatten() {
         for b in y.variants.iter().flatten() {
-            if let Some(m) = merge_units(a, b) {
+            if a.units & b.units == 0
+                && let Some(m) = merge_units(a, b)
+            {
                 return Some(m);
             }
         }
@@ -187,25 +224,21 @@ fn either_file(w: u8) -> bool {
 /// for one register or one small immediate, writes to different files, flags set by the
 /// operation that set them, at most one pack or unpack and nothing else it would apply to, at
 /// most one peripheral access (at most one uniform read: the caller's check).
-fn merge_units(x: &AluInstr, y: &AluInstr) -> Option<Instr> {
-    // (At most one uniform read: checked by the caller.)
-    if (x.op_add != AddOp::Nop && y.op_add != AddOp::Nop)
-        || (x.op_mul != MulOp::Nop && y.op_mul != MulOp::Nop)
-    {
-        return None;
-    }
+fn merge_units(xv: &Variant, yv: &Variant) -> Option<Instr> {
+    // (At most one uniform read, and different units: checked by the caller.)
+    let (x, y) = (&xv.i, &yv.i);
     let add = if x.op_add != AddOp::Nop { x } else { y };
     let mul = if x.op_mul != MulOp::Nop { x } else { y };
     let add_on = add.op_add != AddOp::Nop;
     let mul_on = mul.op_mul != MulOp::Nop;
 
     // Read ports.
-    let raddr_a = match (port_a(x), port_a(y)) {
+    let raddr_a = match (xv.port_a, yv.port_a) {
         (Some(p), Some(q)) if p == q && p < 32 => p,
         (Some(_), Some(_)) => return None,
         (p, q) => p.or(q).unwrap_or(raddr::NOP),
     };
-    let b = match (port_b(x), port_b(y)) {
+    let b = match (xv.port_b, yv.port_b) {
         (Some(Ok(p)), Some(Ok(q))) if p == q && p < 32 => Some(Ok(p)),
         (Some(Err(p)), Some(Err(q))) if p == q => Some(Err(p)),
         (Some(_), Some(_)) => return None,
