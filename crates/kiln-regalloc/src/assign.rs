@@ -9,7 +9,15 @@ use kiln_analysis::{Interference, Liveness};
 use kiln_ir::{
     Block, Cfg, Def, FileId, Function, Inst, Lanes, Opcode, Operand, PhysReg, RegClass, Temp, Value,
 };
+use smallvec::SmallVec;
 use std::rc::Rc;
+
+/// Register spans an instruction's assignment keeps clear: a few per instruction, on the stack.
+type Spans = SmallVec<[Span; 8]>;
+/// Where operands must be read: (operand index, temp, register).
+type Wants = SmallVec<[(usize, Temp, PhysReg); 4]>;
+/// Copies around an instruction: (value, source, destination).
+type Moves = SmallVec<[(Temp, Operand, PhysReg); 4]>;
 
 /// What the assignment inserted.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -311,14 +319,14 @@ impl<'f> Assigner<'f> {
     /// Homes a new value of `t` in block `b` may not take beyond what is occupied and what
     /// the instruction itself reserves: the SIMT rules, the latch's linear-phi copies and the
     /// other kind of phi's copies.
-    fn rules_blocked(&self, b: Block, t: Temp, blocked: &mut Vec<Span>) {
+    fn rules_blocked(&self, b: Block, t: Temp, blocked: &mut Spans) {
         self.simt_blocked(b, t, blocked);
         self.latch_blocked(b, t, blocked);
         self.phi_kind_blocked(t, blocked);
     }
 
     /// Homes a new value of `t` may not take beyond what is occupied: the SIMT rules.
-    fn simt_blocked(&self, b: Block, t: Temp, blocked: &mut Vec<Span>) {
+    fn simt_blocked(&self, b: Block, t: Temp, blocked: &mut Spans) {
         let class = self.temps[t.index()];
         let file = class.file.index();
         if !self.per_lane_file.get(file).copied().unwrap_or(false) {
@@ -352,7 +360,7 @@ impl<'f> Assigner<'f> {
     /// A value live into the exit of a loop whose back-edge blocks also flow to the exit must
     /// miss the homes of the header's linear phis: their copies at the end of those blocks
     /// write every lane also when the wave leaves.
-    fn latch_blocked(&self, b: Block, t: Temp, blocked: &mut Vec<Span>) {
+    fn latch_blocked(&self, b: Block, t: Temp, blocked: &mut Spans) {
         let cfg = self.cfg;
         for l in cfg.enclosing_loops(b) {
             let lp = &cfg.loops[l];
@@ -380,7 +388,7 @@ impl<'f> Assigner<'f> {
 
     /// A phi operand must miss the homes of the other kind of phi of the same block: the
     /// masked and the all-lanes copies at the end of a predecessor run one after the other.
-    fn phi_kind_blocked(&self, t: Temp, blocked: &mut Vec<Span>) {
+    fn phi_kind_blocked(&self, t: Temp, blocked: &mut Spans) {
         let Some(uses) = self.phi_uses.get(t.index()).filter(|u| !u.is_empty()) else {
             return;
         };
@@ -452,7 +460,7 @@ impl<'f> Assigner<'f> {
         };
         // A phi is a value like any other where it lives: into the exit of a loop (the
         // latch's linear-phi copies), into the copies of another block's phis.
-        let mut blocked = Vec::new();
+        let mut blocked = Spans::new();
         self.rules_blocked(b, t, &mut blocked);
         for &p in preds {
             let several = edges.succs[p.index()].len() > 1
@@ -573,7 +581,7 @@ impl<'f> Assigner<'f> {
             message,
         };
         // Where operands must be read: (operand index, temp, register).
-        let mut wants: Vec<(usize, Temp, PhysReg)> = Vec::new();
+        let mut wants: Wants = Wants::new();
         for (j, op) in inst.operands.iter().enumerate() {
             match (op.temp_id(), op.fixed) {
                 (Some(t), Some(r)) => wants.push((j, t, r)),
@@ -599,14 +607,14 @@ impl<'f> Assigner<'f> {
                 .iter()
                 .any(|o| o.temp_id() == Some(t) && o.is_late_kill())
         };
-        let fixed_defs: Vec<Span> = inst
+        let fixed_defs: Spans = inst
             .defs
             .iter()
             .filter_map(|d| d.fixed.map(|r| self.span(d.temp, r)))
             .collect();
-        let wanted: Vec<Span> = wants.iter().map(|&(_, t, r)| self.span(t, r)).collect();
+        let wanted: Spans = wants.iter().map(|&(_, t, r)| self.span(t, r)).collect();
         // Values in the way of a wanted place, or of a fixed definition when they live on.
-        let mut displaced: Vec<Temp> = Vec::new();
+        let mut displaced: SmallVec<[Temp; 4]> = SmallVec::new();
         for s in &wanted {
             for u in s.start..s.start + s.size {
                 if let Some(w) = self.occ[s.file.index()][u as usize]
@@ -630,7 +638,7 @@ impl<'f> Assigner<'f> {
             }
         }
         // Where every value that moves was before the copies.
-        let mut origin: Vec<(Temp, PhysReg)> = Vec::new();
+        let mut origin: SmallVec<[(Temp, PhysReg); 4]> = SmallVec::new();
         let consts = std::mem::take(&mut self.consts);
         let constant = |t: Temp| consts.iter().find(|c| c.0 == t).map(|c| c.1);
         for &t in displaced.iter().chain(wants.iter().map(|w| &w.1)) {
@@ -644,8 +652,8 @@ impl<'f> Assigner<'f> {
             }
         }
         let origin_of = |t: Temp| origin.iter().find(|o| o.0 == t).map(|o| o.1);
-        let mut before: Vec<(Temp, Operand, PhysReg)> = Vec::new();
-        let mut done: Vec<(Temp, PhysReg)> = wants
+        let mut before: Moves = Moves::new();
+        let mut done: SmallVec<[(Temp, PhysReg); 4]> = wants
             .iter()
             .filter(|&&(_, t, r)| self.place[t.index()] == Some(r) && !displaced.contains(&t))
             .map(|&(_, t, r)| (t, r))
@@ -654,7 +662,7 @@ impl<'f> Assigner<'f> {
             self.vacate(w);
         }
         // Extra places holding a copy of a value wanted twice, freed after the instruction.
-        let mut copies_in: Vec<(Temp, PhysReg)> = Vec::new();
+        let mut copies_in: SmallVec<[(Temp, PhysReg); 4]> = SmallVec::new();
         for &(_, t, r) in &wants {
             if done.contains(&(t, r)) {
                 continue;
@@ -680,13 +688,13 @@ impl<'f> Assigner<'f> {
         }
         // Displaced values go to free units, away from every wanted place, fixed definition
         // and home a value returns to.
-        let home_of: Vec<(Temp, Span)> = origin
+        let home_of: SmallVec<[(Temp, Span); 4]> = origin
             .iter()
             .filter(|&&(t, _)| !killed_here(t))
             .map(|&(t, p)| (t, self.span(t, self.rest(t, p))))
             .collect();
-        let home_res: Vec<Span> = home_of.iter().map(|h| h.1).collect();
-        let mut reserved: Vec<Span> = fixed_defs.clone();
+        let home_res: Spans = home_of.iter().map(|h| h.1).collect();
+        let mut reserved: Spans = fixed_defs.clone();
         reserved.extend(wanted.iter().copied());
         reserved.extend(home_res.iter().copied());
         for &w in &displaced {
@@ -712,7 +720,7 @@ impl<'f> Assigner<'f> {
             new.operands[j].reg = Some(r);
         }
         // Late-kill operands stay; killed operands and extra copies leave (early kill).
-        let mut place_blocked: Vec<Span> = inst
+        let mut place_blocked: Spans = inst
             .operands
             .iter()
             .zip(&new.operands)
@@ -738,8 +746,8 @@ impl<'f> Assigner<'f> {
         }
         let mut home_blocked = home_res.clone();
         // Values moved for this instruction that stay where it read them (away from home).
-        let mut staying: Vec<Temp> = Vec::new();
-        let mut after: Vec<(Temp, Operand, PhysReg)> = Vec::new();
+        let mut staying: SmallVec<[Temp; 4]> = SmallVec::new();
+        let mut after: Moves = Moves::new();
         for (j, d) in inst.defs.iter().enumerate() {
             let t = d.temp;
             let class = self.temps[t.index()];
@@ -980,7 +988,7 @@ impl<'f> Assigner<'f> {
         blocked: &[Span],
         keep: &[Temp],
         masked_only: bool,
-        before: &mut Vec<(Temp, Operand, PhysReg)>,
+        before: &mut Moves,
     ) -> Option<PhysReg> {
         let file = class.file.index();
         let starts = self.starts(class);
@@ -1114,7 +1122,7 @@ impl<'f> Assigner<'f> {
         home_of: &[(Temp, Span)],
         avoid: &[Span],
         keep: &[Temp],
-        before: &mut Vec<(Temp, Operand, PhysReg)>,
+        before: &mut Moves,
     ) -> Option<(PhysReg, Vec<Temp>)> {
         let file = class.file;
         // Where it is now is no home another value returns to after the instruction.
@@ -1182,9 +1190,9 @@ impl<'f> Assigner<'f> {
         new: &mut Inst,
         fixed: &[Temp],
         home_blocked: &[Span],
-        (place_blocked, late_reads): (&mut Vec<Span>, usize),
+        (place_blocked, late_reads): (&mut Spans, usize),
         masked_only: bool,
-        before: &mut Vec<(Temp, Operand, PhysReg)>,
+        before: &mut Moves,
     ) -> Option<PhysReg> {
         let class = self.temps[t.index()];
         let mut moving: Vec<Temp> = Vec::new();
@@ -1216,7 +1224,7 @@ impl<'f> Assigner<'f> {
             self.occupy(x, r);
         }
         let stays = |x: Option<Temp>| x.is_some_and(|x| !moving.contains(&x));
-        let mut avoid: Vec<Span> = home_blocked.to_vec();
+        let mut avoid: Spans = SmallVec::from_slice(home_blocked);
         avoid.extend(
             inst.operands
                 .iter()
@@ -1354,7 +1362,7 @@ impl<'f> Assigner<'f> {
     /// holds the fewest units of them move out first, to free units elsewhere (`wants`), as
     /// ACO's `get_reg_create_vector` moves operands to make room; the block's other occupants
     /// are [`Assigner::make_room`]'s.
-    fn clear_for_vectors(&mut self, inst: &Inst, wants: &mut Vec<(usize, Temp, PhysReg)>) {
+    fn clear_for_vectors(&mut self, inst: &Inst, wants: &mut Wants) {
         for d in &inst.defs {
             let class = self.temps[d.temp.index()];
             if d.fixed.is_some() || d.tied.is_some() || class.size <= 1 || class.is_none() {
@@ -1415,7 +1423,7 @@ impl<'f> Assigner<'f> {
         b: Block,
         k: usize,
         inst: &Inst,
-        wants: &mut Vec<(usize, Temp, PhysReg)>,
+        wants: &mut Wants,
     ) -> Result<(), RaError> {
         let ops = &inst.operands;
         let mut j = 0;

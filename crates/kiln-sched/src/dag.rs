@@ -4,6 +4,8 @@
 //! Mesa's `calculate_deps`, whose backward walk is the write-after-read half done here by the
 //! reader lists). Time and space are linear in the accesses.
 
+use smallvec::SmallVec;
+
 /// What a node does to one resource.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Access {
@@ -35,7 +37,8 @@ pub struct Edge {
 /// Nodes in their original order (every edge goes forward) with their successors.
 #[derive(Clone, Debug, Default)]
 pub struct Dag {
-    pub succs: Vec<Vec<Edge>>,
+    /// A node's successors: a few each, kept inline.
+    pub succs: Vec<SmallVec<[Edge; 4]>>,
     pub preds: Vec<u32>,
 }
 
@@ -48,7 +51,7 @@ impl Dag {
         let mut dag = Dag::default();
         for (n, list) in accesses.into_iter().enumerate() {
             let n = n as u32;
-            dag.succs.push(Vec::new());
+            dag.succs.push(SmallVec::new());
             dag.preds.push(0);
             for a in list {
                 if let Access::Read { resource, after } = *a {
@@ -69,11 +72,13 @@ impl Dag {
                 } = *a
                 {
                     let r = resource as usize;
-                    for reader in std::mem::take(&mut readers[r]) {
+                    // (Cleared, not taken: the list keeps its room for the next readers.)
+                    for &reader in &readers[r] {
                         if reader != n {
                             dag.edge(reader, n, war, war as u16);
                         }
                     }
+                    readers[r].clear();
                     if let Some((w, _, last_waw, _)) = last[r]
                         && w != n
                     {

@@ -27,6 +27,7 @@
 
 use kiln_analysis::{Cfg, LiveSet, compute_liveness};
 use kiln_ir::{Block, Demand, Function, Inst, Opcode, Temp};
+use smallvec::SmallVec;
 
 /// What the scheduler needs to know of a target's instructions.
 pub trait PreRaTarget {
@@ -195,8 +196,8 @@ struct Node {
     /// Results read after the node, or live out: their demand.
     defines: Demand,
     /// Temps read by the node and made before it, each once.
-    reads: Vec<Temp>,
-    succs: Vec<usize>,
+    reads: SmallVec<[Temp; 4]>,
+    succs: SmallVec<[usize; 4]>,
     preds: u32,
 }
 
@@ -281,7 +282,7 @@ pub fn schedule_block(
         let last = node_last[k];
         let members = &body[k..=last];
         let mut defines = Demand::ZERO;
-        let mut reads: Vec<Temp> = Vec::new();
+        let mut reads: SmallVec<[Temp; 4]> = SmallVec::new();
         for inst in members {
             for d in &inst.defs {
                 if live_out.contains(d.temp) || last_read(d.temp).is_some_and(|u| u > last) {
@@ -304,7 +305,7 @@ pub fn schedule_block(
             latency: members.last().map_or(1, |i| target.latency(i)),
             defines,
             reads,
-            succs: Vec::new(),
+            succs: SmallVec::new(),
             preds: 0,
         });
         k = last + 1;
