@@ -52,12 +52,7 @@ unsafe impl std::alloc::GlobalAlloc for MiMalloc {
         unsafe { libmimalloc_sys::mi_free(ptr.cast()) }
     }
 
-    unsafe fn realloc(
-        &self,
-        ptr: *mut u8,
-        layout: std::alloc::Layout,
-        new_size: usize,
-    ) -> *mut u8 {
+    unsafe fn realloc(&self, ptr: *mut u8, layout: std::alloc::Layout, new_size: usize) -> *mut u8 {
         use libmimalloc_sys::*;
         // SAFETY: `ptr` came from this allocator with `layout`; a reallocated block keeps
         // the alignment rule of its new size.

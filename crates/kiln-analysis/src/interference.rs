@@ -44,7 +44,7 @@ impl<'l> Interference<'l> {
     /// The queries on `func` with `liveness`, its liveness on `cfg`: definition sites, last uses
     /// per block and, when the function writes some per-lane temp in all lanes, liveness along
     /// the linear CFG, computed on the first call for this liveness result and kept in it.
-    /// Cost: linear in the instructions plus the uses sorted once (O(U log U)), plus one
+    /// Cost: linear in the instructions and the uses (bucketed by temp), plus one
     /// dataflow when needed.
     pub fn new(func: &Function, cfg: &Cfg, liveness: &'l Liveness) -> Interference<'l> {
         let data = liveness
@@ -69,32 +69,46 @@ impl InterferenceData {
             })
             .collect();
         let mut def_site = vec![(NONE, NONE); n];
-        let mut triples: Vec<(u32, u32, u32)> = Vec::new();
+        // Uses bucketed by temp (a counting sort: the walk meets them in block order, which
+        // each bucket keeps); the last use per (temp, block) wins.
+        let mut count = vec![0u32; n + 1];
         for b in func.block_ids() {
             for (k, inst) in func.block(b).insts.iter().enumerate() {
                 for d in &inst.defs {
                     def_site[d.temp.index()] = (b.0, k as u32);
                 }
                 if !inst.op.is_phi() {
-                    triples.extend(inst.used_temps().map(|t| (t.0, b.0, k as u32)));
+                    for t in inst.used_temps() {
+                        count[t.index() + 1] += 1;
+                    }
                 }
             }
         }
-        // Temp-major, block order kept; the last use per (temp, block) wins.
-        triples.sort_unstable();
+        for t in 0..n {
+            count[t + 1] += count[t];
+        }
+        let mut slots = vec![(0u32, 0u32); count[n] as usize];
+        let mut fill = count.clone();
+        for b in func.block_ids() {
+            for (k, inst) in func.block(b).insts.iter().enumerate() {
+                if !inst.op.is_phi() {
+                    for t in inst.used_temps() {
+                        slots[fill[t.index()] as usize] = (b.0, k as u32);
+                        fill[t.index()] += 1;
+                    }
+                }
+            }
+        }
         let mut use_start = Vec::with_capacity(n + 1);
-        let mut uses: Vec<(u32, u32)> = Vec::with_capacity(triples.len());
-        let mut next = 0;
-        for t in 0..n as u32 {
+        let mut uses: Vec<(u32, u32)> = Vec::with_capacity(slots.len());
+        for t in 0..n {
             use_start.push(uses.len() as u32);
-            while next < triples.len() && triples[next].0 == t {
-                let (_, b, k) = triples[next];
-                let own = uses.len() > use_start[t as usize] as usize;
+            for &(b, k) in &slots[count[t] as usize..count[t + 1] as usize] {
+                let own = uses.len() > use_start[t] as usize;
                 match uses.last_mut() {
                     Some(last) if own && last.0 == b => last.1 = k,
                     _ => uses.push((b, k)),
                 }
-                next += 1;
             }
         }
         use_start.push(uses.len() as u32);

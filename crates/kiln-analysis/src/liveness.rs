@@ -147,11 +147,19 @@ pub(crate) fn solve(
         }
         let mut out = std::mem::take(&mut live_out[i]);
         out.clone_from(&sets.phi_uses[i]);
-        for s in &cfg.logical.succs[i] {
-            out.union_with(&live_in[s.index()], |t| !linear(t), &mut scratch);
-        }
-        for s in &cfg.linear.succs[i] {
-            out.union_with(&live_in[s.index()], &linear, &mut scratch);
+        let (logical, linear_succs) = (&cfg.logical.succs[i], &cfg.linear.succs[i]);
+        if logical == linear_succs {
+            // The same successors in both CFGs (uniform control flow): every temp of theirs.
+            for s in logical {
+                out.union_with(&live_in[s.index()], |_| true, &mut scratch);
+            }
+        } else {
+            for s in logical {
+                out.union_with(&live_in[s.index()], |t| !linear(t), &mut scratch);
+            }
+            for s in linear_succs {
+                out.union_with(&live_in[s.index()], &linear, &mut scratch);
+            }
         }
         let changed = live_in[i].assign_transfer(&sets.gen_[i], &out, &sets.defs[i], &mut scratch);
         live_out[i] = out;

@@ -286,7 +286,15 @@ impl<'f> Assigner<'f> {
         {
             return Some(h);
         }
-        let free = |u: &&u32| self.free(Span::of(PhysReg::new(class.file, **u), size), blocked);
+        // (A start whose first unit is taken is passed over before the whole test.)
+        let first_free = |u: u32| {
+            self.occ[class.file.index()]
+                .get(u as usize)
+                .is_some_and(Option::is_none)
+        };
+        let free = |u: &&u32| {
+            first_free(**u) && self.free(Span::of(PhysReg::new(class.file, **u), size), blocked)
+        };
         let quad = self.quad[class.file.index()];
         let found = if (size as u32) < quad {
             // Best fit: a start in the aligned block of the widest vector that cannot hold
@@ -294,19 +302,33 @@ impl<'f> Assigner<'f> {
             // that whole blocks stay free for vectors; then the lowest.
             let occ = &self.occ[class.file.index()];
             let end = self.limit[class.file.index()];
-            let used = |u: u32| {
-                let base = u - u % quad;
+            let fit = |base: u32| {
                 let short = base + quad > end;
                 let used = (base..(base + quad).min(occ.len() as u32))
                     .filter(|&x| occ[x as usize].is_some())
                     .count();
                 (short, used)
             };
-            starts
-                .iter()
-                .filter(free)
-                .max_by_key(|&&u| (used(u), std::cmp::Reverse(u)))
-                .copied()
+            // Starts in ascending order, each block's fit found once: a start is tested only
+            // where its block fits better than the best free start so far (which, on a tie,
+            // stays: the lower).
+            let mut best: Option<((bool, usize), u32)> = None;
+            let mut block: Option<(u32, (bool, usize))> = None;
+            for u in starts.iter() {
+                let base = u - u % quad;
+                let key = match block {
+                    Some((b, key)) if b == base => key,
+                    _ => {
+                        let key = fit(base);
+                        block = Some((base, key));
+                        key
+                    }
+                };
+                if best.is_none_or(|(k, _)| key > k) && free(&u) {
+                    best = Some((key, *u));
+                }
+            }
+            best.map(|(_, u)| u)
         } else {
             starts.iter().find(free).copied()
         };

@@ -297,11 +297,11 @@ pub fn allocate_with_input(
         insts_before: count_insts(func),
         ..RaStats::default()
     };
-    stats.split_edges = split_critical_edges(func)?
-        .iter()
-        .map(Vec::len)
-        .sum::<usize>() as u32;
-    to_assignment_form(func, Opcode::Mov)?;
+    let (split, input_cfg) = split_critical_edges(func)?;
+    stats.split_edges = split.iter().map(Vec::len).sum::<usize>() as u32;
+    // (Copies only: the CFG stays the one the split ended with.)
+    to_assignment_form(func, &input_cfg, Opcode::Mov);
+    let mut input_cfg = Some(input_cfg);
     // The input, unchanged until the result replaces it.
     let original: &Function = func;
     let mut budget = limits.clone();
@@ -311,7 +311,10 @@ pub fn allocate_with_input(
     // assign again.
     for attempt in 0.. {
         let mut work = original.clone();
-        let cfg = Cfg::compute(&work).map_err(structure)?;
+        let cfg = match input_cfg.take() {
+            Some(cfg) => cfg,
+            None => Cfg::compute(&work).map_err(structure)?,
+        };
         let mut lv = compute_liveness(&mut work, &cfg);
         if attempt == 0 {
             stats.max_demand = per_file(lv.max, &limits);
@@ -395,7 +398,7 @@ pub fn allocate_with_input(
             versions = Some(v);
             // Phis the spiller made may sit on edges that need splitting; the checker's copy of
             // the input gets the same blocks.
-            let splits = split_critical_edges(&mut work)?;
+            let (splits, split_cfg) = split_critical_edges(&mut work)?;
             let mut checked = original.clone();
             for round in &splits {
                 let c = Cfg::compute(&checked).map_err(structure)?;
@@ -411,7 +414,7 @@ pub fn allocate_with_input(
             checked_input = Some(checked);
             // The spiller's phis in blocks of one predecessor become moves of the values
             // they copy (the checker sees the program before spilling).
-            let copied = to_assignment_form(&mut work, Opcode::ParallelCopy)?;
+            let copied = to_assignment_form(&mut work, &split_cfg, Opcode::ParallelCopy);
             let v = versions.as_mut().expect("set above");
             for (dup, t) in copied {
                 while v.len() <= dup.index() {
@@ -422,7 +425,7 @@ pub fn allocate_with_input(
             if print {
                 eprintln!("; after spilling to {budget:?}\n{}", print_function(&work));
             }
-            cfg = Cfg::compute(&work).map_err(structure)?;
+            cfg = split_cfg;
             lv = compute_liveness(&mut work, &cfg);
         }
         stats.time_spill += t0.elapsed();
@@ -587,14 +590,14 @@ fn structure(e: kiln_ir::cfg::StructureError) -> RaError {
 /// the same input value).
 fn to_assignment_form(
     func: &mut Function,
+    cfg: &Cfg,
     copy: Opcode,
-) -> Result<Vec<(kiln_ir::Temp, kiln_ir::Temp)>, RaError> {
-    let cfg = Cfg::compute(func).map_err(structure)?;
+) -> Vec<(kiln_ir::Temp, kiln_ir::Temp)> {
     let mut copied = Vec::new();
-    isolate_exit_operands(func, &cfg, copy, &mut copied);
-    single_predecessor_phis(func, &cfg, copy);
+    isolate_exit_operands(func, cfg, copy, &mut copied);
+    single_predecessor_phis(func, cfg, copy);
     copy_constrained_operands(func, copy, &mut copied);
-    Ok(copied)
+    copied
 }
 
 /// Names every temp of an allocated function after the value it copies.
@@ -644,7 +647,8 @@ pub fn registers_used(func: &Function) -> Vec<u32> {
 /// Splits the edges that would carry phi copies but have no place for them: from a block with
 /// several successors into a block with several predecessors and phis of that CFG (an `if`
 /// with no else into its endif). A divergent loop's back edge is left (see [`assign`]).
-fn split_critical_edges(func: &mut Function) -> Result<Vec<Vec<(Block, Block)>>, RaError> {
+/// Returns the edges split, round by round, and the CFG of the function that results.
+fn split_critical_edges(func: &mut Function) -> Result<(Vec<Vec<(Block, Block)>>, Cfg), RaError> {
     let mut rounds = Vec::new();
     loop {
         let cfg = Cfg::compute(func)
@@ -679,7 +683,7 @@ fn split_critical_edges(func: &mut Function) -> Result<Vec<Vec<(Block, Block)>>,
             }
         }
         if found.is_empty() {
-            return Ok(rounds);
+            return Ok((rounds, cfg));
         }
         kiln_ir::layout::split_edges(func, &cfg, &found).map_err(|m| RaError::Internal {
             block: found[0].0,
