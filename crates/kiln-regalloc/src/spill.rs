@@ -5,6 +5,8 @@
 
 use kiln_analysis::{InstDemand, Interference, Liveness, compute_liveness};
 use kiln_ir::{Block, Cfg, Def, Demand, FileId, Function, Inst, Opcode, Operand, Temp};
+use rustc_hash::FxHashMap;
+use smallvec::SmallVec;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
@@ -205,8 +207,19 @@ fn succs_of(cfg: &Cfg, linear: bool, b: Block) -> &[Block] {
 /// Next-use distances (in instructions) at the start and end of every block, for the temps live
 /// there (ACO's `next_use_distances_start/end`).
 struct NextUses {
-    start: Vec<BTreeMap<Temp, u32>>,
-    end: Vec<BTreeMap<Temp, u32>>,
+    start: Vec<Distances>,
+    end: Vec<Distances>,
+}
+
+/// Distances of the temps live at a block boundary, ascending by temp (the live set's order).
+#[derive(Clone, Default, PartialEq, Eq)]
+struct Distances(Vec<(Temp, u32)>);
+
+impl Distances {
+    fn get(&self, t: &Temp) -> Option<&u32> {
+        let i = self.0.binary_search_by_key(t, |e| e.0).ok()?;
+        Some(&self.0[i].1)
+    }
 }
 
 impl NextUses {
@@ -215,58 +228,77 @@ impl NextUses {
     /// fixpoint.
     fn compute(func: &Function, cfg: &Cfg, lv: &Liveness) -> NextUses {
         let n = func.blocks.len();
-        let mut first_use: Vec<BTreeMap<Temp, u32>> = vec![BTreeMap::new(); n];
-        let mut phi_ops: Vec<BTreeSet<Temp>> = vec![BTreeSet::new(); n];
+        // Per block, the first read of each temp it reads (ascending by temp), and the temps
+        // its successors' phis read from it (ascending).
+        let mut first_use: Vec<Distances> = vec![Distances::default(); n];
+        let mut phi_ops: Vec<Vec<Temp>> = vec![Vec::new(); n];
+        let mut seen: Vec<u32> = vec![u32::MAX; func.temps.len()];
         for b in func.block_ids() {
+            let firsts = &mut first_use[b.index()].0;
             for (k, inst) in func.block(b).insts.iter().enumerate() {
                 if inst.op.is_phi() {
                     let preds = preds_of(cfg, inst.op == Opcode::LinearPhi, b);
                     for (op, p) in inst.operands.iter().zip(preds) {
                         if let Some(t) = op.temp_id() {
-                            phi_ops[p.index()].insert(t);
+                            phi_ops[p.index()].push(t);
                         }
                     }
                 } else {
                     for t in inst.used_temps() {
-                        first_use[b.index()].entry(t).or_insert(k as u32);
+                        if seen[t.index()] != b.0 {
+                            seen[t.index()] = b.0;
+                            firsts.push((t, k as u32));
+                        }
                     }
                 }
             }
+            firsts.sort_unstable();
+        }
+        for ops in &mut phi_ops {
+            ops.sort_unstable();
+            ops.dedup();
         }
         let exits = |b: Block, s: Block| {
             cfg.enclosing_loops(b)
                 .filter(|&l| !cfg.loops[l].contains(s))
                 .count() as u32
         };
-        let mut start: Vec<BTreeMap<Temp, u32>> = vec![BTreeMap::new(); n];
-        let mut end: Vec<BTreeMap<Temp, u32>> = vec![BTreeMap::new(); n];
+        let mut start: Vec<Distances> = vec![Distances::default(); n];
+        let mut end: Vec<Distances> = vec![Distances::default(); n];
         let mut changed = true;
         while changed {
             changed = false;
             for b in func.block_ids().rev() {
                 let bi = b.index();
-                let mut e = BTreeMap::new();
+                // (The live sets are ascending: so are the distances made from them.)
+                let mut e = Distances(Vec::with_capacity(lv.live_out[bi].len()));
                 for t in lv.live_out[bi].iter() {
                     let lin = lv.linear[t.index()];
-                    let mut d = if phi_ops[bi].contains(&t) { 0 } else { INF };
+                    let mut d = if phi_ops[bi].binary_search(&t).is_ok() {
+                        0
+                    } else {
+                        INF
+                    };
                     for &s in succs_of(cfg, lin, b) {
                         if let Some(&x) = start[s.index()].get(&t) {
                             d = d.min(x.saturating_add(LOOP_EXIT.saturating_mul(exits(b, s))));
                         }
                     }
-                    e.insert(t, d);
+                    e.0.push((t, d));
                 }
                 let len = func.block(b).insts.len() as u32;
-                let st: BTreeMap<Temp, u32> = lv.live_in[bi]
-                    .iter()
-                    .map(|t| {
-                        let d = match first_use[bi].get(&t) {
-                            Some(&k) => k,
-                            None => e.get(&t).map_or(INF, |&x| x.saturating_add(len)),
-                        };
-                        (t, d)
-                    })
-                    .collect();
+                let st = Distances(
+                    lv.live_in[bi]
+                        .iter()
+                        .map(|t| {
+                            let d = match first_use[bi].get(&t) {
+                                Some(&k) => k,
+                                None => e.get(&t).map_or(INF, |&x| x.saturating_add(len)),
+                            };
+                            (t, d)
+                        })
+                        .collect(),
+                );
                 if st != start[bi] || e != end[bi] {
                     changed = true;
                     start[bi] = st;
@@ -704,9 +736,9 @@ impl<'a> Spiller<'a> {
     }
 
     /// Distance from instruction `k` of `b` to the next use of `t` after it.
-    fn distance(&self, uses: &BTreeMap<Temp, Vec<u32>>, b: Block, k: usize, t: Temp) -> u32 {
+    fn distance(&self, uses: &FxHashMap<Temp, Vec<u32>>, b: Block, k: usize, t: Temp) -> u32 {
         if let Some(u) = uses.get(&t)
-            && let Some(&j) = u.iter().find(|&&j| j as usize > k)
+            && let Some(&j) = u.get(u.partition_point(|&j| j as usize <= k))
         {
             return j - k as u32;
         }
@@ -744,14 +776,18 @@ impl<'a> Spiller<'a> {
                 }
             }
         }
-        let mut uses: BTreeMap<Temp, Vec<u32>> = BTreeMap::new();
+        // Per temp, the instructions of the block that read it, ascending (looked up only).
+        let mut uses: FxHashMap<Temp, Vec<u32>> = FxHashMap::default();
         for (k, inst) in insts.iter().enumerate().skip(nphi) {
             for t in inst.used_temps() {
                 uses.entry(t).or_default().push(k as u32);
             }
         }
         for (k, inst) in insts.iter().enumerate().skip(nphi) {
-            let ops: BTreeSet<Temp> = inst.used_temps().collect();
+            // The instruction's operands, each once, ascending.
+            let mut ops: SmallVec<[Temp; 4]> = inst.used_temps().collect();
+            ops.sort_unstable();
+            ops.dedup();
             for &t in &ops {
                 if !w.set.contains(&t) {
                     self.spilled[t.index()] = true;
