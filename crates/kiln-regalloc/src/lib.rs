@@ -644,11 +644,14 @@ pub fn registers_used(func: &Function) -> Vec<u32> {
     used
 }
 
+/// The edges one round of [`split_critical_edges`] splits: (from, to).
+type SplitRound = Vec<(Block, Block)>;
+
 /// Splits the edges that would carry phi copies but have no place for them: from a block with
 /// several successors into a block with several predecessors and phis of that CFG (an `if`
 /// with no else into its endif). A divergent loop's back edge is left (see [`assign`]).
 /// Returns the edges split, round by round, and the CFG of the function that results.
-fn split_critical_edges(func: &mut Function) -> Result<(Vec<Vec<(Block, Block)>>, Cfg), RaError> {
+fn split_critical_edges(func: &mut Function) -> Result<(Vec<SplitRound>, Cfg), RaError> {
     let mut rounds = Vec::new();
     loop {
         let cfg = Cfg::compute(func)
