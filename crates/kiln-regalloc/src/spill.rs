@@ -211,6 +211,10 @@ struct NextUses {
     end: Vec<Distances>,
 }
 
+/// A successor's start distances as [`NextUses::compute`] reads them: the list, where it has
+/// read to, and the distance added for the loops the edge leaves.
+type Cursor<'a> = (&'a [(Temp, u32)], usize, u32);
+
 /// Distances of the temps live at a block boundary, ascending by temp (the live set's order).
 #[derive(Clone, Default, PartialEq, Eq)]
 struct Distances(Vec<(Temp, u32)>);
@@ -270,30 +274,70 @@ impl NextUses {
             changed = false;
             for b in func.block_ids().rev() {
                 let bi = b.index();
-                // (The live sets are ascending: so are the distances made from them.)
-                let mut e = Distances(Vec::with_capacity(lv.live_out[bi].len()));
-                for t in lv.live_out[bi].iter() {
-                    let lin = lv.linear[t.index()];
-                    let mut d = if phi_ops[bi].binary_search(&t).is_ok() {
-                        0
-                    } else {
-                        INF
+                // The live sets are ascending, and so are the distances made from them: each
+                // list is read by a cursor that only moves forward (a merge, no searches).
+                let e = {
+                    // Per successor in each CFG: its start distances, a cursor into them and
+                    // the distance added for the loops the edge leaves.
+                    let cursors = |succs: &[Block]| -> SmallVec<[Cursor; 2]> {
+                        succs
+                            .iter()
+                            .map(|&s| {
+                                let extra = LOOP_EXIT.saturating_mul(exits(b, s));
+                                (&start[s.index()].0[..], 0, extra)
+                            })
+                            .collect()
                     };
-                    for &s in succs_of(cfg, lin, b) {
-                        if let Some(&x) = start[s.index()].get(&t) {
-                            d = d.min(x.saturating_add(LOOP_EXIT.saturating_mul(exits(b, s))));
+                    let mut logical = cursors(&cfg.logical.succs[bi]);
+                    let mut linear = cursors(&cfg.linear.succs[bi]);
+                    let phis = &phi_ops[bi];
+                    let mut phi_at = 0;
+                    let mut e = Distances(Vec::with_capacity(lv.live_out[bi].len()));
+                    for t in lv.live_out[bi].iter() {
+                        while phi_at < phis.len() && phis[phi_at] < t {
+                            phi_at += 1;
                         }
+                        let mut d = if phis.get(phi_at) == Some(&t) { 0 } else { INF };
+                        let succs = if lv.linear[t.index()] {
+                            &mut linear
+                        } else {
+                            &mut logical
+                        };
+                        for (list, at, extra) in succs.iter_mut() {
+                            while *at < list.len() && list[*at].0 < t {
+                                *at += 1;
+                            }
+                            if let Some(&(u, x)) = list.get(*at)
+                                && u == t
+                            {
+                                d = d.min(x.saturating_add(*extra));
+                            }
+                        }
+                        e.0.push((t, d));
                     }
-                    e.0.push((t, d));
-                }
+                    e
+                };
                 let len = func.block(b).insts.len() as u32;
+                let firsts = &first_use[bi].0;
+                let (mut f, mut g) = (0, 0);
                 let st = Distances(
                     lv.live_in[bi]
                         .iter()
                         .map(|t| {
-                            let d = match first_use[bi].get(&t) {
-                                Some(&k) => k,
-                                None => e.get(&t).map_or(INF, |&x| x.saturating_add(len)),
+                            while f < firsts.len() && firsts[f].0 < t {
+                                f += 1;
+                            }
+                            let d = match firsts.get(f) {
+                                Some(&(u, k)) if u == t => k,
+                                _ => {
+                                    while g < e.0.len() && e.0[g].0 < t {
+                                        g += 1;
+                                    }
+                                    match e.0.get(g) {
+                                        Some(&(u, x)) if u == t => x.saturating_add(len),
+                                        _ => INF,
+                                    }
+                                }
                             };
                             (t, d)
                         })
