@@ -630,15 +630,46 @@ impl<'g> Sets<'g> {
         let mut colour: Vec<Option<u32>> = vec![None; self.rep.len()];
         let mut spill = Vec::new();
         let mut cursor = [0u32; 2];
-        let mut blocked: Vec<bool> = Vec::new();
-        let mut free: Vec<u32> = Vec::new();
+        // Starts as bits, 64 units to a word: blocked, free, and free of the read ports taken.
+        let (mut blocked, mut free, mut open) = (Vec::new(), Vec::new(), Vec::new());
+        let mut starts: Vec<u32> = Vec::new();
         let mut taken: Vec<(u32, u8)> = Vec::new();
+        // The units of every read port of every file (`Target::read_port`), found once per
+        // colouring rather than once per start tried.
+        let port_bits: Vec<Vec<Vec<u64>>> = model
+            .target()
+            .files()
+            .iter()
+            .enumerate()
+            .map(|(f, file)| {
+                let mut bits: Vec<Vec<u64>> = Vec::new();
+                for u in 0..file.units {
+                    if let Some(p) = model.target().read_port(kiln_ir::FileId(f as u8), u) {
+                        if bits.len() <= p as usize {
+                            bits.resize(
+                                p as usize + 1,
+                                vec![0; (file.units as usize).div_ceil(64)],
+                            );
+                        }
+                        bits[p as usize][u as usize / 64] |= 1 << (u % 64);
+                    }
+                }
+                bits
+            })
+            .collect();
+        let port_of = |file: kiln_ir::FileId, u: u32| {
+            port_bits[file.index()].iter().position(|bits| {
+                bits.get(u as usize / 64)
+                    .is_some_and(|w| w >> (u % 64) & 1 != 0)
+            })
+        };
         while let Some(s) = stack.pop() {
             let c = self.class[s as usize].expect("a node");
             let class = model.class(c);
             let units = model.target().files()[class.file.index()].units;
+            let words = (units as usize).div_ceil(64);
             blocked.clear();
-            blocked.resize(units as usize, false);
+            blocked.resize(words, 0u64);
             for m in self.temps_of(s) {
                 let (om, sm) = (self.offset[m as usize], func.temps[m as usize].size as u32);
                 for &u in graph.adj.of(m as usize) {
@@ -652,19 +683,19 @@ impl<'g> Sets<'g> {
                     let first = (lo + 1).saturating_sub(sm + om);
                     let last = hi.saturating_sub(om).min(units);
                     for r in first..last {
-                        blocked[r as usize] = true;
+                        blocked[r as usize / 64] |= 1 << (r % 64);
                     }
                 }
             }
             free.clear();
             free.extend(
                 model
-                    .starts(c)
+                    .start_bits(c)
                     .iter()
-                    .copied()
-                    .filter(|&r| !blocked[r as usize]),
+                    .zip(&blocked)
+                    .map(|(&s, &b)| s & !b),
             );
-            if free.is_empty() {
+            if free.iter().all(|&w| w == 0) {
                 stats.uncoloured += 1;
                 spill.extend(
                     self.temps_of(s)
@@ -675,14 +706,12 @@ impl<'g> Sets<'g> {
             }
             // Starts that put no member on a read port an operand read with it takes: per
             // member, the ports its constants and its coloured companions take, found once.
-            let file = class.file;
-            let target = model.target();
             taken.clear();
             taken.extend(self.temps_of(s).map(|m| {
                 let mut ports = graph.constant_ports[m as usize];
                 for &o in graph.read_with.of(m as usize) {
                     if let Some(co) = colour[self.rep[o as usize] as usize]
-                        && let Some(q) = target.read_port(file, co + self.offset[o as usize])
+                        && let Some(q) = port_of(class.file, co + self.offset[o as usize])
                     {
                         ports |= 1 << q;
                     }
@@ -690,16 +719,26 @@ impl<'g> Sets<'g> {
                 (self.offset[m as usize], ports)
             }));
             taken.retain(|&(_, ports)| ports != 0);
-            let port_free = |r: u32| {
-                taken.iter().all(|&(offset, ports)| {
-                    target
-                        .read_port(file, r + offset)
-                        .is_none_or(|p| ports & (1 << p) == 0)
-                })
-            };
-            if !taken.is_empty() && free.iter().any(|&r| port_free(r)) {
-                free.retain(|&r| port_free(r));
+            if !taken.is_empty() {
+                // A start is closed where a member's unit (start + its offset) is on a port
+                // taken for that member.
+                open.clear();
+                open.extend_from_slice(&free);
+                for &(offset, ports) in &taken {
+                    for (p, bits) in port_bits[class.file.index()].iter().enumerate() {
+                        if ports & (1 << p) != 0 {
+                            clear_shifted(&mut open, bits, offset);
+                        }
+                    }
+                }
+                if open.iter().any(|&w| w != 0) {
+                    std::mem::swap(&mut free, &mut open);
+                }
             }
+            let has = |r: u32| {
+                free.get(r as usize / 64)
+                    .is_some_and(|w| w >> (r % 64) & 1 != 0)
+            };
             let biased = self.temps_of(s).find_map(|m| {
                 graph.partners[m as usize]
                     .iter()
@@ -708,12 +747,20 @@ impl<'g> Sets<'g> {
                         let r = (cp + self.offset[p as usize]) as i64 + delta as i64
                             - self.offset[m as usize] as i64;
                         let r = u32::try_from(r).ok()?;
-                        free.binary_search(&r).is_ok().then_some(r)
+                        has(r).then_some(r)
                     })
             });
-            colour[s as usize] = Some(
-                biased.unwrap_or_else(|| model.target().select_register(class, &free, &mut cursor)),
-            );
+            colour[s as usize] = Some(biased.unwrap_or_else(|| {
+                starts.clear();
+                for (k, &w) in free.iter().enumerate() {
+                    let mut w = w;
+                    while w != 0 {
+                        starts.push(k as u32 * 64 + w.trailing_zeros());
+                        w &= w - 1;
+                    }
+                }
+                model.target().select_register(class, &starts, &mut cursor)
+            }));
         }
         let homes = (0..func.temps.len())
             .map(|t| {
@@ -727,6 +774,22 @@ impl<'g> Sets<'g> {
             spill,
             stats: ColourStats::default(),
         }
+    }
+}
+
+/// Clears in `starts` (bits of start units) every start `r` whose unit `r + offset` is in
+/// `units` (bits of units): `starts &= !(units >> offset)`, word by word.
+fn clear_shifted(starts: &mut [u64], units: &[u64], offset: u32) {
+    let (words, bits) = ((offset / 64) as usize, offset % 64);
+    for (k, w) in starts.iter_mut().enumerate() {
+        let lo = units.get(k + words).copied().unwrap_or(0);
+        let hi = units.get(k + words + 1).copied().unwrap_or(0);
+        let shifted = if bits == 0 {
+            lo
+        } else {
+            lo >> bits | hi << (64 - bits)
+        };
+        *w &= !shifted;
     }
 }
 

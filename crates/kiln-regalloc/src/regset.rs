@@ -18,6 +18,8 @@ pub struct RegModel {
     ids: HashMap<RegClass, ClassId>,
     /// Allowed start units of each class, ascending.
     starts: Vec<Vec<u32>>,
+    /// The same starts as bits, 64 units to a word.
+    start_bits: Vec<Vec<u64>>,
     /// `below[c][u]`: how many starts of class c are below unit u (u up to the file's size).
     below: Vec<Vec<u32>>,
     /// `q[b][c]`, computed on first use.
@@ -31,6 +33,7 @@ impl RegModel {
             classes: Vec::new(),
             ids: HashMap::default(),
             starts: Vec::new(),
+            start_bits: Vec::new(),
             below: Vec::new(),
             q: Vec::new(),
         }
@@ -64,7 +67,12 @@ impl RegModel {
         let id = ClassId(self.classes.len() as u32);
         self.classes.push(class);
         self.ids.insert(class, id);
+        let mut bits = vec![0u64; (units as usize).div_ceil(64)];
+        for &u in &starts {
+            bits[u as usize / 64] |= 1 << (u % 64);
+        }
         self.starts.push(starts);
+        self.start_bits.push(bits);
         self.below.push(below);
         for row in &mut self.q {
             row.push(None);
@@ -91,6 +99,11 @@ impl RegModel {
     /// The allowed start units of a class, ascending.
     pub fn starts(&self, c: ClassId) -> &[u32] {
         &self.starts[c.0 as usize]
+    }
+
+    /// [`RegModel::starts`] as bits, 64 units to a word (as many words as the file needs).
+    pub fn start_bits(&self, c: ClassId) -> &[u64] {
+        &self.start_bits[c.0 as usize]
     }
 
     #[inline]
