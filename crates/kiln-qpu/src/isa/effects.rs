@@ -279,32 +279,56 @@ fn mux_resource(m: Mux, a: &AluInstr) -> Option<Resource> {
     }
 }
 
+/// An instruction's effects as they are found: reads go straight to the caller's list, writes
+/// wait here and follow them (reads first, each kind in the order found — what a stable sort
+/// by `write` would give, without sorting).
+struct Found<'a> {
+    reads: &'a mut Vec<Effect>,
+    writes: [Effect; 16],
+    n: usize,
+}
+
+impl Found<'_> {
+    #[inline]
+    fn read(&mut self, resource: Resource) {
+        self.reads.push(Effect::read(resource));
+    }
+
+    #[inline]
+    fn write(&mut self, resource: Resource, distance: usize) {
+        self.writes[self.n] = Effect::write(resource, distance);
+        self.n += 1;
+    }
+}
+
 /// A read address's effects beyond a register read: the uniform stream, FIFOs, the mutex.
-fn raddr_effects(r: u8, out: &mut Vec<Effect>) {
+#[inline]
+fn raddr_effects(r: u8, out: &mut Found) {
     match r {
-        raddr::UNIFORM => out.push(Effect::read(Resource::Uniforms)),
+        raddr::UNIFORM => out.read(Resource::Uniforms),
         raddr::VARYING => {
-            out.push(Effect::write(Resource::Varyings, 1));
-            out.push(Effect::write(Resource::Acc(5), latency::ACCUMULATOR));
+            out.write(Resource::Varyings, 1);
+            out.write(Resource::Acc(5), latency::ACCUMULATOR);
         }
-        raddr::MS_REV => out.push(Effect::read(Resource::TlbZ)),
-        raddr::VPM | raddr::VPM_BUSY | raddr::VPM_WAIT => out.push(Effect::write(Resource::Vpm, 1)),
-        raddr::MUTEX => out.push(Effect::write(Resource::Mutex, 1)),
+        raddr::MS_REV => out.read(Resource::TlbZ),
+        raddr::VPM | raddr::VPM_BUSY | raddr::VPM_WAIT => out.write(Resource::Vpm, 1),
+        raddr::MUTEX => out.write(Resource::Mutex, 1),
         _ => {}
     }
 }
 
 /// A write address's resource and the distance its readers keep.
-fn waddr_effects(w: &Write, out: &mut Vec<Effect>) {
-    let (resource, distance) = match w.waddr {
-        0..=31 if w.file_a => (Resource::FileA(w.waddr), latency::REGFILE),
-        0..=31 => (Resource::FileB(w.waddr), latency::REGFILE),
-        waddr::R0..=waddr::R3 => (Resource::Acc(w.waddr - waddr::R0), latency::ACCUMULATOR),
+#[inline]
+fn waddr_effects(waddr: u8, file_a: bool, cond: Cond, out: &mut Found) {
+    let (resource, distance) = match waddr {
+        0..=31 if file_a => (Resource::FileA(waddr), latency::REGFILE),
+        0..=31 => (Resource::FileB(waddr), latency::REGFILE),
+        waddr::R0..=waddr::R3 => (Resource::Acc(waddr - waddr::R0), latency::ACCUMULATOR),
         waddr::R5 => (Resource::Acc(5), latency::ACCUMULATOR),
         waddr::NOP => return,
         waddr::UNIFORMS_ADDRESS => (Resource::Uniforms, 3),
         waddr::TLB_Z => {
-            out.push(Effect::write(Resource::Tlb, 1));
+            out.write(Resource::Tlb, 1);
             (Resource::TlbZ, 3)
         }
         waddr::QUAD_XY | waddr::MS_FLAGS | 43..=47 => (Resource::Tlb, 1),
@@ -313,56 +337,56 @@ fn waddr_effects(w: &Write, out: &mut Vec<Effect>) {
         w if waddr::is_sfu(w) => (Resource::R4, latency::SFU),
         w if waddr::is_tmu(w) => {
             if (waddr::TMU0_S..=waddr::TMU1_B).contains(&w) {
-                out.push(Effect::read(Resource::Uniforms));
+                out.read(Resource::Uniforms);
             }
             (Resource::Tmu, 1)
         }
         _ => (Resource::Host, 1),
     };
-    out.push(Effect::write(resource, distance));
+    out.write(resource, distance);
     // A conditional write reads the flags. It keeps the old value in the other lanes, but
     // does not read it through a read port: the writes to one register stay in order (write
     // after write), and a later reader waits on the last.
-    if !matches!(w.cond, Cond::Always | Cond::Never) {
-        out.push(Effect::read(Resource::Flags));
+    if !matches!(cond, Cond::Always | Cond::Never) {
+        out.read(Resource::Flags);
     }
 }
 
-/// Appends what `i` reads and writes to `out` (reads first). Branches, semaphores and the
+/// Appends what `i` reads, then what it writes, to `out`. Branches, semaphores and the
 /// thread signals have effects on control that no resource describes: schedulers keep them
 /// in place.
 pub fn effects(i: &Instr, out: &mut Vec<Effect>) {
+    let mut found = Found {
+        reads: out,
+        writes: [Effect::read(Resource::Host); 16],
+        n: 0,
+    };
+    let out = &mut found;
     if let Instr::Alu(a) = i {
         // A rotation (a mul with small immediate 48–63) reads its accumulators, and r5 for a
         // rotation by r5, no sooner than the second instruction after their write.
         let rotation = is_rotation(a);
-        let add = if a.op_add == AddOp::Nop {
-            &[][..]
-        } else if a.op_add.is_unary() {
-            &[a.add_a][..]
-        } else {
-            &[a.add_a, a.add_b][..]
-        };
-        let mul = if a.op_mul == MulOp::Nop {
-            &[][..]
-        } else {
-            &[a.mul_a, a.mul_b][..]
-        };
-        for (m, rotated) in add
-            .iter()
-            .map(|m| (m, false))
-            .chain(mul.iter().map(|m| (m, rotation)))
-        {
-            if let Some(resource) = mux_resource(*m, a) {
+        let mut mux = |m: Mux, rotated: bool| {
+            if let Some(resource) = mux_resource(m, a) {
                 let mut e = Effect::read(resource);
                 if rotated && matches!(resource, Resource::Acc(_)) {
                     e.distance = 2;
                 }
-                out.push(e);
+                out.reads.push(e);
+            }
+        };
+        if a.op_add != AddOp::Nop {
+            mux(a.add_a, false);
+            if !a.op_add.is_unary() {
+                mux(a.add_b, false);
             }
         }
+        if a.op_mul != MulOp::Nop {
+            mux(a.mul_a, rotation);
+            mux(a.mul_b, rotation);
+        }
         if rotation && a.raddr_b == 48 {
-            out.push(Effect {
+            out.reads.push(Effect {
                 distance: 2,
                 ..Effect::read(Resource::Acc(5))
             });
@@ -373,16 +397,14 @@ pub fn effects(i: &Instr, out: &mut Vec<Effect>) {
         }
         match a.sig {
             Signal::LoadTmu0 | Signal::LoadTmu1 => {
-                out.push(Effect::write(Resource::Tmu, 1));
-                out.push(Effect::write(Resource::R4, 1));
+                out.write(Resource::Tmu, 1);
+                out.write(Resource::R4, 1);
             }
             s if s.loads_r4() => {
-                out.push(Effect::write(Resource::Tlb, 1));
-                out.push(Effect::write(Resource::R4, 1));
+                out.write(Resource::Tlb, 1);
+                out.write(Resource::R4, 1);
             }
-            Signal::ScoreboardWait | Signal::ScoreboardUnlock => {
-                out.push(Effect::write(Resource::Tlb, 1))
-            }
+            Signal::ScoreboardWait | Signal::ScoreboardUnlock => out.write(Resource::Tlb, 1),
             _ => {}
         }
     }
@@ -390,15 +412,16 @@ pub fn effects(i: &Instr, out: &mut Vec<Effect>) {
         && w.sf
     {
         // Flags are set in the lanes written only: the others keep theirs.
-        out.push(Effect::read(Resource::Flags));
-        out.push(Effect::write(Resource::Flags, 1));
+        out.read(Resource::Flags);
+        out.write(Resource::Flags, 1);
     }
     for w in writes(i) {
-        waddr_effects(&w, out);
+        waddr_effects(w.waddr, w.file_a, w.cond, out);
     }
     if matches!(i, Instr::Semaphore(_)) {
-        out.push(Effect::write(Resource::Mutex, 1));
+        out.write(Resource::Mutex, 1);
     }
     // Reads first.
-    out.sort_by_key(|e| e.write);
+    let Found { reads, writes, n } = found;
+    reads.extend_from_slice(&writes[..n]);
 }
