@@ -28,7 +28,7 @@ pub use opcode::{Arity, OpInfo, Opcode};
 pub use regs::{
     Demand, FileId, GenericTarget, Lanes, MAX_FILES, MAX_GENERIC_UNITS, PhysReg, RegClass, RegFile,
     RegSubset, SubsetId, Target, TargetConstructor, TargetRegistry, UnitMask,
-    close_under_intersection,
+    close_under_intersection, lowest_unit, unit_in,
 };
 pub use resized::ResizedTarget;
 pub use target_op::{ClassReq, CrossLaneEval, TargetOp, TargetOpInfo};

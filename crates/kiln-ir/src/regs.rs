@@ -321,12 +321,13 @@ pub trait Target: fmt::Debug + Send + Sync {
         size.checked_next_power_of_two().unwrap_or(1)
     }
 
-    /// Graph colouring's pick among `free`, the starts (ascending, never empty) a value of
-    /// `class` may take that no neighbour blocks — Mesa's `ra_set_select_reg_callback`.
-    /// `cursor` is state the target keeps across one allocation's picks (round-robin
-    /// positions), zero at first. The default takes the lowest start.
-    fn select_register(&self, _class: RegClass, free: &[u32], _cursor: &mut [u32; 2]) -> u32 {
-        free[0]
+    /// Graph colouring's pick among `free`, the starts a value of `class` may take that no
+    /// neighbour blocks — Mesa's `ra_set_select_reg_callback` — as bits, 64 units to a word
+    /// (never all clear; [`unit_in`] tests one). `cursor` is state the target keeps across one
+    /// allocation's picks (round-robin positions), zero at first. The default takes the lowest
+    /// start.
+    fn select_register(&self, _class: RegClass, free: &[u64], _cursor: &mut [u32; 2]) -> u32 {
+        lowest_unit(free)
     }
 
     /// The read port through which an instruction reads register `unit` of `file`, for
@@ -480,6 +481,21 @@ pub trait Target: fmt::Debug + Send + Sync {
 
 /// [`Target::check_reg`]'s rules on `target`'s files and subsets: the file, the units inside it,
 /// the alignment, the subset.
+/// Whether `unit` is in `bits` (64 units to a word).
+#[inline]
+pub fn unit_in(bits: &[u64], unit: u32) -> bool {
+    bits.get(unit as usize / 64)
+        .is_some_and(|w| w >> (unit % 64) & 1 != 0)
+}
+
+/// The lowest unit in `bits` (64 units to a word), or 0 where there is none.
+pub fn lowest_unit(bits: &[u64]) -> u32 {
+    bits.iter()
+        .enumerate()
+        .find(|(_, w)| **w != 0)
+        .map_or(0, |(k, w)| k as u32 * 64 + w.trailing_zeros())
+}
+
 pub fn check_reg_in<T: Target + ?Sized>(
     target: &T,
     reg: PhysReg,

@@ -81,7 +81,7 @@ impl Target for ResizedTarget {
     fn default_align(&self, file: FileId, size: u8) -> u8 {
         self.inner.default_align(file, size)
     }
-    fn select_register(&self, class: RegClass, free: &[u32], cursor: &mut [u32; 2]) -> u32 {
+    fn select_register(&self, class: RegClass, free: &[u64], cursor: &mut [u32; 2]) -> u32 {
         self.inner.select_register(class, free, cursor)
     }
     fn read_port(&self, file: FileId, unit: u32) -> Option<u8> {

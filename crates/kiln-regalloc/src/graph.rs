@@ -632,7 +632,6 @@ impl<'g> Sets<'g> {
         let mut cursor = [0u32; 2];
         // Starts as bits, 64 units to a word: blocked, free, and free of the read ports taken.
         let (mut blocked, mut free, mut open) = (Vec::new(), Vec::new(), Vec::new());
-        let mut starts: Vec<u32> = Vec::new();
         let mut taken: Vec<(u32, u8)> = Vec::new();
         // The units of every read port of every file (`Target::read_port`), found once per
         // colouring rather than once per start tried.
@@ -750,17 +749,9 @@ impl<'g> Sets<'g> {
                         has(r).then_some(r)
                     })
             });
-            colour[s as usize] = Some(biased.unwrap_or_else(|| {
-                starts.clear();
-                for (k, &w) in free.iter().enumerate() {
-                    let mut w = w;
-                    while w != 0 {
-                        starts.push(k as u32 * 64 + w.trailing_zeros());
-                        w &= w - 1;
-                    }
-                }
-                model.target().select_register(class, &starts, &mut cursor)
-            }));
+            colour[s as usize] = Some(
+                biased.unwrap_or_else(|| model.target().select_register(class, &free, &mut cursor)),
+            );
         }
         let homes = (0..func.temps.len())
             .map(|t| {

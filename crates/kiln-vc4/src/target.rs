@@ -230,8 +230,8 @@ impl Target for Vc4Target {
     /// accumulator, round-robin (no write-to-read delay, and rotating leaves the scheduler
     /// more instructions to pair); then A and B interleaved, round-robin (ra0, rb0, ra1, …), so
     /// that the operands of an instruction tend to sit in different files.
-    fn select_register(&self, _class: RegClass, free: &[u32], cursor: &mut [u32; 2]) -> u32 {
-        let has = |u: u32| free.binary_search(&u).is_ok();
+    fn select_register(&self, _class: RegClass, free: &[u64], cursor: &mut [u32; 2]) -> u32 {
+        let has = |u: u32| kiln_ir::unit_in(free, u);
         if has(R4) {
             return R4;
         }
@@ -250,7 +250,7 @@ impl Target for Vc4Target {
                 return unit;
             }
         }
-        free[0]
+        kiln_ir::lowest_unit(free)
     }
 }
 
