@@ -36,8 +36,6 @@ pub struct InterferenceData {
     loops_of: Vec<Vec<u32>>,
     /// [`Interference::all_lanes_candidates`], once asked.
     candidates: std::sync::OnceLock<Vec<Vec<u32>>>,
-    /// [`Interference::all_lanes_neighbours`], once asked.
-    neighbours: std::sync::OnceLock<Vec<Vec<u32>>>,
 }
 
 impl<'l> Interference<'l> {
@@ -132,7 +130,6 @@ impl InterferenceData {
             wide_live_out,
             loops_of,
             candidates: Default::default(),
-            neighbours: Default::default(),
         }
     }
 }
@@ -204,20 +201,24 @@ impl<'l> Interference<'l> {
     /// for the allocators that share this liveness (the colouring's graph and the assignment's
     /// rules ask of the same pairs).
     pub fn all_lanes_neighbours(&self, func: &Function) -> &'l [Vec<u32>] {
-        let data: &'l InterferenceData = self.data;
-        data.neighbours.get_or_init(|| {
-            let candidates = self.all_lanes_candidates(func);
-            let mut out: Vec<Vec<u32>> = vec![Vec::new(); candidates.len()];
-            for (a, us) in candidates.iter().enumerate() {
-                for &u in us.iter().filter(|&&u| u as usize > a) {
-                    if self.interferes(func, Temp::new(a), Temp(u)) {
-                        out[a].push(u);
-                        out[u as usize].push(a as u32);
-                    }
+        let liveness: &'l Liveness = self.liveness;
+        liveness
+            .all_lanes_neighbours
+            .get_or_init(|| self.confirmed_candidates(func))
+    }
+
+    fn confirmed_candidates(&self, func: &Function) -> Vec<Vec<u32>> {
+        let candidates = self.all_lanes_candidates(func);
+        let mut out: Vec<Vec<u32>> = vec![Vec::new(); candidates.len()];
+        for (a, us) in candidates.iter().enumerate() {
+            for &u in us.iter().filter(|&&u| u as usize > a) {
+                if self.interferes(func, Temp::new(a), Temp(u)) {
+                    out[a].push(u);
+                    out[u as usize].push(a as u32);
                 }
             }
-            out
-        })
+        }
+        out
     }
 
     fn find_candidates(&self, func: &Function) -> Vec<Vec<u32>> {
@@ -344,6 +345,27 @@ impl<'l> Interference<'l> {
                 .iter()
                 .any(|&l| self.liveness.loop_leaving[l as usize].contains(t))
     }
+}
+
+/// [`Interference::all_lanes_neighbours`] of `func` (liveness `liveness` on `cfg`), without
+/// building the queries' data where there can be none: where the linear CFG is the logical one
+/// and no value leaves a divergent loop, what is live along the linear CFG is what is live
+/// (the same dataflow over the same edges), so every block is one where an all-lanes write
+/// overwrites only what the SSA criterion already sees — no candidates.
+pub fn all_lanes_neighbours<'l>(
+    func: &Function,
+    cfg: &Cfg,
+    liveness: &'l Liveness,
+) -> &'l [Vec<u32>] {
+    let trivial = cfg.logical.succs == cfg.linear.succs
+        && cfg.logical.preds == cfg.linear.preds
+        && liveness.loop_leaving.iter().all(|l| l.is_empty());
+    if trivial {
+        return liveness
+            .all_lanes_neighbours
+            .get_or_init(|| vec![Vec::new(); func.temps.len()]);
+    }
+    Interference::new(func, cfg, liveness).all_lanes_neighbours(func)
 }
 
 /// Live-out of every block with every temp flowing along the linear CFG, and each logical phi

@@ -27,6 +27,8 @@ pub struct Liveness {
     pub max: Demand,
     /// The interference queries' data, computed on the first query (`Interference::new`).
     pub(crate) interference: std::sync::OnceLock<crate::interference::InterferenceData>,
+    /// `Interference::all_lanes_neighbours`, computed on the first call.
+    pub(crate) all_lanes_neighbours: std::sync::OnceLock<Vec<Vec<u32>>>,
 }
 
 impl Liveness {
@@ -216,6 +218,7 @@ pub fn compute_liveness(func: &mut Function, cfg: &Cfg) -> Liveness {
         block_max: Vec::with_capacity(n),
         max: Demand::ZERO,
         interference: Default::default(),
+        all_lanes_neighbours: Default::default(),
     };
     let mut live = vec![false; func.temps.len()];
     for b in (0..n).map(Block::new) {

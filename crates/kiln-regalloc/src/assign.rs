@@ -5,7 +5,7 @@
 //! `docs/regalloc.md` ("Assignment", "Out of SSA").
 
 use crate::RaError;
-use kiln_analysis::{Interference, Liveness};
+use kiln_analysis::Liveness;
 use kiln_ir::{
     Block, Cfg, Def, FileId, Function, Inst, Lanes, Opcode, Operand, PhysReg, RegClass, Temp, Value,
 };
@@ -68,7 +68,8 @@ struct Assigner<'f> {
     func: &'f Function,
     cfg: &'f Cfg,
     lv: &'f Liveness,
-    interference: Interference<'f>,
+    /// Per temp, the temps it interferes with beyond the SSA criterion (all-lanes writes).
+    all_lanes_neighbours: &'f [Vec<u32>],
     limit: Vec<u32>,
     /// Classes of the temps, the SSA function's first (copies may add none today).
     temps: Vec<RegClass>,
@@ -172,7 +173,7 @@ impl<'f> Assigner<'f> {
             func,
             cfg,
             lv,
-            interference: Interference::new(func, cfg, lv),
+            all_lanes_neighbours: kiln_analysis::interference::all_lanes_neighbours(func, cfg, lv),
             limit: files
                 .iter()
                 .enumerate()
@@ -356,7 +357,7 @@ impl<'f> Assigner<'f> {
         }
         // All-lanes writes against every value; every value against all-lanes writes (the
         // candidates the query confirms, found once per liveness).
-        for u in self.interference.all_lanes_neighbours(self.func)[t.index()]
+        for u in self.all_lanes_neighbours[t.index()]
             .iter()
             .map(|&u| Temp(u))
         {

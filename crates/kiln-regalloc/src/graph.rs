@@ -6,8 +6,8 @@
 
 use crate::assign::{VectorUse, vector_uses};
 use crate::regset::{ClassId, RegModel};
+use kiln_analysis::Liveness;
 use kiln_analysis::live_set::LiveList;
-use kiln_analysis::{Interference, Liveness};
 use kiln_ir::{Cfg, FileId, Function, Opcode, PhysReg, RegClass, Temp};
 use rustc_hash::FxHashMap as HashMap;
 use smallvec::{SmallVec, smallvec};
@@ -945,8 +945,10 @@ fn build(func: &Function, cfg: &Cfg, lv: &Liveness) -> Graph {
     }
     // Seed 003 and docs/ir.md: a value written in all lanes of a per-lane file interferes with
     // values live in any lane, beyond liveness: the query, asked of the candidates only.
-    let interference = Interference::new(func, cfg, lv);
-    for (a, us) in interference.all_lanes_neighbours(func).iter().enumerate() {
+    for (a, us) in kiln_analysis::interference::all_lanes_neighbours(func, cfg, lv)
+        .iter()
+        .enumerate()
+    {
         let a = Temp::new(a);
         for &u in us.iter().filter(|&&u| u > a.0) {
             add(a, Temp(u), &mut edges);
