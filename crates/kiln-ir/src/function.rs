@@ -128,30 +128,35 @@ impl Function {
     /// Whether a temp lives along the linear CFG: its file is uniform, or the instruction that
     /// defines it writes all lanes. One entry per temp.
     pub fn linear_temps(&self) -> Vec<bool> {
-        let files = self.target.files();
-        let mut linear: Vec<bool> = self
-            .temps
+        let mut linear = self.uniform_file_temps();
+        for inst in self.blocks.iter().flat_map(|b| &b.insts) {
+            self.mark_linear_defs(inst, &mut linear);
+        }
+        linear
+    }
+
+    /// Whether each temp's file is uniform: where [`Function::linear_temps`] starts from.
+    pub fn uniform_file_temps(&self) -> Vec<bool> {
+        let mut uniform = [false; crate::regs::MAX_FILES];
+        for (u, f) in uniform.iter_mut().zip(self.target.files()) {
+            *u = f.lanes == crate::Lanes::Uniform;
+        }
+        self.temps
             .iter()
-            .map(|c| {
-                !c.is_none()
-                    && files
-                        .get(c.file.index())
-                        .is_some_and(|f| f.lanes == crate::Lanes::Uniform)
-            })
-            .collect();
-        for block in &self.blocks {
-            for inst in block
-                .insts
-                .iter()
-                .filter(|i| i.writes_all_lanes() || i.op == crate::Opcode::LinearPhi)
-            {
-                for d in &inst.defs {
-                    if let Some(l) = linear.get_mut(d.temp.index()) {
-                        *l = true;
-                    }
+            .map(|c| !c.is_none() && uniform.get(c.file.index()).copied().unwrap_or(false))
+            .collect()
+    }
+
+    /// Marks in `linear` the definitions of `inst` that [`Function::linear_temps`] counts as
+    /// linear for what the instruction is: it writes all lanes, or it is a `linear_phi`.
+    #[inline]
+    pub fn mark_linear_defs(&self, inst: &crate::Inst, linear: &mut [bool]) {
+        if inst.writes_all_lanes() || inst.op == crate::Opcode::LinearPhi {
+            for d in &inst.defs {
+                if let Some(l) = linear.get_mut(d.temp.index()) {
+                    *l = true;
                 }
             }
         }
-        linear
     }
 }

@@ -119,12 +119,25 @@ impl<'a> Avail<'a> {
         cfg: &'a kiln_ir::Cfg,
         dom: &'a (kiln_ir::DomTree, kiln_ir::DomTree),
     ) -> Avail<'a> {
+        // Definition sites and linear temps in one walk.
+        let mut sites = vec![None; func.temps.len()];
+        let mut linear = func.uniform_file_temps();
+        for b in func.block_ids() {
+            for (i, inst) in func.block(b).insts.iter().enumerate() {
+                for d in &inst.defs {
+                    if let Some(s) = sites.get_mut(d.temp.index()) {
+                        *s = Some((b, i));
+                    }
+                }
+                func.mark_linear_defs(inst, &mut linear);
+            }
+        }
         Avail {
             cfg,
             logical: &dom.0,
             linear_dom: &dom.1,
-            sites: def_sites(func),
-            linear: func.linear_temps(),
+            sites,
+            linear,
         }
     }
 

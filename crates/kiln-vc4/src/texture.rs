@@ -14,12 +14,12 @@ use std::collections::BTreeMap;
 /// used other than through its split into components.
 pub fn refusals(func: &Function) -> Vec<String> {
     let mut refused = Vec::new();
-    let mut uses: BTreeMap<Temp, usize> = BTreeMap::new();
-    for inst in func.blocks.iter().flat_map(|b| &b.insts) {
-        for t in inst.used_temps() {
-            *uses.entry(t).or_default() += 1;
-        }
+    let lookup = |i: &Inst| matches!(i.op, Opcode::TextureFetch | Opcode::TextureSample);
+    if !func.blocks.iter().flat_map(|b| &b.insts).any(lookup) {
+        return refused;
     }
+    let uses = crate::interface::use_counts(func);
+    let used = |t: Temp| uses.get(t.index()).copied().unwrap_or(0);
     let mut samples = Vec::new();
     for inst in func.blocks.iter().flat_map(|b| &b.insts) {
         match inst.op {
@@ -29,7 +29,7 @@ pub fn refusals(func: &Function) -> Vec<String> {
             ),
             Opcode::TextureFetch => {
                 let t = inst.defs[0].temp;
-                if uses.get(&t).copied().unwrap_or(0) > 1 {
+                if used(t) > 1 {
                     refused.push("a texture result used whole".to_string());
                 }
                 samples.push(t);
@@ -54,7 +54,7 @@ pub fn refusals(func: &Function) -> Vec<String> {
                     ));
                 } else {
                     let t = inst.defs[0].temp;
-                    if uses.get(&t).copied().unwrap_or(0) > 1 {
+                    if used(t) > 1 {
                         refused.push("a texture result used whole".to_string());
                     }
                     samples.push(t);
