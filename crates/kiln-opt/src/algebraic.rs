@@ -759,7 +759,7 @@ fn build(
 }
 
 /// A value as far as one look shows: its constant, or the operation defining it.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Debug)]
 enum Shape {
     Const(u32),
     /// A temp defined by this operation.
@@ -812,7 +812,7 @@ fn rewrite(
     {
         return None;
     }
-    let candidates = rules.get(&inst.op)?;
+    let root_rules = rules.get(&inst.op)?;
     // What each operand is, looked up once for every rule: its constant, or the operation
     // defining it.
     let shapes: SmallVec<[Shape; 4]> = inst
@@ -821,16 +821,11 @@ fn rewrite(
         .map(|o| shape(func, avail, o.value))
         .collect();
     let swap = inst.op.info().commutative && shapes.len() == 2;
-    for c in candidates {
+    let mut candidates = root_rules.candidates(&shapes, swap);
+    while candidates != 0 {
+        let c = root_rules.rules[candidates.trailing_zeros() as usize];
+        candidates &= candidates - 1;
         let Pat::Op(_, args) = &c.from else { continue };
-        // The cheap test of `Matcher::may_match` on the root's operands, in either order of a
-        // commutative pair, before a matcher is made.
-        let fits = |k: usize, p: &Pat| p.fits(shapes[k]);
-        let direct = args.len() == shapes.len() && args.iter().enumerate().all(|(k, p)| fits(k, p));
-        let swapped = swap && args.len() == 2 && fits(1, &args[0]) && fits(0, &args[1]);
-        if !direct && !swapped {
-            continue;
-        }
         let m = Matcher {
             func,
             avail,
@@ -1020,7 +1015,84 @@ fn readers(func: &Function) -> Vec<u32> {
 }
 
 /// Rules by the operation at the root of their search pattern, in order.
-type Rules = FxHashMap<Opcode, Vec<&'static Compiled>>;
+type Rules = FxHashMap<Opcode, Root>;
+
+/// The most root operands the index of [`Root`] looks at (`ffma`, `sel`).
+const ROOT_ARGS: usize = 3;
+
+/// The rules of one root operation, in the order they are tried, with an index of what their
+/// root's operands must be — the cheap test before a matcher, for every rule at once. Bit `r`
+/// of a mask stands for `rules[r]`.
+#[derive(Default)]
+struct Root {
+    rules: Vec<&'static Compiled>,
+    /// Per operand count, the rules whose root takes that many.
+    arity: [u64; ROOT_ARGS + 1],
+    /// Per operand position: the rules whose operand there is a variable that takes anything,
+    /// one that takes any constant, a given constant, and a given operation.
+    any: [u64; ROOT_ARGS],
+    constant: [u64; ROOT_ARGS],
+    value: [Vec<(u32, u64)>; ROOT_ARGS],
+    op: [Vec<(Opcode, u64)>; ROOT_ARGS],
+}
+
+impl Root {
+    fn push(&mut self, c: &'static Compiled) {
+        let Pat::Op(_, args) = &c.from else { return };
+        let bit = 1u64 << self.rules.len();
+        assert!(
+            self.rules.len() < 64 && args.len() <= ROOT_ARGS,
+            "the root index holds 64 rules of up to {ROOT_ARGS} operands"
+        );
+        self.rules.push(c);
+        self.arity[args.len()] |= bit;
+        fn add<K: PartialEq>(list: &mut Vec<(K, u64)>, key: K, bit: u64) {
+            match list.iter_mut().find(|e| e.0 == key) {
+                Some(e) => e.1 |= bit,
+                None => list.push((key, bit)),
+            }
+        }
+        for (k, a) in args.iter().enumerate() {
+            match a {
+                Pat::Var { kind, .. } if *kind == Kind::Constant => self.constant[k] |= bit,
+                Pat::Var { .. } => self.any[k] |= bit,
+                Pat::Const(v) => add(&mut self.value[k], *v, bit),
+                Pat::Op(o, _) => add(&mut self.op[k], *o, bit),
+            }
+        }
+    }
+
+    /// The rules whose operand `k` can be a value of `shape` ([`Pat::fits`] of each).
+    fn fitting(&self, k: usize, shape: Shape) -> u64 {
+        fn find<K: PartialEq>(list: &[(K, u64)], key: K) -> u64 {
+            list.iter().find(|e| e.0 == key).map_or(0, |e| e.1)
+        }
+        self.any[k]
+            | match shape {
+                Shape::Const(c) => self.constant[k] | find(&self.value[k], c),
+                Shape::Op(o) => find(&self.op[k], o),
+                Shape::Other => 0,
+            }
+    }
+
+    /// The rules whose root's operands can be `shapes`, in either order of a commutative pair
+    /// (`swap`): the cheap test of `Matcher::may_match`, before a matcher is made.
+    fn candidates(&self, shapes: &[Shape], swap: bool) -> u64 {
+        let Some(&arity) = self.arity.get(shapes.len()) else {
+            return 0;
+        };
+        let direct = shapes
+            .iter()
+            .enumerate()
+            .fold(arity, |m, (k, &s)| m & self.fitting(k, s));
+        let swapped = if swap && shapes.len() == 2 {
+            arity & self.fitting(0, shapes[1]) & self.fitting(1, shapes[0])
+        } else {
+            0
+        };
+        direct | swapped
+    }
+}
 
 /// The rules of `precision` (exact rules at both), by root operation; built once per process.
 fn rules_at(precision: Precision) -> &'static Rules {
@@ -1192,6 +1264,62 @@ pub fn algebraic_exact(cx: &mut Context) -> Result<Changed, PassError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The root index picks, for every shape of the root's operands, the rules whose operand
+    /// patterns each fit (`Pat::fits`, one rule at a time), in either order of a commutative
+    /// pair: every root operation, operand counts 1–3, shapes from the constants and
+    /// operations the patterns name and others.
+    #[test]
+    fn root_index_picks_the_rules_whose_operands_fit() {
+        let mut shapes = vec![
+            Shape::Other,
+            Shape::Const(0x1234_5678),
+            Shape::Op(Opcode::Iadd),
+        ];
+        for c in compiled() {
+            if let Pat::Op(_, args) = &c.from {
+                for a in args {
+                    match a {
+                        Pat::Const(v) => shapes.push(Shape::Const(*v)),
+                        Pat::Op(o, _) => shapes.push(Shape::Op(*o)),
+                        Pat::Var { .. } => {}
+                    }
+                }
+            }
+        }
+        let mut checked = 0;
+        for precision in [Precision::Exact, Precision::Relaxed] {
+            for (op, root) in rules_at(precision) {
+                let swap = op.info().commutative;
+                for n in 1..=3 {
+                    let combos = shapes.len().pow(n as u32);
+                    for k in (0..combos).step_by(1 + combos / 4000) {
+                        let operands: Vec<Shape> = (0..n)
+                            .map(|j| shapes[k / shapes.len().pow(j as u32) % shapes.len()])
+                            .collect();
+                        let swap = swap && n == 2;
+                        let want = root.rules.iter().enumerate().fold(0u64, |m, (r, c)| {
+                            let Pat::Op(_, args) = &c.from else { return m };
+                            let direct = args.len() == n
+                                && args.iter().zip(&operands).all(|(p, &s)| p.fits(s));
+                            let swapped = swap
+                                && args.len() == 2
+                                && args[0].fits(operands[1])
+                                && args[1].fits(operands[0]);
+                            m | ((direct || swapped) as u64) << r
+                        });
+                        assert_eq!(
+                            root.candidates(&operands, swap),
+                            want,
+                            "{op:?} {operands:?}"
+                        );
+                        checked += (want != 0) as usize;
+                    }
+                }
+            }
+        }
+        assert!(checked > 100, "{checked} shapes some rule fits");
+    }
 
     /// Every rule parses, binds in its replacement only what its pattern binds, and keeps
     /// its `when` to patterns with constants.
