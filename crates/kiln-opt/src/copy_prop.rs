@@ -21,16 +21,21 @@ pub fn copy_prop(cx: &mut Context) -> Result<Changed, PassError> {
     let cfg = cx.cfg()?;
     let dom = cx.dominance()?;
     let func = cx.func_mut();
+    let is_copy = |inst: &kiln_ir::Inst| {
+        inst.op == Opcode::Mov
+            && inst.defs.len() == 1
+            && !matches!(inst.operands[0].value, Value::Undef(_))
+    };
+    if !func.blocks.iter().flat_map(|b| &b.insts).any(is_copy) {
+        return Ok(Changed::Nothing);
+    }
     let avail = Avail::new(func, &cfg, &dom);
     // The ACP entries and, per temp, the copy that defines it.
     let mut copies: Vec<Copy> = Vec::new();
     let mut copy_of: Vec<Option<usize>> = vec![None; func.temps.len()];
     for b in func.block_ids() {
         for inst in &func.block(b).insts {
-            if inst.op == Opcode::Mov
-                && inst.defs.len() == 1
-                && !matches!(inst.operands[0].value, Value::Undef(_))
-            {
+            if is_copy(inst) {
                 copy_of[inst.defs[0].temp.index()] = Some(copies.len());
                 copies.push(Copy {
                     src: inst.operands[0].value,

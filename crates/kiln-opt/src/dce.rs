@@ -27,16 +27,21 @@ pub fn dce(cx: &mut Context) -> Result<Changed, PassError> {
             }
         }
     }
+    let mut marked = work.len();
     while let Some((b, i)) = work.pop() {
         for t in func.blocks[b].insts[i].used_temps() {
             if let Some(Some((db, di))) = sites.get(t.index()) {
                 let (db, di) = (db.index(), *di);
                 if !live[db][di] {
                     live[db][di] = true;
+                    marked += 1;
                     work.push((db, di));
                 }
             }
         }
+    }
+    if marked == func.blocks.iter().map(|b| b.insts.len()).sum::<usize>() {
+        return Ok(Changed::Nothing);
     }
     let mut removed = 0;
     for (block, keep) in func.blocks.iter_mut().zip(&live) {

@@ -13,6 +13,10 @@ use kiln_ir::{Block, Cfg, Function, LoopInfo, OperandFlags, Temp, Value};
 /// Reads the results of every loop that repeats an earlier one from that earlier loop.
 pub fn loop_cse(cx: &mut Context) -> Result<Changed, PassError> {
     let cfg = cx.cfg()?;
+    // A loop repeats an earlier one: it takes two.
+    if cfg.loops.len() < 2 {
+        return Ok(Changed::Nothing);
+    }
     let dom = cx.dominance()?;
     let func = cx.func_mut();
     let avail = Avail::new(func, &cfg, &dom);

@@ -22,15 +22,14 @@ fn pure_scalar(inst: &Inst) -> bool {
 /// Moves uniform values computed in per-lane registers to the uniform file.
 pub fn uniformize(cx: &mut Context) -> Result<Changed, PassError> {
     let cfg = cx.cfg()?;
-    let dom = cx.dominance()?;
-    let func = cx.func_mut();
-    let files = func.target.files();
+    let target = cx.func().target.clone();
+    let func = cx.func();
+    let files = target.files();
     let Some(ufile) = files.iter().position(|f| f.lanes == Lanes::Uniform) else {
         return Ok(Changed::Nothing);
     };
-    let uclass = func.target.class(kiln_ir::FileId(ufile as u8), 1);
+    let uclass = target.class(kiln_ir::FileId(ufile as u8), 1);
     let linear = func.linear_temps();
-    let sites = def_sites(func);
     let is_uniform_file = |func: &Function, t: kiln_ir::Temp| {
         let c = func.class(t);
         files
@@ -54,6 +53,12 @@ pub fn uniformize(cx: &mut Context) -> Result<Changed, PassError> {
             cand[t.index()] = ok;
         }
     }
+    if !cand.iter().any(|&c| c) {
+        return Ok(Changed::Nothing);
+    }
+    let dom = cx.dominance()?;
+    let func = cx.func_mut();
+    let sites = def_sites(func);
     // Greatest fixpoint: drop candidates until every remaining one is justified.
     loop {
         let mut dropped = false;
