@@ -96,7 +96,7 @@ pub struct Context {
     divergence: Option<Arc<Divergence>>,
     pub debug: DebugFlags,
     /// (pass, time) of every pass run, in order.
-    pub timings: Vec<(String, Duration)>,
+    pub timings: Vec<(&'static str, Duration)>,
 }
 
 impl fmt::Debug for Context {
@@ -229,14 +229,14 @@ impl Context {
     /// the analyses that change invalidates, then prints, verifies and times as asked.
     pub fn run(
         &mut self,
-        name: &str,
+        name: &'static str,
         pass: impl FnOnce(&mut Context) -> Result<Changed, PassError>,
     ) -> Result<Changed, PassError> {
         let start = Instant::now();
         let changed = pass(self)?;
         let took = start.elapsed();
         self.invalidate(changed);
-        self.timings.push((name.to_string(), took));
+        self.timings.push((name, took));
         if self.debug.time {
             eprintln!("kiln: {name}: {:.3} ms", took.as_secs_f64() * 1e3);
         }
