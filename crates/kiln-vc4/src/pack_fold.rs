@@ -15,7 +15,7 @@ const BYTES: std::ops::RangeInclusive<u8> = 4..=7;
 /// Folds pack moves into their producers in `code` (a folded move becomes a `nop`, which the
 /// scheduler drops); `r` is what each instruction reads and writes ([`refs`], kept current),
 /// `succ` the control flow, `live_at_end` as for [`crate::rename::rename`].
-pub fn fold(code: &mut [Instr], r: &mut [Refs], succ: &[Vec<usize>], live_at_end: Regs) {
+pub fn fold(code: &mut [Instr], r: &mut [Refs], succ: &[kiln_qpu::isa::validate::Successors], live_at_end: Regs) {
     let n = code.len();
     let mut scratch = Vec::new();
     let live_out = liveness(r, succ, live_at_end);
@@ -106,7 +106,7 @@ pub fn fold(code: &mut [Instr], r: &mut [Refs], succ: &[Vec<usize>], live_at_end
 pub fn colour_in_accumulator(
     code: &mut [Instr],
     r: &mut [Refs],
-    succ: &[Vec<usize>],
+    succ: &[kiln_qpu::isa::validate::Successors],
     live_at_end: Regs,
 ) {
     const COLOUR: u32 = 14;
@@ -224,7 +224,7 @@ mod tests {
     use super::*;
     use kiln_qpu::isa::validate::successors;
 
-    fn facts(code: &[Instr]) -> (Vec<Refs>, Vec<Vec<usize>>) {
+    fn facts(code: &[Instr]) -> (Vec<Refs>, Vec<kiln_qpu::isa::validate::Successors>) {
         (crate::rename::refs_of(code), successors(code))
     }
     use kiln_qpu::isa::{

@@ -103,7 +103,7 @@ pub fn refs_of(code: &[Instr]) -> Vec<Refs> {
 pub fn rename(
     code: &mut [Instr],
     mut refs: Vec<Refs>,
-    succ: &[Vec<usize>],
+    succ: &[kiln_qpu::isa::validate::Successors],
     live_at_end: Regs,
 ) -> (Vec<Refs>, Vec<Regs>) {
     let n = code.len();
@@ -167,7 +167,7 @@ pub fn rename(
 }
 
 /// Per instruction, the registers live after it.
-pub(crate) fn liveness(refs: &[Refs], succ: &[Vec<usize>], live_at_end: Regs) -> Vec<Regs> {
+pub(crate) fn liveness(refs: &[Refs], succ: &[kiln_qpu::isa::validate::Successors], live_at_end: Regs) -> Vec<Regs> {
     let n = refs.len();
     let mut live_in: Vec<Regs> = vec![0; n];
     let mut live_out: Vec<Regs> = vec![0; n];

@@ -137,11 +137,21 @@ pub fn block_starts(prog: &[Instr]) -> Vec<bool> {
     starts
 }
 
+/// The possible next instructions of one instruction: the next, a branch target, both, or
+/// none (inline: an instruction has at most two).
+pub type Successors = smallvec::SmallVec<[usize; 2]>;
+
 /// Control flow: the possible next instructions of each instruction.
-pub fn successors(prog: &[Instr]) -> Vec<Vec<usize>> {
+pub fn successors(prog: &[Instr]) -> Vec<Successors> {
     let n = prog.len();
-    let mut succ: Vec<Vec<usize>> = (0..n)
-        .map(|i| if i + 1 < n { vec![i + 1] } else { vec![] })
+    let mut succ: Vec<Successors> = (0..n)
+        .map(|i| {
+            if i + 1 < n {
+                smallvec::smallvec![i + 1]
+            } else {
+                Successors::new()
+            }
+        })
         .collect();
     for (i, ins) in prog.iter().enumerate() {
         if is_thrend(ins) && i + 2 < n {
@@ -172,7 +182,7 @@ pub fn successors(prog: &[Instr]) -> Vec<Vec<usize>> {
 }
 
 /// Instructions reachable from `i` in 1..=k steps, with their distance.
-fn following(succ: &[Vec<usize>], i: usize, k: usize) -> Vec<(usize, usize)> {
+fn following(succ: &[Successors], i: usize, k: usize) -> Vec<(usize, usize)> {
     let mut out = Vec::new();
     let mut frontier = vec![i];
     for d in 1..=k {
