@@ -137,13 +137,14 @@ impl Function {
 
     /// Whether each temp's file is uniform: where [`Function::linear_temps`] starts from.
     pub fn uniform_file_temps(&self) -> Vec<bool> {
-        let mut uniform = [false; crate::regs::MAX_FILES];
+        // Indexed by the file's number whatever it is: a branch-free look-up per temp.
+        let mut uniform = [false; 256];
         for (u, f) in uniform.iter_mut().zip(self.target.files()) {
             *u = f.lanes == crate::Lanes::Uniform;
         }
         self.temps
             .iter()
-            .map(|c| !c.is_none() && uniform.get(c.file.index()).copied().unwrap_or(false))
+            .map(|c| uniform[c.file.0 as usize] & (c.size != 0))
             .collect()
     }
 

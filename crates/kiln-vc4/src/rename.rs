@@ -171,6 +171,8 @@ pub(crate) fn liveness(refs: &[Refs], succ: &[kiln_qpu::isa::validate::Successor
     let n = refs.len();
     let mut live_in: Vec<Regs> = vec![0; n];
     let mut live_out: Vec<Regs> = vec![0; n];
+    // Without a backward edge one backward pass has seen every successor's final live-in.
+    let forward = succ.iter().enumerate().all(|(i, s)| s.iter().all(|&t| t > i));
     // Backward passes until nothing changes (a loop takes a few).
     loop {
         let mut changed = false;
@@ -186,7 +188,7 @@ pub(crate) fn liveness(refs: &[Refs], succ: &[kiln_qpu::isa::validate::Successor
                 changed = true;
             }
         }
-        if !changed {
+        if !changed || forward {
             return live_out;
         }
     }
