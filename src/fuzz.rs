@@ -102,6 +102,7 @@ impl Case {
                     .map_err(|e| e.to_string())?;
                 vc4::lower_interface(
                     &selected,
+                    selected.func.clone(),
                     1,
                     Some(kiln_vc4::pre_sched::Order::Latency),
                     true,

@@ -450,7 +450,7 @@ pub fn back_end(
     kept: &mut Kept,
 ) -> Result<Compiled, CompileError> {
     use kiln_vc4::compile as vc4;
-    let selected: Selected = vc4::select(generic, info, options.output)?;
+    let mut selected: Selected = vc4::select(generic, info, options.output)?;
     kept.record(Stage::Selected, &selected.func);
     let modes = vc4::thread_modes(&selected, options.threads)?;
     // Where the pre-RA scheduler's order that hides latency does not fit two threads, the
@@ -473,7 +473,14 @@ pub fn back_end(
     // allocated only where it needs fewer registers (a hopeless retry costs an allocation).
     let mut failed_demand: Option<kiln_ir::Demand> = None;
     for (k, &(threads, pre_schedule)) in attempts.iter().enumerate() {
-        let func = vc4::lower_interface(&selected, threads, pre_schedule, options.check)?;
+        // The last mode to try takes the selected function itself, the others a copy.
+        let input = if k + 1 == attempts.len() {
+            let target = selected.func.target.clone();
+            std::mem::replace(&mut selected.func, Function::new(String::new(), target))
+        } else {
+            selected.func.clone()
+        };
+        let func = vc4::lower_interface(&selected, input, threads, pre_schedule, options.check)?;
         let retry = threads == 2 && pre_schedule == Some(Order::Pressure);
         if retry
             && failed_demand

@@ -55,6 +55,29 @@ fn a_demand_past_the_reach_is_refused() {
                 Err(RaError::WouldSpill { .. }) => {}
                 other => panic!("{} values, {threads} threads: {other:?}", reach + 1),
             }
+            // Refused, the function is the input again (the attempt worked on it in place),
+            // its instructions the same but for the kill flags liveness wrote.
+            let input = live_at_once(threads, reach + 1);
+            assert_eq!(over.temps, input.temps);
+            let shape = |f: &kiln_ir::Function| -> Vec<_> {
+                f.blocks
+                    .iter()
+                    .flat_map(|b| &b.insts)
+                    .map(|i| {
+                        (
+                            i.op,
+                            i.imms.clone(),
+                            i.defs.clone(),
+                            i.operands.iter().map(|o| o.value).collect::<Vec<_>>(),
+                        )
+                    })
+                    .collect()
+            };
+            assert_eq!(
+                shape(&over),
+                shape(&input),
+                "{threads} threads, {allocator:?}"
+            );
         }
     }
 }

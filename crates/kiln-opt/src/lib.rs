@@ -255,13 +255,14 @@ pub fn pass_by_name(name: &str) -> Option<Pass> {
 /// Runs the passes named in `names` once each, in order.
 pub fn run_passes(cx: &mut Context, names: &[&str]) -> Result<(), PassError> {
     for name in names {
-        let &(name, pass) = PASSES
-            .iter()
-            .find(|(n, _)| n == name)
-            .ok_or_else(|| PassError::Failed {
-                pass: (*name).to_string(),
-                message: "no such pass".into(),
-            })?;
+        let &(name, pass) =
+            PASSES
+                .iter()
+                .find(|(n, _)| n == name)
+                .ok_or_else(|| PassError::Failed {
+                    pass: (*name).to_string(),
+                    message: "no such pass".into(),
+                })?;
         cx.run(name, pass)?;
     }
     Ok(())

@@ -302,205 +302,281 @@ pub fn allocate_with_input(
     // (Copies only: the CFG stays the one the split ended with.)
     to_assignment_form(func, &input_cfg, Opcode::Mov);
     let mut input_cfg = Some(input_cfg);
-    // The input, unchanged until the result replaces it.
-    let original: &Function = func;
+    // The input, unchanged until the result replaces it, and `func` again on failure. An
+    // attempt works on a copy — but where nothing can be spilled (a target that cannot spill)
+    // an attempt changes nothing of it but its kill flags, and works on the input itself,
+    // which it gives back for the next attempt.
+    let in_place = options.refuse_spilling;
+    let mut input = Some(std::mem::replace(
+        func,
+        Function::new(String::new(), target.clone()),
+    ));
     let mut budget = limits.clone();
     let mut graph_fallback = false;
-    // Assignment can need more than the demand the spiller meets (a vector finding no aligned
-    // block, SIMT interference the demand does not count): then spill to a lower budget and
-    // assign again.
-    for attempt in 0.. {
-        let mut work = original.clone();
-        let cfg = match input_cfg.take() {
-            Some(cfg) => cfg,
-            None => Cfg::compute(&work).map_err(structure)?,
-        };
-        let mut lv = compute_liveness(&mut work, &cfg);
-        if attempt == 0 {
-            stats.max_demand = per_file(lv.max, &limits);
-        }
-        // Where no colouring can exist (more values live at once than the classes reach), a
-        // target that cannot spill fails before building anything.
-        if options.refuse_spilling
-            && (over(lv.max, &budget, 1) || reachable.as_ref().is_some_and(|r| over(lv.max, r, 1)))
-        {
-            return Err(RaError::WouldSpill {
-                demand: per_file(lv.max, &limits),
-                budget: budget.clone(),
-            });
-        }
-        // Far over the budget, the interference graph grows with the square of the demand and
-        // most of it is values that must be spilled anyway: the SSA spiller brings the demand
-        // to the budget first and colouring colours what it leaves (decoupled allocation), a
-        // graph of at most budget-many neighbours per value.
-        if options.allocator == Allocator::Graph && over(lv.max, &budget, FAR_OVER) {
-            graph_fallback = true;
-            stats.graph_fallback = true;
-        }
-        let t0 = Instant::now();
-        let mut versions = None;
-        // After spilling, the input the checker compares with (its edges split the same way).
-        let mut checked_input = None;
-        let mut cfg = cfg;
-        let mut preferred = None;
-        // A colouring that left some values uncoloured on the unchanged function: the
-        // assignment's preferences if nothing is spilled after all (no second colouring).
-        let mut uncoloured_homes = None;
-        if options.allocator == Allocator::Graph && !graph_fallback {
-            let rounds = if options.refuse_spilling {
-                1
-            } else {
-                SPILL_ROUNDS
-            };
-            match colour_and_spill(&mut work, &cfg, &mut lv, &budget, &mut stats, rounds) {
-                Ok((homes, v)) => {
-                    if let Some(v) = v {
-                        versions = Some(v);
-                        checked_input = Some(original.clone());
-                    }
-                    preferred = Some(homes);
+    let outcome: Result<(RaStats, Function, Function), RaError> = 'run: {
+        // Assignment can need more than the demand the spiller meets (a vector finding no aligned
+        // block, SIMT interference the demand does not count): then spill to a lower budget and
+        // assign again.
+        for attempt in 0.. {
+            let mut work = match (in_place, input.take()) {
+                (true, Some(f)) => f,
+                (false, Some(f)) => {
+                    let copy = f.clone();
+                    input = Some(f);
+                    copy
                 }
-                Err(partial) => {
-                    // Spilling everywhere did not make the graph colourable: spill with the
-                    // SSA spiller instead, and colour what it leaves.
-                    graph_fallback = true;
-                    stats.graph_fallback = true;
-                    match partial {
-                        Some(homes) => uncoloured_homes = Some(homes),
-                        None => {
-                            work = original.clone();
-                            lv = compute_liveness(&mut work, &cfg);
+                (_, None) => break 'run Err(internal("the input is back after every attempt")),
+            };
+            // Leaves the attempt with `error`, the input back where the attempt worked on it.
+            macro_rules! fail {
+                ($error:expr) => {{
+                    let error = $error;
+                    if in_place {
+                        input = Some(work);
+                    }
+                    break 'run Err(error);
+                }};
+            }
+            // The input as it came, for an attempt that spills (on a copy).
+            macro_rules! original {
+                () => {
+                    match input.as_ref() {
+                        Some(f) => f.clone(),
+                        None => fail!(internal("spilling where the input is not kept")),
+                    }
+                };
+            }
+            let cfg = match input_cfg.take() {
+                Some(cfg) => cfg,
+                None => match Cfg::compute(&work) {
+                    Ok(cfg) => cfg,
+                    Err(e) => fail!(structure(e)),
+                },
+            };
+            let mut lv = compute_liveness(&mut work, &cfg);
+            if attempt == 0 {
+                stats.max_demand = per_file(lv.max, &limits);
+            }
+            // Where no colouring can exist (more values live at once than the classes reach), a
+            // target that cannot spill fails before building anything.
+            if options.refuse_spilling
+                && (over(lv.max, &budget, 1)
+                    || reachable.as_ref().is_some_and(|r| over(lv.max, r, 1)))
+            {
+                fail!(RaError::WouldSpill {
+                    demand: per_file(lv.max, &limits),
+                    budget: budget.clone(),
+                });
+            }
+            // Far over the budget, the interference graph grows with the square of the demand and
+            // most of it is values that must be spilled anyway: the SSA spiller brings the demand
+            // to the budget first and colouring colours what it leaves (decoupled allocation), a
+            // graph of at most budget-many neighbours per value.
+            if options.allocator == Allocator::Graph && over(lv.max, &budget, FAR_OVER) {
+                graph_fallback = true;
+                stats.graph_fallback = true;
+            }
+            let t0 = Instant::now();
+            let mut versions = None;
+            // After spilling, the input the checker compares with (its edges split the same way).
+            let mut checked_input = None;
+            let mut cfg = cfg;
+            let mut preferred = None;
+            // A colouring that left some values uncoloured on the unchanged function: the
+            // assignment's preferences if nothing is spilled after all (no second colouring).
+            let mut uncoloured_homes = None;
+            if options.allocator == Allocator::Graph && !graph_fallback {
+                let rounds = if options.refuse_spilling {
+                    1
+                } else {
+                    SPILL_ROUNDS
+                };
+                match colour_and_spill(&mut work, &cfg, &mut lv, &budget, &mut stats, rounds) {
+                    Ok((homes, v)) => {
+                        if let Some(v) = v {
+                            versions = Some(v);
+                            checked_input = Some(original!());
+                        }
+                        preferred = Some(homes);
+                    }
+                    Err(partial) => {
+                        // Spilling everywhere did not make the graph colourable: spill with the
+                        // SSA spiller instead, and colour what it leaves.
+                        graph_fallback = true;
+                        stats.graph_fallback = true;
+                        match partial {
+                            Some(homes) => uncoloured_homes = Some(homes),
+                            None => {
+                                work = original!();
+                                lv = compute_liveness(&mut work, &cfg);
+                            }
                         }
                     }
                 }
             }
-        }
-        if preferred.is_none() && over(lv.max, &budget, 1) {
-            uncoloured_homes = None;
-            let (s, v) =
-                spill::spill_with_versions(&mut work, &budget).map_err(|e| RaError::Budget {
-                    block: e.block,
-                    inst: e.inst,
-                    message: if budget == limits {
-                        e.message.clone()
-                    } else {
-                        format!(
-                            "{} (after the assignment found no register at the budget {limits:?}, \
+            if preferred.is_none() && over(lv.max, &budget, 1) {
+                uncoloured_homes = None;
+                let (s, v) = match spill::spill_with_versions(&mut work, &budget) {
+                    Ok(r) => r,
+                    Err(e) => fail!(RaError::Budget {
+                        block: e.block,
+                        inst: e.inst,
+                        message: if budget == limits {
+                            e.message.clone()
+                        } else {
+                            format!(
+                                "{} (after the assignment found no register at the budget {limits:?}, \
                              lowered to {budget:?})",
-                            e.message
-                        )
-                    },
-                })?;
-            stats.spills = s.spills;
-            stats.reloads = s.reloads;
-            stats.remats = s.remats;
-            stats.spill_slots = s.slots;
-            versions = Some(v);
-            // Phis the spiller made may sit on edges that need splitting; the checker's copy of
-            // the input gets the same blocks.
-            let (splits, split_cfg) = split_critical_edges(&mut work)?;
-            let mut checked = original.clone();
-            for round in &splits {
-                let c = Cfg::compute(&checked).map_err(structure)?;
-                kiln_ir::layout::split_edges(&mut checked, &c, round).map_err(|m| {
-                    RaError::Internal {
-                        block: round[0].0,
-                        inst: 0,
-                        message: format!("cannot split {round:?} again: {m}"),
+                                e.message
+                            )
+                        },
+                    }),
+                };
+                stats.spills = s.spills;
+                stats.reloads = s.reloads;
+                stats.remats = s.remats;
+                stats.spill_slots = s.slots;
+                versions = Some(v);
+                // Phis the spiller made may sit on edges that need splitting; the checker's copy of
+                // the input gets the same blocks.
+                let (splits, split_cfg) = match split_critical_edges(&mut work) {
+                    Ok(r) => r,
+                    Err(e) => fail!(e),
+                };
+                let mut checked = original!();
+                for round in &splits {
+                    let c = match Cfg::compute(&checked) {
+                        Ok(c) => c,
+                        Err(e) => fail!(structure(e)),
+                    };
+                    if let Err(m) = kiln_ir::layout::split_edges(&mut checked, &c, round) {
+                        fail!(RaError::Internal {
+                            block: round[0].0,
+                            inst: 0,
+                            message: format!("cannot split {round:?} again: {m}"),
+                        });
                     }
-                })?;
-            }
-            stats.split_edges += splits.iter().map(Vec::len).sum::<usize>() as u32;
-            checked_input = Some(checked);
-            // The spiller's phis in blocks of one predecessor become moves of the values
-            // they copy (the checker sees the program before spilling).
-            let copied = to_assignment_form(&mut work, &split_cfg, Opcode::ParallelCopy);
-            let v = versions.as_mut().expect("set above");
-            for (dup, t) in copied {
-                while v.len() <= dup.index() {
-                    v.push(kiln_ir::Temp::new(v.len()));
                 }
-                v[dup.index()] = v[t.index()];
+                stats.split_edges += splits.iter().map(Vec::len).sum::<usize>() as u32;
+                checked_input = Some(checked);
+                // The spiller's phis in blocks of one predecessor become moves of the values
+                // they copy (the checker sees the program before spilling).
+                let copied = to_assignment_form(&mut work, &split_cfg, Opcode::ParallelCopy);
+                let v = versions.as_mut().expect("set above");
+                for (dup, t) in copied {
+                    while v.len() <= dup.index() {
+                        v.push(kiln_ir::Temp::new(v.len()));
+                    }
+                    v[dup.index()] = v[t.index()];
+                }
+                if print {
+                    eprintln!("; after spilling to {budget:?}\n{}", print_function(&work));
+                }
+                cfg = split_cfg;
+                lv = compute_liveness(&mut work, &cfg);
+            }
+            stats.time_spill += t0.elapsed();
+            let t1 = Instant::now();
+            if preferred.is_none() && options.allocator == Allocator::Graph {
+                preferred = Some(match uncoloured_homes.take() {
+                    Some(homes) => homes,
+                    None => {
+                        let c = graph::colour(&work, &cfg, &lv, &budget, &[]);
+                        stats.uncoloured = c.stats.uncoloured;
+                        stats.coalesced = c.stats.coalesced;
+                        stats.graph_nodes = c.stats.nodes;
+                        stats.graph_edges = c.stats.edges;
+                        c.homes
+                    }
+                });
+            }
+            let coloured = preferred.is_some();
+            let mut assigned = assign::assign(&work, &cfg, &lv, &limits, preferred);
+            if !options.refuse_spilling && matches!(assigned, Err((RaError::NoRegister { .. }, _)))
+            {
+                // Neither the colouring (which does not see aligned blocks) nor the assignment's
+                // own choices (which do not look ahead) always leave a vector its block where the
+                // other does: before spilling more, assign once with the other preferences. At
+                // `v=6,s=4` corpus failures go 682 → 318 (graph) and 392 → 311 (SSA). A target
+                // that cannot spill keeps the retry at a lower budget below: on vc4 it gave 62
+                // instructions fewer over the 9 shaders this touches.
+                stats.preferences_swapped = true;
+                let other = if coloured {
+                    None
+                } else {
+                    Some(graph::colour(&work, &cfg, &lv, &budget, &[]).homes)
+                };
+                assigned = assign::assign(&work, &cfg, &lv, &limits, other);
+            }
+            stats.time_assign += t1.elapsed();
+            let (mut out, a) = match assigned {
+                Ok(r) => r,
+                Err((e @ RaError::NoRegister { .. }, Some(file)))
+                    if attempt < 16 && budget[file.index()] > 1 =>
+                {
+                    let b = &mut budget[file.index()];
+                    *b -= (*b / 8).max(1);
+                    stats.retries += 1;
+                    if debug.ra {
+                        eprintln!("retry {attempt}: {e}; budget {budget:?}");
+                    }
+                    if in_place {
+                        input = Some(work);
+                    }
+                    continue;
+                }
+                Err((e, _)) => fail!(e),
+            };
+            stats.parallel_copies = a.parallel_copies;
+            stats.copied_units = a.copied_units;
+            stats.preferred_refused = a.preferred_refused;
+            // Copies made by the spiller carry the name of the value they copy.
+            if let Some(v) = &versions {
+                rename_versions(&mut out, v);
             }
             if print {
-                eprintln!("; after spilling to {budget:?}\n{}", print_function(&work));
+                eprintln!(
+                    "; after assignment and out of SSA\n{}",
+                    print_function(&out)
+                );
             }
-            cfg = split_cfg;
-            lv = compute_liveness(&mut work, &cfg);
-        }
-        stats.time_spill += t0.elapsed();
-        let t1 = Instant::now();
-        if preferred.is_none() && options.allocator == Allocator::Graph {
-            preferred = Some(match uncoloured_homes.take() {
-                Some(homes) => homes,
-                None => {
-                    let c = graph::colour(&work, &cfg, &lv, &budget, &[]);
-                    stats.uncoloured = c.stats.uncoloured;
-                    stats.coalesced = c.stats.coalesced;
-                    stats.graph_nodes = c.stats.nodes;
-                    stats.graph_edges = c.stats.edges;
-                    c.homes
+            let ssa = checked_input.unwrap_or(work);
+            if options.check || verify {
+                let t2 = Instant::now();
+                if let Err(e) = checker::check(&ssa, &out) {
+                    if in_place {
+                        input = Some(ssa);
+                    }
+                    break 'run Err(RaError::Check(e));
                 }
-            });
-        }
-        let coloured = preferred.is_some();
-        let mut assigned = assign::assign(&work, &cfg, &lv, &limits, preferred);
-        if !options.refuse_spilling && matches!(assigned, Err((RaError::NoRegister { .. }, _))) {
-            // Neither the colouring (which does not see aligned blocks) nor the assignment's
-            // own choices (which do not look ahead) always leave a vector its block where the
-            // other does: before spilling more, assign once with the other preferences. At
-            // `v=6,s=4` corpus failures go 682 → 318 (graph) and 392 → 311 (SSA). A target
-            // that cannot spill keeps the retry at a lower budget below: on vc4 it gave 62
-            // instructions fewer over the 9 shaders this touches.
-            stats.preferences_swapped = true;
-            let other = if coloured {
-                None
-            } else {
-                Some(graph::colour(&work, &cfg, &lv, &budget, &[]).homes)
-            };
-            assigned = assign::assign(&work, &cfg, &lv, &limits, other);
-        }
-        stats.time_assign += t1.elapsed();
-        let (mut out, a) = match assigned {
-            Ok(r) => r,
-            Err((e @ RaError::NoRegister { .. }, Some(file)))
-                if attempt < 16 && budget[file.index()] > 1 =>
-            {
-                let b = &mut budget[file.index()];
-                *b -= (*b / 8).max(1);
-                stats.retries += 1;
-                if debug.ra {
-                    eprintln!("retry {attempt}: {e}; budget {budget:?}");
-                }
-                continue;
+                stats.time_check = t2.elapsed();
             }
-            Err((e, _)) => return Err(e),
-        };
-        stats.parallel_copies = a.parallel_copies;
-        stats.copied_units = a.copied_units;
-        stats.preferred_refused = a.preferred_refused;
-        // Copies made by the spiller carry the name of the value they copy.
-        if let Some(v) = &versions {
-            rename_versions(&mut out, v);
+            stats.insts_after = count_insts(&out);
+            stats.registers_used = registers_used(&out);
+            break 'run Ok((stats, ssa, out));
         }
-        if print {
-            eprintln!(
-                "; after assignment and out of SSA\n{}",
-                print_function(&out)
-            );
+        unreachable!("the loop returns or fails")
+    };
+    match outcome {
+        Ok((stats, ssa, out)) => {
+            *func = out;
+            Ok((stats, ssa))
         }
-        let ssa = checked_input.unwrap_or(work);
-        if options.check || verify {
-            let t2 = Instant::now();
-            checker::check(&ssa, &out).map_err(RaError::Check)?;
-            stats.time_check = t2.elapsed();
+        Err(e) => {
+            if let Some(f) = input {
+                *func = f;
+            }
+            Err(e)
         }
-        *func = out;
-        stats.insts_after = count_insts(func);
-        stats.registers_used = registers_used(func);
-        return Ok((stats, ssa));
     }
-    unreachable!("the loop returns or fails")
+}
+
+fn internal(message: &str) -> RaError {
+    RaError::Internal {
+        block: Block::new(0),
+        inst: 0,
+        message: message.to_string(),
+    }
 }
 
 /// The demand, as a multiple of the budget, past which graph colouring spills with the SSA

@@ -108,15 +108,16 @@ pub fn thread_modes(selected: &Selected, threads: Threads) -> Result<Vec<u32>, C
     }
 }
 
-/// The interface pass for `threads` threads (`crate::interface::lower`), with the pre-RA
+/// The interface pass for `threads` threads (`crate::interface::lower`) on `func`, the
+/// function of `selected` (or a copy of it, for a mode tried before another), with the pre-RA
 /// scheduler for the order `pre_schedule` names, and the verifier after it when `check` does.
 pub fn lower_interface(
     selected: &Selected,
+    mut func: Function,
     threads: u32,
     pre_schedule: Option<kiln_sched::pressure::Order>,
     check: bool,
 ) -> Result<Function, CompileError> {
-    let mut func = selected.func.clone();
     crate::interface::lower(
         &mut func,
         &selected.info,

@@ -15,7 +15,12 @@ const BYTES: std::ops::RangeInclusive<u8> = 4..=7;
 /// Folds pack moves into their producers in `code` (a folded move becomes a `nop`, which the
 /// scheduler drops); `r` is what each instruction reads and writes ([`refs`], kept current),
 /// `succ` the control flow, `live_at_end` as for [`crate::rename::rename`].
-pub fn fold(code: &mut [Instr], r: &mut [Refs], succ: &[kiln_qpu::isa::validate::Successors], live_at_end: Regs) {
+pub fn fold(
+    code: &mut [Instr],
+    r: &mut [Refs],
+    succ: &[kiln_qpu::isa::validate::Successors],
+    live_at_end: Regs,
+) {
     let n = code.len();
     let mut scratch = Vec::new();
     let live_out = liveness(r, succ, live_at_end);

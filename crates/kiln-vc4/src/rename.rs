@@ -167,12 +167,19 @@ pub fn rename(
 }
 
 /// Per instruction, the registers live after it.
-pub(crate) fn liveness(refs: &[Refs], succ: &[kiln_qpu::isa::validate::Successors], live_at_end: Regs) -> Vec<Regs> {
+pub(crate) fn liveness(
+    refs: &[Refs],
+    succ: &[kiln_qpu::isa::validate::Successors],
+    live_at_end: Regs,
+) -> Vec<Regs> {
     let n = refs.len();
     let mut live_in: Vec<Regs> = vec![0; n];
     let mut live_out: Vec<Regs> = vec![0; n];
     // Without a backward edge one backward pass has seen every successor's final live-in.
-    let forward = succ.iter().enumerate().all(|(i, s)| s.iter().all(|&t| t > i));
+    let forward = succ
+        .iter()
+        .enumerate()
+        .all(|(i, s)| s.iter().all(|&t| t > i));
     // Backward passes until nothing changes (a loop takes a few).
     loop {
         let mut changed = false;
