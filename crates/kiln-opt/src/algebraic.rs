@@ -1234,9 +1234,7 @@ pub fn rounds(
                 round |= here;
             }
         }
-        for (b, i, new) in inserts.into_iter().rev() {
-            func.block_mut(b).insts.splice(i..i, new);
-        }
+        insert_all(func, inserts);
         if !round {
             break;
         }
@@ -1249,6 +1247,28 @@ pub fn rounds(
         Changed::Nothing
     };
     Ok((changed, taken))
+}
+
+/// Puts each list of `inserts` (block, index, instructions, in walk order: ascending in each
+/// block) before the instruction at its index, each block rebuilt once — not a splice per
+/// list, which would move the rest of the block every time.
+fn insert_all(func: &mut Function, inserts: Vec<(Block, usize, Vec<Inst>)>) {
+    let mut inserts = inserts.into_iter().peekable();
+    while let Some(&(b, _, _)) = inserts.peek() {
+        let old = std::mem::take(&mut func.block_mut(b).insts);
+        let mut insts = Vec::with_capacity(old.len() + 4);
+        let mut old = old.into_iter().enumerate().peekable();
+        while let Some((_, i, _)) = inserts.peek().filter(|(ib, _, _)| *ib == b) {
+            let i = *i;
+            while let Some((_, inst)) = old.next_if(|(k, _)| *k < i) {
+                insts.push(inst);
+            }
+            let (_, _, new) = inserts.next().expect("peeked");
+            insts.extend(new);
+        }
+        insts.extend(old.map(|(_, inst)| inst));
+        func.block_mut(b).insts = insts;
+    }
 }
 
 /// [`algebraic_with`] at relaxed precision (the default pipeline's).
