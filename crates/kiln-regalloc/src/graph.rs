@@ -19,6 +19,28 @@ use std::sync::{Arc, Mutex, OnceLock};
 /// colouring: its classes and q-values are computed once per target and budget (Mesa's
 /// `ra_set_finalize` runs once per compiler, `vc4_alloc_reg_set`).
 fn cached_model(func: &Function, limit: &[u32]) -> RegModel {
+    // The last model this thread used, by its target (the same object: the entry holds it, so
+    // its address is not reused) and budget — a compile asks for one model, once or twice,
+    // and a string key is not made for that.
+    thread_local! {
+        static LAST: std::cell::RefCell<Option<(Arc<dyn kiln_ir::Target>, Vec<u32>, RegModel)>> =
+            const { std::cell::RefCell::new(None) };
+    }
+    let target = &func.target;
+    let hit = LAST.with_borrow(|last| match last {
+        Some((t, l, m)) if Arc::ptr_eq(t, target) && l[..] == *limit => Some(m.clone()),
+        _ => None,
+    });
+    if let Some(m) = hit {
+        return m;
+    }
+    let model = shared_model(func, limit);
+    LAST.set(Some((target.clone(), limit.to_vec(), model.clone())));
+    model
+}
+
+/// The model of `func`'s target cut to `limit`, from the process-wide cache.
+fn shared_model(func: &Function, limit: &[u32]) -> RegModel {
     static MODELS: OnceLock<Mutex<HashMap<String, RegModel>>> = OnceLock::new();
     let target = &func.target;
     let key = format!("{}{:?}{limit:?}", target.name(), target.params());
@@ -561,34 +583,41 @@ impl<'g> Sets<'g> {
             queued[t as usize] = true;
         }
         // Spill costs, lowest first; a set holding a temp spilling cannot help costs infinity.
-        let mut by_cost: BinaryHeap<(Reverse<Cost>, u32)> = nodes
-            .iter()
-            .map(|&t| {
-                let fixed = self
-                    .temps_of(t)
-                    .all(|m| unspillable.get(m as usize).copied().unwrap_or(false));
-                let degree = self.list(t).len().max(1) as f64;
-                let cost = if fixed {
-                    f64::INFINITY
-                } else {
-                    self.weight[t as usize] / degree
-                };
-                (Reverse(Cost(cost)), t)
-            })
-            .collect();
+        // (Made when simplify first runs out of trivially colourable sets — often never. The
+        // costs read lists and weights, which simplify does not change.)
+        let mut by_cost: Option<BinaryHeap<(Reverse<Cost>, u32)>> = None;
         let mut removed = vec![false; n];
         let mut stack: Vec<u32> = Vec::with_capacity(nodes.len());
         let mut left = nodes.len();
         while left > 0 {
             let t = match ready.pop() {
                 Some(t) => t,
-                None => loop {
-                    let (_, t) = by_cost.pop().expect("nodes are left");
-                    if !removed[t as usize] {
-                        stats.optimistic += 1;
-                        break t;
+                None => {
+                    let by_cost = by_cost.get_or_insert_with(|| {
+                        nodes
+                            .iter()
+                            .map(|&t| {
+                                let fixed = self.temps_of(t).all(|m| {
+                                    unspillable.get(m as usize).copied().unwrap_or(false)
+                                });
+                                let degree = self.list(t).len().max(1) as f64;
+                                let cost = if fixed {
+                                    f64::INFINITY
+                                } else {
+                                    self.weight[t as usize] / degree
+                                };
+                                (Reverse(Cost(cost)), t)
+                            })
+                            .collect()
+                    });
+                    loop {
+                        let (_, t) = by_cost.pop().expect("nodes are left");
+                        if !removed[t as usize] {
+                            stats.optimistic += 1;
+                            break t;
+                        }
                     }
-                },
+                }
             };
             if removed[t as usize] {
                 continue;
