@@ -140,10 +140,13 @@ enum Src {
     Stream(Uniform),
 }
 
+/// The operands of one instruction (inline: an instruction reads a few).
+type Placed<T> = smallvec::SmallVec<[T; 4]>;
+
 /// `srcs` with one 32-bit constant read from the uniform stream instead of `load_imm`: when no
 /// other operand reads the stream and the registers leave a read port free for it.
-fn stream_constant(srcs: &[Src]) -> Vec<Src> {
-    let mut out = srcs.to_vec();
+fn stream_constant(srcs: &[Src]) -> Placed<Src> {
+    let mut out = Placed::from_slice(srcs);
     let stream = srcs.iter().any(|s| matches!(s, Src::Stream(_)));
     let port_a = srcs.iter().any(|s| matches!(s, Src::A(_)));
     let port_b = srcs.iter().any(|s| matches!(s, Src::B(_) | Src::Imm(_)));
@@ -636,7 +639,7 @@ impl<'a> Emitter<'a> {
     /// uniform stream: a 32-bit constant is read from the stream where a port is free (Mesa's
     /// `qir_uniform_f`: no instruction, one stream word) instead of loaded into r5 — where the
     /// stream's position is known (else the read would cost a reset).
-    fn place_operation(&mut self, srcs: &[Src]) -> Result<Vec<Reg>, EmitError> {
+    fn place_operation(&mut self, srcs: &[Src]) -> Result<Placed<Reg>, EmitError> {
         if self.stream_known {
             self.place(&stream_constant(srcs))
         } else {
@@ -647,11 +650,11 @@ impl<'a> Emitter<'a> {
     /// Makes `srcs` readable by one instruction: at most one A and one B address (small
     /// immediates take B) and one uniform-stream read; 32-bit constants go through r5, other
     /// registers a port cannot serve are first copied to ra14/rb14.
-    fn place(&mut self, srcs: &[Src]) -> Result<Vec<Reg>, EmitError> {
+    fn place(&mut self, srcs: &[Src]) -> Result<Placed<Reg>, EmitError> {
         let mut a: Option<u8> = None;
         let mut b: Option<Src> = None;
-        let mut regs: Vec<Option<Reg>> = vec![None; srcs.len()];
-        let mut later = Vec::new();
+        let mut regs: Placed<Option<Reg>> = smallvec::smallvec![None; srcs.len()];
+        let mut later: Placed<usize> = Placed::new();
         if srcs.iter().any(|s| matches!(s, Src::Stream(_))) {
             // Read once, here.
             self.folded = None;
@@ -708,7 +711,7 @@ impl<'a> Emitter<'a> {
                 _ => later.push(k),
             }
         }
-        let mut moved: Vec<(Src, Reg)> = Vec::new();
+        let mut moved: Placed<(Src, Reg)> = Placed::new();
         for k in later {
             let s = srcs[k];
             if let Some(&(_, r)) = moved.iter().find(|(x, _)| *x == s) {

@@ -543,6 +543,8 @@ pub fn select(func: &mut Function) -> Result<(), Unsupported> {
         *c = q1;
     }
 
+    // The instructions one lowering makes (a buffer kept from one to the next).
+    let mut made: Vec<Inst> = Vec::new();
     for b in 0..func.blocks.len() {
         let insts = std::mem::take(&mut func.blocks[b].insts);
         let mut out = Vec::with_capacity(insts.len());
@@ -573,19 +575,22 @@ pub fn select(func: &mut Function) -> Result<(), Unsupported> {
                 out.push(inst);
                 continue;
             }
+            made.clear();
             let mut e = Emitter {
                 func,
                 q1,
                 flags: inst.flags,
-                out: Vec::new(),
+                out: std::mem::take(&mut made),
                 nonneg: &nonneg,
                 comparisons: &comparisons,
             };
-            match e.lower(&inst) {
+            let lowered = e.lower(&inst);
+            made = e.out;
+            match lowered {
                 None => out.push(inst),
                 Some(result) => {
                     let dst = inst.defs[0].temp;
-                    let mut seq = e.out;
+                    let seq = &mut made;
                     let last_def = seq.last().and_then(|i| i.defs.first()).map(|d| d.temp);
                     match (result.value, last_def) {
                         (Value::Temp(t), Some(l)) if t == l => {
@@ -604,7 +609,7 @@ pub fn select(func: &mut Function) -> Result<(), Unsupported> {
                             seq.push(mov);
                         }
                     }
-                    out.extend(seq);
+                    out.append(seq);
                 }
             }
         }
