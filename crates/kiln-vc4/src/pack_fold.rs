@@ -117,9 +117,9 @@ pub fn colour_in_accumulator(
     const COLOUR: u32 = 14;
     let colour: Regs = 1 << COLOUR;
     let Some(t) = code.iter().position(|i| {
-        effects::writes(i)
+        effects::write_addrs(i)
             .iter()
-            .any(|w| w.waddr == waddr::TLB_COLOR_ALL || w.waddr == waddr::TLB_COLOR_MS)
+            .any(|&w| w == waddr::TLB_COLOR_ALL || w == waddr::TLB_COLOR_MS)
     }) else {
         return;
     };

@@ -223,7 +223,12 @@ fn new_register(
 ) -> Option<(u32, usize)> {
     let n = refs.len();
     let mask: Regs = 1 << b;
+    let touched = |r: &Refs| r.reads | r.whole | r.part;
+    // One walk: the last read, the registers touched from `i` to it, and whether every read
+    // is an operation an accumulator can serve (a file-A unpack applies to file-A reads only).
     let mut last_use = None;
+    let (mut touched_so_far, mut touched_to_last) = (touched(&refs[i]), 0);
+    let mut readers_operate = true;
     let mut k = i + 1;
     loop {
         // (Past the window, a read left means the register is live after the last one seen.)
@@ -231,8 +236,11 @@ fn new_register(
             break;
         }
         let r = refs[k];
+        touched_so_far |= touched(&r);
         if r.reads & mask != 0 {
             last_use = Some(k);
+            touched_to_last = touched_so_far;
+            readers_operate &= matches!(code[k], Instr::Alu(a) if b >= 32 || a.unpack == Unpack::None || a.w.pm);
         }
         if r.part & mask != 0 {
             return None;
@@ -248,10 +256,7 @@ fn new_register(
         return None;
     }
     // The registers any instruction of the value's life touches.
-    let mut busy: Regs = live_out[last_use];
-    for r in &refs[i..=last_use] {
-        busy |= r.reads | r.whole | r.part;
-    }
+    let busy: Regs = live_out[last_use] | touched_to_last;
     let same_kind: Regs = match b {
         0..32 => 0xffff_ffff,
         32..64 => 0xffff_ffff << 32,
@@ -277,10 +282,6 @@ fn new_register(
     if b < 64 && !switches_within(code, i, last_use) {
         // A file register's value read only by operations is better in an accumulator: read
         // the next instruction, and through no read port.
-        // (A file-A unpack applies to file-A reads only.)
-        let readers_operate = (i + 1..=last_use)
-            .filter(|&k| refs[k].reads & mask != 0)
-            .all(|k| matches!(code[k], Instr::Alu(a) if b >= 32 || a.unpack == Unpack::None || a.w.pm));
         let mut accs = (0xf << 64) & allowed & !busy;
         let mut acc_best: Option<(u32, usize)> = None;
         while readers_operate && accs != 0 {

@@ -89,9 +89,7 @@ pub fn schedule_with(e: &Emitted, live_at_end: u128) -> Result<Emitted, EmitErro
     let mut known = true;
     for (i, ins) in e.instrs.iter().enumerate() {
         known &= !label[i];
-        let resets = effects::writes(ins)
-            .iter()
-            .any(|w| w.waddr == waddr::UNIFORMS_ADDRESS);
+        let resets = effects::writes_addr(ins, waddr::UNIFORMS_ADDRESS);
         if effects::takes_uniform(ins) {
             if !known && !resets {
                 return Err(internal(
@@ -1250,7 +1248,7 @@ fn access(e: &Effect, i: &Instr) -> Access {
 }
 
 fn writes_tmu_request(i: &Instr) -> bool {
-    effects::writes(i)
+    effects::write_addrs(i)
         .iter()
-        .any(|w| w.waddr == waddr::TMU0_S || w.waddr == waddr::TMU1_S)
+        .any(|&w| w == waddr::TMU0_S || w == waddr::TMU1_S)
 }

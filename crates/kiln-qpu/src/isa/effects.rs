@@ -58,8 +58,30 @@ pub fn writes(i: &Instr) -> SmallVec<[Write; 2]> {
     }
 }
 
+/// The addresses `i` writes, the add unit's then the mul unit's, `waddr::NOP` for a unit
+/// that writes nothing: [`writes`] without the files and conditions, for the tests that look
+/// at addresses alone.
+#[inline]
+pub fn write_addrs(i: &Instr) -> [u8; 2] {
+    let (w_add, w_mul, add, mul) = match i {
+        Instr::Alu(a) => (
+            a.w.waddr_add,
+            a.w.waddr_mul,
+            a.op_add != AddOp::Nop,
+            a.op_mul != MulOp::Nop,
+        ),
+        Instr::LoadImm(l) => (l.w.waddr_add, l.w.waddr_mul, true, true),
+        Instr::Semaphore(s) => (s.w.waddr_add, s.w.waddr_mul, true, true),
+        Instr::Branch(b) => (b.waddr_add, b.waddr_mul, true, true),
+    };
+    [
+        if add { w_add } else { waddr::NOP },
+        if mul { w_mul } else { waddr::NOP },
+    ]
+}
+
 pub fn writes_addr(i: &Instr, w: u8) -> bool {
-    writes(i).iter().any(|x| x.waddr == w)
+    w != waddr::NOP && write_addrs(i).contains(&w)
 }
 
 /// Whether `a`'s mul operation is a vector rotation (a small immediate 48–63): it reads
@@ -117,13 +139,17 @@ pub fn io_reads(i: &Instr) -> SmallVec<[u8; 2]> {
 /// a TMU coordinate write (which takes a configuration uniform).
 pub fn takes_uniform(i: &Instr) -> bool {
     reads_io(i, raddr::UNIFORM)
-        || writes(i)
+        || write_addrs(i)
             .iter()
-            .any(|w| (waddr::TMU0_S..=waddr::TMU1_B).contains(&w.waddr))
+            .any(|w| (waddr::TMU0_S..=waddr::TMU1_B).contains(w))
 }
 
+/// Whether `i` encodes read address `r` (what [`io_reads`] lists).
 pub fn reads_io(i: &Instr, r: u8) -> bool {
-    io_reads(i).contains(&r)
+    match i {
+        Instr::Alu(a) => a.raddr_a == r || (a.sig != Signal::SmallImm && a.raddr_b == r),
+        _ => false,
+    }
 }
 
 pub fn reads_r4(i: &Instr) -> bool {
@@ -138,7 +164,7 @@ pub fn sig(i: &Instr) -> Option<Signal> {
 }
 
 pub fn writes_sfu(i: &Instr) -> bool {
-    writes(i).iter().any(|w| waddr::is_sfu(w.waddr))
+    write_addrs(i).iter().any(|&w| waddr::is_sfu(w))
 }
 
 pub fn loads_r4_signal(i: &Instr) -> bool {
@@ -150,7 +176,7 @@ pub fn loads_r4_signal(i: &Instr) -> bool {
 
 /// TLB accesses (implicit scoreboard wait): TLB writes and TLB load signals.
 pub fn is_tlb(i: &Instr) -> bool {
-    writes(i).iter().any(|w| waddr::is_tlb(w.waddr))
+    write_addrs(i).iter().any(|&w| waddr::is_tlb(w))
         || matches!(
             sig(i),
             Some(
@@ -163,13 +189,14 @@ pub fn is_tlb(i: &Instr) -> bool {
 }
 
 pub fn peripheral_accesses(i: &Instr) -> usize {
-    let mut n = writes(i)
+    let mut n = write_addrs(i)
         .iter()
-        .filter(|w| {
-            matches!(w.waddr, 44..=46) || waddr::is_sfu(w.waddr) || (56..=63).contains(&w.waddr)
-        })
+        .filter(|&&w| matches!(w, 44..=46) || waddr::is_sfu(w) || (56..=63).contains(&w))
         .count();
-    n += io_reads(i).iter().filter(|r| **r == raddr::MUTEX).count();
+    if let Instr::Alu(a) = i {
+        n += (a.raddr_a == raddr::MUTEX) as usize
+            + (a.sig != Signal::SmallImm && a.raddr_b == raddr::MUTEX) as usize;
+    }
     if matches!(
         sig(i),
         Some(Signal::LoadTmu0 | Signal::LoadTmu1 | Signal::ColorLoad | Signal::ColorLoadEnd)
