@@ -125,7 +125,8 @@ impl Context {
             liveness: None,
             divergence: None,
             debug,
-            timings: Vec::new(),
+            // A middle end runs a few dozen passes.
+            timings: Vec::with_capacity(64),
         }
     }
 

@@ -84,8 +84,9 @@ impl BlockSets {
         let mut phi_uses: Vec<Vec<u32>> = vec![Vec::new(); n];
         let mut def_block = vec![u32::MAX; func.temps.len()];
         for b in func.block_ids() {
-            let mut g = Vec::new();
-            let mut d = Vec::new();
+            let insts = func.block(b).insts.len();
+            let mut g = Vec::with_capacity(insts);
+            let mut d = Vec::with_capacity(insts);
             for inst in &func.block(b).insts {
                 if inst.op.is_phi() {
                     for (op, p) in inst.operands.iter().zip(phi_preds(cfg, inst.op, b)) {

@@ -125,9 +125,10 @@ fn gvn_with(cx: &mut Context, uniforms: bool) -> Result<Changed, PassError> {
     let mut removed: Vec<(Block, usize)> = Vec::new();
     // The scoped table (Click's, with an undo log per dominator-tree scope): numbers are
     // compared in place, by the instructions they name, so no key is built or copied.
-    let mut table: HashTable<Number> = HashTable::new();
+    let insts: usize = func.blocks.iter().map(|b| b.insts.len()).sum();
+    let mut table: HashTable<Number> = HashTable::with_capacity(insts);
     // Undo log: the number entered, and the one it shadowed.
-    let mut undo: Vec<(Number, Option<Number>)> = Vec::new();
+    let mut undo: Vec<(Number, Option<Number>)> = Vec::with_capacity(insts);
     // Iterative dominator-tree walk: Enter(b) then Leave(mark).
     enum Step {
         Enter(Block),

@@ -877,9 +877,11 @@ fn build(func: &Function, cfg: &Cfg, lv: &Liveness) -> Graph {
     let file_of = |t: Temp| func.temps[t.index()].file;
     // Edges, each once in one direction with the few repeats (phi and all-lanes edges), into
     // one vector; the sorted neighbour lists are made from it at the end (`adjacency`).
-    let mut edges: Vec<(u32, u32)> = Vec::new();
+    let insts: usize = func.blocks.iter().map(|b| b.insts.len()).sum();
+    // (Room for a few edges and read pairs per instruction before the first growth.)
+    let mut edges: Vec<(u32, u32)> = Vec::with_capacity(4 * insts);
     let mut partners: Vec<Vec<(u32, i32, f64)>> = vec![Vec::new(); n];
-    let mut read_pairs: Vec<(u32, u32)> = Vec::new();
+    let mut read_pairs: Vec<(u32, u32)> = Vec::with_capacity(insts);
     let mut constant_ports = vec![0u8; n];
     let mut length = vec![0u32; n];
     let mut weight = vec![0f64; n];

@@ -49,7 +49,10 @@ impl Dag {
         let mut last: Vec<Option<(u32, u8, u8, u16)>> = vec![None; resources];
         let mut readers: Vec<Vec<u32>> = vec![Vec::new(); resources];
         let mut dag = Dag::default();
-        for (n, list) in accesses.into_iter().enumerate() {
+        let accesses = accesses.into_iter();
+        dag.succs.reserve(accesses.size_hint().0);
+        dag.preds.reserve(accesses.size_hint().0);
+        for (n, list) in accesses.enumerate() {
             let n = n as u32;
             dag.succs.push(SmallVec::new());
             dag.preds.push(0);

@@ -488,8 +488,9 @@ pub fn emit(func: &Function, info: &ShaderInfo, mode: OutputMode) -> Result<Emit
             slots
         },
         exec,
-        out: Vec::new(),
-        origins: Vec::new(),
+        // Room for two instructions per IR instruction before the first growth.
+        out: Vec::with_capacity(func.blocks.iter().map(|b| 2 * b.insts.len()).sum()),
+        origins: Vec::with_capacity(func.blocks.iter().map(|b| 2 * b.insts.len()).sum()),
         origin: Origin::Prologue,
         labels: vec![None; n],
         branches: Vec::new(),
