@@ -45,9 +45,13 @@ pub struct Dag {
 impl Dag {
     /// The DAG of nodes whose accesses `accesses` lists in order, over `resources` resources.
     pub fn build<'a>(accesses: impl IntoIterator<Item = &'a [Access]>, resources: usize) -> Dag {
-        // Per resource: the last writer with its latencies, and the readers since.
+        // Per resource: the last writer with its latencies, and the readers since — a list
+        // per resource in one vector (first and last entry, each entry's next), in the order
+        // they read.
+        const END: u32 = u32::MAX;
         let mut last: Vec<Option<(u32, u8, u8, u16)>> = vec![None; resources];
-        let mut readers: Vec<Vec<u32>> = vec![Vec::new(); resources];
+        let mut readers: Vec<(u32, u32)> = vec![(END, END); resources];
+        let mut entries: Vec<(u32, u32)> = Vec::new();
         let mut dag = Dag::default();
         let accesses = accesses.into_iter();
         dag.succs.reserve(accesses.size_hint().0);
@@ -62,7 +66,15 @@ impl Dag {
                     if let Some((w, latency, _, delay)) = last[r] {
                         dag.edge(w, n, latency.max(after), delay);
                     }
-                    readers[r].push(n);
+                    let e = entries.len() as u32;
+                    entries.push((n, END));
+                    match readers[r] {
+                        (END, _) => readers[r] = (e, e),
+                        (first, tail) => {
+                            entries[tail as usize].1 = e;
+                            readers[r] = (first, e);
+                        }
+                    }
                 }
             }
             for a in list {
@@ -75,13 +87,15 @@ impl Dag {
                 } = *a
                 {
                     let r = resource as usize;
-                    // (Cleared, not taken: the list keeps its room for the next readers.)
-                    for &reader in &readers[r] {
+                    let mut e = readers[r].0;
+                    while e != END {
+                        let (reader, next) = entries[e as usize];
                         if reader != n {
                             dag.edge(reader, n, war, war as u16);
                         }
+                        e = next;
                     }
-                    readers[r].clear();
+                    readers[r] = (END, END);
                     if let Some((w, _, last_waw, _)) = last[r]
                         && w != n
                     {
