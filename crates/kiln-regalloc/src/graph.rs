@@ -22,9 +22,10 @@ fn cached_model(func: &Function, limit: &[u32]) -> RegModel {
     // The last model this thread used, by its target (the same object: the entry holds it, so
     // its address is not reused) and budget — a compile asks for one model, once or twice,
     // and a string key is not made for that.
+    /// A target, a budget and the model of the two.
+    type Entry = (Arc<dyn kiln_ir::Target>, Vec<u32>, RegModel);
     thread_local! {
-        static LAST: std::cell::RefCell<Option<(Arc<dyn kiln_ir::Target>, Vec<u32>, RegModel)>> =
-            const { std::cell::RefCell::new(None) };
+        static LAST: std::cell::RefCell<Option<Entry>> = const { std::cell::RefCell::new(None) };
     }
     let target = &func.target;
     let hit = LAST.with_borrow(|last| match last {
@@ -597,9 +598,9 @@ impl<'g> Sets<'g> {
                         nodes
                             .iter()
                             .map(|&t| {
-                                let fixed = self.temps_of(t).all(|m| {
-                                    unspillable.get(m as usize).copied().unwrap_or(false)
-                                });
+                                let fixed = self
+                                    .temps_of(t)
+                                    .all(|m| unspillable.get(m as usize).copied().unwrap_or(false));
                                 let degree = self.list(t).len().max(1) as f64;
                                 let cost = if fixed {
                                     f64::INFINITY

@@ -240,7 +240,8 @@ fn new_register(
         if r.reads & mask != 0 {
             last_use = Some(k);
             touched_to_last = touched_so_far;
-            readers_operate &= matches!(code[k], Instr::Alu(a) if b >= 32 || a.unpack == Unpack::None || a.w.pm);
+            readers_operate &=
+                matches!(code[k], Instr::Alu(a) if b >= 32 || a.unpack == Unpack::None || a.w.pm);
         }
         if r.part & mask != 0 {
             return None;
