@@ -485,10 +485,12 @@ bb3:
 ";
     let (c, info) = compile_text(text, Allocator::Ssa, OutputMode::Vpm);
     harness::check(&c.ssa, &c.emitted, OutputMode::Vpm, &info).unwrap();
+    // (A masked write's condition is Z after the execute flags, or the condition the lanes
+    // that run met where every lane ran before.)
     let mut unmasked = c.emitted.clone();
     for i in unmasked.instrs.iter_mut() {
         if let Instr::Alu(a) = i
-            && a.w.cond_add == Cond::Zs
+            && !matches!(a.w.cond_add, Cond::Always | Cond::Never)
             && a.w.waddr_add < 39
         {
             a.w.cond_add = Cond::Always;

@@ -161,28 +161,62 @@ fn stream_constant(srcs: &[Src]) -> Placed<Src> {
     out
 }
 
-/// Per block, the value ra13 holds in the lanes waiting for it: a small immediate (1–15, then
-/// −16…−2; −1 is a discarded lane's) for the first 29 blocks lanes wait for — the else sides
-/// and endifs of divergent ifs, the exits and headers of divergent loops, in layout order — so
-/// that waking them compares with an immediate instead of a `load_imm`; 16 + the block's index
-/// for the others. Lanes are woken by equality and tested for zero only, so any distinct
-/// non-zero values do.
-fn wait_ids(cfg: &Cfg, wakes: &[bool]) -> Vec<u32> {
+/// Per block, the value ra13 holds in the lanes waiting for it, and whether the values are
+/// ordered (see below).
+///
+/// Where at most [`ORDERED_WAITS`] blocks are waited for — the else sides and endifs of
+/// divergent ifs, the exits and headers of divergent loops — they are numbered 1, 2, … in the
+/// order their lanes wake: a block where it starts, a loop header at its latch (after the
+/// loop's body, before its exit), and a discarded lane holds [`ORDERED_DISCARDED`], after
+/// them all. A lane waits for a block that wakes later than where it began to wait (a
+/// header's `continue` comes before the latch), so where block `k` wakes its lanes no lane
+/// waits for one numbered below `k`: the lanes that run from there are those with ra13 ≤ k —
+/// one comparison (`sub.sf nop, ra13, k + 1`, N set) both wakes them and says which run
+/// ([`Flags::Running`]), with no test of ra13 right after its write.
+///
+/// Elsewhere a small immediate (1–15, then −16…−2; −1 is a discarded lane's) for the first 29
+/// blocks lanes wait for, in layout order, so that waking them compares with an immediate
+/// instead of a `load_imm`; 16 + the block's index for the others. Lanes are then woken by
+/// equality and tested for zero only, so any distinct non-zero values do.
+fn wait_ids(cfg: &Cfg, wakes: &[bool]) -> (Vec<u32>, bool) {
     let mut waited = wakes.to_vec();
+    // Where each block wakes its lanes, in layout order: a loop header just before its exit.
+    let mut wakes_at: Vec<(usize, usize, usize)> = Vec::new();
     for l in cfg
         .loops
         .iter()
         .filter(|l| l.divergent || l.divergent_continue)
     {
         waited[l.header.index()] = true;
+        wakes_at.push((l.exit.index(), 0, l.header.index()));
+    }
+    for (b, _) in wakes.iter().enumerate().filter(|(_, w)| **w) {
+        if !wakes_at.iter().any(|&(_, _, h)| h == b) {
+            wakes_at.push((b, 1, b));
+        }
+    }
+    if wakes_at.len() <= ORDERED_WAITS {
+        wakes_at.sort_unstable();
+        let mut ids = vec![0; waited.len()];
+        for (k, &(_, _, b)) in wakes_at.iter().enumerate() {
+            ids[b] = k as u32 + 1;
+        }
+        return (ids, true);
     }
     let mut small = (1..=15u32).chain((-16i32..=-2).map(|v| v as u32));
-    waited
+    let ids = waited
         .iter()
         .enumerate()
         .map(|(b, &w)| w.then(|| small.next()).flatten().unwrap_or(16 + b as u32))
-        .collect()
+        .collect();
+    (ids, false)
 }
+
+/// The most blocks ordered wait ids number (see [`wait_ids`]): each and the one after it are
+/// small immediates, and so is the discarded lanes' value after them.
+const ORDERED_WAITS: usize = 14;
+/// What the execute mask holds in a discarded lane when the wait ids are ordered.
+const ORDERED_DISCARDED: u32 = ORDERED_WAITS as u32 + 1;
 
 /// The flags condition under which a `sel` takes its first value: the folded comparison's, or
 /// Z clear after `mov.sf c` (c is true).
@@ -245,6 +279,14 @@ enum Flags {
     Exec,
     /// Set in every lane by this comparison of these values.
     Compared(Opcode, Same, Same),
+    /// In the lanes that run, this comparison of these values; in the others what an
+    /// execute-mask test leaves — Z, N and C clear, or C set when the flag is `true`
+    /// ([`Emitter::masked_sel`]).
+    MaskedCompared(Opcode, Same, Same, bool),
+    /// The lanes that run are those where this condition holds, and ra13 is 0 in exactly
+    /// those: after a divergent `if` in a block every lane ran, the flags its condition was
+    /// tested on (masked writes take the condition; what needs Z takes [`Flags::Exec`]).
+    Running(Cond),
 }
 
 /// A comparison operand, as far as two comparisons of one value are the same: a constant, a
@@ -268,8 +310,10 @@ struct Emitter<'a> {
     live_out: Vec<u128>,
     /// Blocks whose start wakes the lanes waiting for them.
     wakes: Vec<bool>,
-    /// Per block, the value ra13 holds in the lanes waiting for it (see `wait_ids`).
+    /// Per block, the value ra13 holds in the lanes waiting for it, and whether those are
+    /// ordered by when the lanes wake (see `wait_ids`).
     wait_ids: Vec<u32>,
+    ordered_waits: bool,
     /// Blocks entered only by falling through from the previous block, which goes nowhere
     /// else: the uniform stream needs no reset there.
     falls_through: Vec<bool>,
@@ -379,7 +423,7 @@ pub fn emit(func: &Function, info: &ShaderInfo, mode: OutputMode) -> Result<Emit
     for l in cfg.loops.iter().filter(|l| l.divergent) {
         wakes[l.exit.index()] = true;
     }
-    let wait_ids = wait_ids(&cfg, &wakes);
+    let (wait_ids, ordered_waits) = wait_ids(&cfg, &wakes);
     let mut entered_by_falling: Vec<bool> = (0..n)
         .map(|b| {
             b > 0
@@ -431,6 +475,7 @@ pub fn emit(func: &Function, info: &ShaderInfo, mode: OutputMode) -> Result<Emit
         masked,
         wakes,
         wait_ids,
+        ordered_waits,
         falls_through,
         entered_by_falling,
         stream_known: true,
@@ -785,28 +830,48 @@ impl<'a> Emitter<'a> {
         Ok(())
     }
 
-    /// The condition a write of `inst` takes: `.zs` after the execute flags when masked.
+    /// The condition a write of `inst` takes: [`Emitter::running_cond`] when masked.
     fn write_cond(&mut self, b: Block, inst: &Inst) -> Result<Cond, EmitError> {
         if self.needs_mask(b, inst) {
-            self.exec_flags()?;
-            Ok(Cond::Zs)
+            self.running_cond()
         } else {
             Ok(Cond::Always)
         }
     }
 
+    /// The condition that holds in exactly the lanes that run: the one the flags hold for
+    /// them ([`Flags::Running`]), else Z after the execute flags.
+    fn running_cond(&mut self) -> Result<Cond, EmitError> {
+        match self.flags {
+            Flags::Running(c) => Ok(c),
+            _ => {
+                self.exec_flags()?;
+                Ok(Cond::Zs)
+            }
+        }
+    }
+
     /// `ra13 ← value` in the lanes that run (Z from [`exec_flags`]).
     fn set_exec_waiting(&mut self, value: u32) -> Result<(), EmitError> {
-        self.exec_flags()?;
+        let running = self.running_cond()?;
         // A small wait id is a small immediate: a move, which pairs, not a load immediate.
-        self.copy_to(EXEC, src_of_const(value), Cond::Zs)?;
+        self.copy_to(EXEC, src_of_const(value), running)?;
         self.flags = Flags::Unknown;
         Ok(())
     }
 
     /// Lanes waiting for `b` run again.
     fn wake(&mut self, b: Block) -> Result<(), EmitError> {
-        let idx = self.place(&[Src::A(EXEC_REG), src_of_const(self.wait_ids[b.index()])])?;
+        let id = self.wait_ids[b.index()];
+        if self.ordered_waits {
+            // The lanes that run from here hold ra13 ≤ id (see `wait_ids`): N set there.
+            let idx = self.place(&[Src::A(EXEC_REG), src_of_const(id + 1)])?;
+            self.push_alu(builder::qpu_a(AddOp::Sub, Reg::Nop, idx[0], idx[1])?.sf());
+            self.push_alu(builder::mov(EXEC, Reg::SmallImm(IMM_0))?.cond_add(Cond::Ns));
+            self.flags = Flags::Running(Cond::Ns);
+            return Ok(());
+        }
+        let idx = self.place(&[Src::A(EXEC_REG), src_of_const(id)])?;
         self.push_alu(builder::qpu_a(AddOp::Sub, Reg::Nop, idx[0], idx[1])?.sf());
         self.push_alu(builder::mov(EXEC, Reg::SmallImm(IMM_0))?.cond_add(Cond::Zs));
         self.flags = Flags::Unknown;
@@ -849,8 +914,17 @@ impl<'a> Emitter<'a> {
     }
 
     fn skip_if_none_run(&mut self, target: Block) -> Result<(), EmitError> {
-        self.exec_flags()?;
-        self.branch(BranchCond::AllZc, target);
+        let none_run = match self.flags {
+            Flags::Running(c) => all_lanes(invert(c)),
+            _ => None,
+        };
+        match none_run {
+            Some(none_run) => self.branch(none_run, target),
+            None => {
+                self.exec_flags()?;
+                self.branch(BranchCond::AllZc, target);
+            }
+        }
         Ok(())
     }
 
@@ -1118,7 +1192,11 @@ impl<'a> Emitter<'a> {
             Opcode::Discard => {
                 // The running lanes stop for good: they wait for a block that never comes.
                 self.discards = true;
-                self.set_exec_waiting(DISCARDED)
+                self.set_exec_waiting(if self.ordered_waits {
+                    ORDERED_DISCARDED
+                } else {
+                    DISCARDED
+                })
             }
             Opcode::Mov => {
                 let d = self.def_reg(inst, 0)?;
@@ -1737,15 +1815,11 @@ impl<'a> Emitter<'a> {
 
     /// Sets flags so that `cond` holds where the comparison is true.
     fn compare_flags(&mut self, inst: &Inst) -> Result<Cond, EmitError> {
-        let same = |o: &Operand| match o.value {
-            Value::Const(c) => Same::Const(c),
-            Value::Undef(_) => Same::Undef,
-            Value::Temp(t) => match self.uniform_slot[t.index()] {
-                Some(slot) => Same::Uniform(slot),
-                None => Same::Temp(t),
-            },
-        };
-        let key = Flags::Compared(inst.op, same(&inst.operands[0]), same(&inst.operands[1]));
+        let key = Flags::Compared(
+            inst.op,
+            self.same(&inst.operands[0]),
+            self.same(&inst.operands[1]),
+        );
         if self.flags == key {
             // The flags hold this comparison already (a select before it took them): its
             // operands are not read again, a folded uniform among them.
@@ -1757,6 +1831,18 @@ impl<'a> Emitter<'a> {
         let cond = self.compare_flags_where(inst, Cond::Always)?;
         self.flags = key;
         Ok(cond)
+    }
+
+    /// What operand `o` is, as far as two comparisons of it are the same.
+    fn same(&self, o: &Operand) -> Same {
+        match o.value {
+            Value::Const(c) => Same::Const(c),
+            Value::Undef(_) => Same::Undef,
+            Value::Temp(t) => match self.uniform_slot[t.index()] {
+                Some(slot) => Same::Uniform(slot),
+                None => Same::Temp(t),
+            },
+        }
     }
 
     /// [`Emitter::compare_flags`] in the lanes where `cond` holds (others keep their flags).
@@ -1927,25 +2013,45 @@ impl<'a> Emitter<'a> {
         } else {
             invert(true_cond)
         };
-        match write {
+        let c_set = match write {
             // N and C clear where no lane runs, as the execute flags leave them.
-            Cond::Zs | Cond::Ns | Cond::Cs => self.exec_flags()?,
-            Cond::Cc => {
+            Cond::Zs | Cond::Ns | Cond::Cs => false,
+            Cond::Cc => true,
+            _ => return Ok(false),
+        };
+        // The flags a select before this one left, where it tested the same condition with
+        // the same preparation: they hold it still.
+        // (A condition that is a register's value is tested again: the register may have been
+        // written since.)
+        let key = compare.map(|cmp| {
+            Flags::MaskedCompared(
+                cmp.op,
+                self.same(&cmp.operands[0]),
+                self.same(&cmp.operands[1]),
+                c_set,
+            )
+        });
+        if key.is_none() || self.flags != key.expect("some") {
+            if c_set {
                 let zero = Reg::SmallImm(IMM_0);
                 self.push_alu(builder::qpu_a(AddOp::Sub, Reg::Nop, zero, EXEC)?.sf());
+            } else {
+                self.exec_flags()?;
             }
-            _ => return Ok(false),
+            match compare {
+                Some(cmp) => {
+                    self.compare_flags_where(cmp, Cond::Zs)?;
+                }
+                None => {
+                    let r = self.place(&[c])?;
+                    self.push_alu(builder::mov(Reg::Nop, r[0])?.sf().cond_add(Cond::Zs));
+                }
+            }
+            self.flags = key.unwrap_or(Flags::Unknown);
+        } else {
+            // Its operands are not read again (a folded uniform among them).
+            self.folded = None;
         }
-        match compare {
-            Some(cmp) => {
-                self.compare_flags_where(cmp, Cond::Zs)?;
-            }
-            None => {
-                let r = self.place(&[c])?;
-                self.push_alu(builder::mov(Reg::Nop, r[0])?.sf().cond_add(Cond::Zs));
-            }
-        }
-        self.flags = Flags::Unknown;
         self.copy_to(d, v, write)?;
         Ok(true)
     }
@@ -2016,7 +2122,15 @@ impl<'a> Emitter<'a> {
         if copies.is_empty() {
             return Ok(());
         }
-        let cond = self.write_cond(b, inst)?;
+        let masked = self.write_cond(b, inst)? != Cond::Always;
+        // The condition of one masked move, found again before each (the flags are kept).
+        let cond = |e: &mut Self| {
+            if masked {
+                e.running_cond()
+            } else {
+                Ok(Cond::Always)
+            }
+        };
         let scratch = QpuReg::A(SCRATCH_A).unit();
         let free = (!self.packing).then_some(scratch);
         for step in sequentialize(&copies, free) {
@@ -2027,10 +2141,11 @@ impl<'a> Emitter<'a> {
                         Source::Unit(u) => reg_of(u)?,
                         Source::Const(c) => src_of_const(c),
                     };
-                    let c = if dst == scratch { Cond::Always } else { cond };
-                    if cond == Cond::Zs && c == Cond::Zs {
-                        self.exec_flags()?;
-                    }
+                    let c = if dst == scratch {
+                        Cond::Always
+                    } else {
+                        cond(self)?
+                    };
                     self.copy_to(dst_reg(dst)?, s, c)?;
                 }
                 Step::Swap { a, b: bb } => {
@@ -2038,11 +2153,9 @@ impl<'a> Emitter<'a> {
                     let (ra, rb) = (reg_of(a)?, reg_of(bb)?);
                     let (da, db) = (dst_reg(a)?, dst_reg(bb)?);
                     for (d, x, y) in [(da, ra, rb), (db, rb, ra), (da, ra, rb)] {
-                        if cond == Cond::Zs {
-                            self.exec_flags()?;
-                        }
+                        let c = cond(self)?;
                         let r = self.place(&[x, y])?;
-                        self.push_alu(builder::qpu_a(AddOp::Xor, d, r[0], r[1])?.cond_add(cond));
+                        self.push_alu(builder::qpu_a(AddOp::Xor, d, r[0], r[1])?.cond_add(c));
                     }
                 }
             }
@@ -2118,7 +2231,14 @@ impl<'a> Emitter<'a> {
                 };
                 if inst.flags.divergent {
                     self.copy_to(EXEC, src_of_const(self.wait_ids[e.index()]), false_cond)?;
-                    self.flags = Flags::Unknown;
+                    match all_lanes(false_cond).filter(|_| !self.masked[b.index()]) {
+                        // Every lane ran: those that go on are the lanes where the condition
+                        // holds, as the flags it was tested on say — the branch over the then
+                        // side and its masked writes need no test of ra13 right after its
+                        // write (which waits an instruction).
+                        Some(_) => self.flags = Flags::Running(invert(false_cond)),
+                        None => self.flags = Flags::Unknown,
+                    }
                     if self.skippable(t, e) {
                         self.skip_if_none_run(e)?;
                     }
@@ -2475,6 +2595,20 @@ fn compare_encoding(op: Opcode) -> Option<(AddOp, bool, Cond)> {
 /// neither.
 fn masked_if_takes(op: Opcode) -> bool {
     compare_encoding(op).is_some_and(|(_, _, c)| invert(c) != Cond::Zc)
+}
+
+/// The branch taken when `c` holds in every lane (`None` for the conditions that are no
+/// flag's).
+fn all_lanes(c: Cond) -> Option<BranchCond> {
+    Some(match c {
+        Cond::Zs => BranchCond::AllZs,
+        Cond::Zc => BranchCond::AllZc,
+        Cond::Ns => BranchCond::AllNs,
+        Cond::Nc => BranchCond::AllNc,
+        Cond::Cs => BranchCond::AllCs,
+        Cond::Cc => BranchCond::AllCc,
+        Cond::Always | Cond::Never => return None,
+    })
 }
 
 /// The branch taken when `c` holds in any lane.
