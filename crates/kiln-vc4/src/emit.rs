@@ -2208,13 +2208,21 @@ impl<'a> Emitter<'a> {
                 }
                 // Where the condition is false: Z set (in the lanes that run), or the opposite
                 // of a comparison folded here (in a block every lane runs).
+                // (Whether the comparison set the flags of the running lanes only, the others'
+                // Z, N and C clear.)
+                let mut masked_compare = false;
                 let false_cond = match self.pending_compare.take() {
                     Some(cmp) if self.masked[b.index()] => {
                         // The lanes that do not run must fail the false condition
                         // ([`masked_if_takes`]); the comparison sets the flags of the others.
                         let (_, _, true_cond) = compare_encoding(cmp.op)
                             .ok_or_else(|| internal("a folded comparison is no comparison"))?;
-                        if invert(true_cond) == Cond::Cc {
+                        // (A divergent if that marks its lanes with `v8max`, below, needs the
+                        // execute flags whatever its condition.)
+                        masked_compare = inst.flags.divergent
+                            && self.ordered_waits
+                            && matches!(true_cond, Cond::Zs | Cond::Ns | Cond::Cs);
+                        if invert(true_cond) == Cond::Cc && !masked_compare {
                             let zero = Reg::SmallImm(IMM_0);
                             self.push_alu(builder::qpu_a(AddOp::Sub, Reg::Nop, zero, EXEC)?.sf());
                         } else {
@@ -2229,8 +2237,28 @@ impl<'a> Emitter<'a> {
                         Cond::Zs
                     }
                 };
-                if inst.flags.divergent {
-                    self.copy_to(EXEC, src_of_const(self.wait_ids[e.index()]), false_cond)?;
+                let id = self.wait_ids[e.index()];
+                if masked_compare {
+                    // In a masked block, with wait ids ordered: the lanes that wait hold ids
+                    // above the else side's (see `wait_ids`), so ra13 = max(ra13, id) where
+                    // the condition is false — every lane that does not run, whose flags the
+                    // execute test cleared, and the running ones that go to the else side —
+                    // marks the latter and leaves the others as they are. On the mul unit
+                    // (`v8max`: the ids are bytes) it clears Z, N and C where it writes, so
+                    // the lanes where the condition holds are those that run: the lanes it
+                    // does not write, with the comparison's flags.
+                    let r = self.place(&[Src::A(EXEC_REG), src_of_const(id)])?;
+                    self.push_alu(
+                        builder::qpu_m(MulOp::V8max, EXEC, r[0], r[1])?
+                            .sf()
+                            .cond_mul(false_cond),
+                    );
+                    self.flags = Flags::Running(invert(false_cond));
+                    if self.skippable(t, e) {
+                        self.skip_if_none_run(e)?;
+                    }
+                } else if inst.flags.divergent {
+                    self.copy_to(EXEC, src_of_const(id), false_cond)?;
                     match all_lanes(false_cond).filter(|_| !self.masked[b.index()]) {
                         // Every lane ran: those that go on are the lanes where the condition
                         // holds, as the flags it was tested on say — the branch over the then
