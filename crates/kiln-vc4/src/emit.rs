@@ -286,7 +286,9 @@ enum Flags {
     /// The lanes that run are those where this condition holds, and ra13 is 0 in exactly
     /// those: after a divergent `if` in a block every lane ran, the flags its condition was
     /// tested on (masked writes take the condition; what needs Z takes [`Flags::Exec`]).
-    Running(Cond),
+    /// With `true`, Z, N and C are clear in the lanes that do not run, as the execute flags
+    /// leave them.
+    Running(Cond, bool),
 }
 
 /// A comparison operand, as far as two comparisons of one value are the same: a constant, a
@@ -843,7 +845,7 @@ impl<'a> Emitter<'a> {
     /// them ([`Flags::Running`]), else Z after the execute flags.
     fn running_cond(&mut self) -> Result<Cond, EmitError> {
         match self.flags {
-            Flags::Running(c) => Ok(c),
+            Flags::Running(c, _) => Ok(c),
             _ => {
                 self.exec_flags()?;
                 Ok(Cond::Zs)
@@ -868,7 +870,7 @@ impl<'a> Emitter<'a> {
             let idx = self.place(&[Src::A(EXEC_REG), src_of_const(id + 1)])?;
             self.push_alu(builder::qpu_a(AddOp::Sub, Reg::Nop, idx[0], idx[1])?.sf());
             self.push_alu(builder::mov(EXEC, Reg::SmallImm(IMM_0))?.cond_add(Cond::Ns));
-            self.flags = Flags::Running(Cond::Ns);
+            self.flags = Flags::Running(Cond::Ns, false);
             return Ok(());
         }
         let idx = self.place(&[Src::A(EXEC_REG), src_of_const(id)])?;
@@ -915,7 +917,7 @@ impl<'a> Emitter<'a> {
 
     fn skip_if_none_run(&mut self, target: Block) -> Result<(), EmitError> {
         let none_run = match self.flags {
-            Flags::Running(c) => all_lanes(invert(c)),
+            Flags::Running(c, _) => all_lanes(invert(c)),
             _ => None,
         };
         match none_run {
@@ -2032,19 +2034,27 @@ impl<'a> Emitter<'a> {
             )
         });
         if key.is_none() || self.flags != key.expect("some") {
-            if c_set {
-                let zero = Reg::SmallImm(IMM_0);
-                self.push_alu(builder::qpu_a(AddOp::Sub, Reg::Nop, zero, EXEC)?.sf());
-            } else {
-                self.exec_flags()?;
-            }
+            // The condition of the lanes that run, after the preparation.
+            let running = match self.flags {
+                // Those lanes, the others' flags clear already.
+                Flags::Running(run, true) if !c_set => run,
+                _ if c_set => {
+                    let zero = Reg::SmallImm(IMM_0);
+                    self.push_alu(builder::qpu_a(AddOp::Sub, Reg::Nop, zero, EXEC)?.sf());
+                    Cond::Zs
+                }
+                _ => {
+                    self.exec_flags()?;
+                    Cond::Zs
+                }
+            };
             match compare {
                 Some(cmp) => {
-                    self.compare_flags_where(cmp, Cond::Zs)?;
+                    self.compare_flags_where(cmp, running)?;
                 }
                 None => {
                     let r = self.place(&[c])?;
-                    self.push_alu(builder::mov(Reg::Nop, r[0])?.sf().cond_add(Cond::Zs));
+                    self.push_alu(builder::mov(Reg::Nop, r[0])?.sf().cond_add(running));
                 }
             }
             self.flags = key.unwrap_or(Flags::Unknown);
@@ -2080,16 +2090,24 @@ impl<'a> Emitter<'a> {
             return Ok(false);
         }
         let true_cond = sel_true_cond(compare)?;
-        self.exec_flags()?;
+        // The lanes that run: the flags' condition where the others' flags are clear (what
+        // `masked_sel` prepares), else Z after the execute flags.
+        let running = match self.flags {
+            Flags::Running(run, true) => run,
+            _ => {
+                self.exec_flags()?;
+                Cond::Zs
+            }
+        };
         // A uniform read folded into the comparison stays folded: the move reads another.
         let folded = self.folded;
         if matches!(true_cond, Cond::Zc | Cond::Nc) {
             // x first; y where the condition fails (Z or N set).
-            self.copy_to(d, x, Cond::Zs)?;
+            self.copy_to(d, x, running)?;
             self.folded = folded;
             self.masked_sel(d, compare, c, d_src, y)
         } else {
-            self.copy_to(d, y, Cond::Zs)?;
+            self.copy_to(d, y, running)?;
             self.folded = folded;
             self.masked_sel(d, compare, c, x, d_src)
         }
@@ -2253,7 +2271,7 @@ impl<'a> Emitter<'a> {
                             .sf()
                             .cond_mul(false_cond),
                     );
-                    self.flags = Flags::Running(invert(false_cond));
+                    self.flags = Flags::Running(invert(false_cond), true);
                     if self.skippable(t, e) {
                         self.skip_if_none_run(e)?;
                     }
@@ -2264,7 +2282,7 @@ impl<'a> Emitter<'a> {
                         // holds, as the flags it was tested on say — the branch over the then
                         // side and its masked writes need no test of ra13 right after its
                         // write (which waits an instruction).
-                        Some(_) => self.flags = Flags::Running(invert(false_cond)),
+                        Some(_) => self.flags = Flags::Running(invert(false_cond), false),
                         None => self.flags = Flags::Unknown,
                     }
                     if self.skippable(t, e) {
