@@ -41,6 +41,31 @@ pub fn assign(
     limit: &[u32],
     preferred: Option<Vec<Option<PhysReg>>>,
 ) -> Result<(Function, AssignStats), (RaError, Option<FileId>)> {
+    if let Some(homes) = &preferred
+        && let Some(out) = straight(func, lv, limit, homes)
+    {
+        // Debug builds (every test) check that it is what the whole assignment gives.
+        if cfg!(debug_assertions) {
+            let whole = assign_whole(func, cfg, lv, limit, preferred.clone());
+            assert_eq!(
+                whole.as_ref().ok(),
+                Some(&(out.clone(), AssignStats::default())),
+                "the straight-line assignment differs from the whole one"
+            );
+        }
+        return Ok((out, AssignStats::default()));
+    }
+    assign_whole(func, cfg, lv, limit, preferred)
+}
+
+/// [`assign`] without the straight-line short cut.
+fn assign_whole(
+    func: &Function,
+    cfg: &Cfg,
+    lv: &Liveness,
+    limit: &[u32],
+    preferred: Option<Vec<Option<PhysReg>>>,
+) -> Result<(Function, AssignStats), (RaError, Option<FileId>)> {
     let mut a = Assigner::new(func, cfg, lv, limit);
     a.preferred = preferred;
     let mut blocks = Vec::with_capacity(func.blocks.len());
@@ -62,6 +87,112 @@ pub fn assign(
     a.phi_copies(&mut out).map_err(|e| (e, None))?;
     out.allocated = true;
     Ok((out, a.stats))
+}
+
+/// The assignment of a function of one block with no phis and no constrained operand or
+/// definition, where every value takes the home another allocator (graph colouring) gave it:
+/// each instruction reads its operands in their homes, its killed operands leave, and each
+/// definition takes its home — free then, of its class, below the limit, apart from the
+/// instruction's other definitions — which is what [`Assigner`] does there, without its
+/// set-up. `None` where the function is not of that kind or a home is not free (the whole
+/// assignment then decides).
+fn straight(
+    func: &Function,
+    lv: &Liveness,
+    limit: &[u32],
+    homes: &[Option<PhysReg>],
+) -> Option<Function> {
+    let [block] = func.blocks.as_slice() else {
+        return None;
+    };
+    if !lv.live_in[0].is_empty() {
+        return None;
+    }
+    let files = func.target.files();
+    let limit: Vec<u32> = files
+        .iter()
+        .enumerate()
+        .map(|(f, file)| limit.get(f).copied().unwrap_or(file.units).min(file.units))
+        .collect();
+    let mut occ: Vec<Vec<Option<Temp>>> =
+        files.iter().map(|f| vec![None; f.units as usize]).collect();
+    let mut place: Vec<Option<PhysReg>> = vec![None; func.temps.len()];
+    let units = |t: Temp, r: PhysReg| r.unit()..r.unit() + func.temps[t.index()].size as u32;
+    let mut insts = Vec::with_capacity(block.insts.len());
+    for inst in &block.insts {
+        let plain = !inst.op.is_phi()
+            && !matches!(
+                inst.op,
+                Opcode::ParallelCopy | Opcode::CreateVector | Opcode::SplitVector
+            )
+            && inst
+                .operands
+                .iter()
+                .all(|o| o.fixed.is_none() && !o.is_late_kill() && !o.is_vector_aligned())
+            && inst
+                .defs
+                .iter()
+                .all(|d| d.fixed.is_none() && d.tied.is_none());
+        if !plain {
+            return None;
+        }
+        let mut new = inst.clone();
+        for op in new.operands.iter_mut() {
+            if let Some(t) = op.temp_id() {
+                op.reg = Some(place[t.index()]?);
+            }
+        }
+        for op in &inst.operands {
+            if let Some(t) = op.temp_id()
+                && kills(op)
+                && let Some(r) = place[t.index()].take()
+            {
+                for u in units(t, r) {
+                    let cell = &mut occ[r.file().index()][u as usize];
+                    if *cell == Some(t) {
+                        *cell = None;
+                    }
+                }
+            }
+        }
+        // This instruction's definitions, dead ones too: another of them may not overlap.
+        let mut taken: SmallVec<[(FileId, std::ops::Range<u32>); 2]> = SmallVec::new();
+        for (d, nd) in inst.defs.iter().zip(new.defs.iter_mut()) {
+            let t = d.temp;
+            let class = func.temps[t.index()];
+            let h = homes.get(t.index()).copied().flatten()?;
+            let span = units(t, h);
+            let file = h.file().index();
+            let fits = h.file() == class.file
+                && span.end <= limit[file]
+                && func.target.reg_fits(h, class)
+                && span
+                    .clone()
+                    .all(|u| occ[file].get(u as usize).is_some_and(Option::is_none))
+                && !taken
+                    .iter()
+                    .any(|(f, r)| *f == h.file() && r.start < span.end && span.start < r.end);
+            if !fits {
+                return None;
+            }
+            nd.reg = Some(h);
+            taken.push((h.file(), span.clone()));
+            if !d.dead {
+                for u in span {
+                    occ[file][u as usize] = Some(t);
+                }
+                place[t.index()] = Some(h);
+            }
+        }
+        insts.push(new);
+    }
+    Some(Function {
+        name: func.name.clone(),
+        target: func.target.clone(),
+        blocks: vec![kiln_ir::BlockData { insts }],
+        temps: func.temps.clone(),
+        allocated: true,
+    })
 }
 
 struct Assigner<'f> {
@@ -1827,4 +1958,52 @@ fn kills_any(inst: &Inst, t: Temp) -> bool {
     inst.operands
         .iter()
         .any(|o| o.temp_id() == Some(t) && kills(o))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kiln_analysis::compute_liveness;
+    use kiln_ir::generate::{GenConfig, generate};
+
+    /// On functions of one block (no control flow), coloured at a roomy and a tight budget,
+    /// the straight-line assignment, where it applies, is the whole assignment's result; it
+    /// applies to some, and not where a home is taken (a colouring that left values out) or
+    /// an operand or definition is constrained.
+    #[test]
+    fn straight_line_assignment_is_the_whole_one() {
+        let (mut straight_taken, mut whole_only) = (0, 0);
+        for seed in 0..200u64 {
+            let config = GenConfig {
+                max_depth: 0,
+                vectors: false,
+                constraints: seed % 2 == 0,
+                all_lanes: seed % 3 == 0,
+                size: 20 + (seed as usize % 7) * 15,
+                ..GenConfig::new(seed)
+            };
+            let mut func = generate(&config);
+            let cfg = Cfg::compute(&func).unwrap();
+            let lv = compute_liveness(&mut func, &cfg);
+            for budget in [vec![256, 104], vec![10, 6]] {
+                let homes = crate::graph::colour(&func, &cfg, &lv, &budget, &[]).homes;
+                let whole = assign_whole(&func, &cfg, &lv, &budget, Some(homes.clone()));
+                match straight(&func, &lv, &budget, &homes) {
+                    Some(out) => {
+                        straight_taken += 1;
+                        assert_eq!(
+                            whole.as_ref().ok(),
+                            Some(&(out, AssignStats::default())),
+                            "seed {seed}, budget {budget:?}"
+                        );
+                    }
+                    None => whole_only += 1,
+                }
+            }
+        }
+        assert!(
+            straight_taken > 20 && whole_only > 20,
+            "{straight_taken} straight, {whole_only} not"
+        );
+    }
 }
