@@ -129,6 +129,11 @@ pub fn optimize(cx: &mut Context, precision: Precision) -> Result<(), PassError>
     run_to_fixed_point(cx, &pipeline_at(precision), precision, false)
 }
 
+/// The passes that find nothing in what they leave: dead code elimination marks everything
+/// that stays live (a second sweep removes nothing), if-conversion flattens until no
+/// candidate is left.
+const IDEMPOTENT: &[&str] = &["dce", "if_convert"];
+
 /// The passes that would find nothing to do: a pass that changed nothing on a version of the
 /// function (versions count the changes) changes nothing on it again, so it is not run.
 #[derive(Default)]
@@ -153,6 +158,10 @@ impl Idle {
         }
         self.version += 1;
         self.idle.clear();
+        // A pass that runs to its own fixed point finds nothing in what it left.
+        if IDEMPOTENT.contains(&name) {
+            self.idle.push((name, self.version));
+        }
         Ok(true)
     }
 }
