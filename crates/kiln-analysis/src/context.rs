@@ -87,6 +87,35 @@ impl DebugFlags {
     }
 }
 
+/// Where each temp is defined and which temps are linear: what value-based passes look up
+/// first (one walk of the function).
+#[derive(Clone, Debug, Default)]
+pub struct DefSites {
+    /// (block, instruction index) of each temp's definition; `None` for numbers nothing
+    /// defines.
+    pub sites: Vec<Option<(kiln_ir::Block, usize)>>,
+    /// [`Function::linear_temps`].
+    pub linear: Vec<bool>,
+}
+
+impl DefSites {
+    pub fn compute(func: &Function) -> DefSites {
+        let mut sites = vec![None; func.temps.len()];
+        let mut linear = func.uniform_file_temps();
+        for b in func.block_ids() {
+            for (i, inst) in func.block(b).insts.iter().enumerate() {
+                for d in &inst.defs {
+                    if let Some(s) = sites.get_mut(d.temp.index()) {
+                        *s = Some((b, i));
+                    }
+                }
+                func.mark_linear_defs(inst, &mut linear);
+            }
+        }
+        DefSites { sites, linear }
+    }
+}
+
 /// A function with its cached analyses.
 pub struct Context {
     func: Function,
@@ -94,6 +123,7 @@ pub struct Context {
     dom: Option<Arc<(DomTree, DomTree)>>,
     liveness: Option<Arc<Liveness>>,
     divergence: Option<Arc<Divergence>>,
+    def_sites: Option<Arc<DefSites>>,
     pub debug: DebugFlags,
     /// (pass, time) of every pass run, in order.
     pub timings: Vec<(&'static str, Duration)>,
@@ -124,6 +154,7 @@ impl Context {
             dom: None,
             liveness: None,
             divergence: None,
+            def_sites: None,
             debug,
             // A middle end runs a few dozen passes.
             timings: Vec::with_capacity(64),
@@ -176,6 +207,13 @@ impl Context {
         Ok(self.liveness.clone().expect("just computed"))
     }
 
+    /// Definition sites and linear temps, computed once until a pass changes instructions.
+    pub fn def_sites(&mut self) -> Arc<DefSites> {
+        self.def_sites
+            .get_or_insert_with(|| Arc::new(DefSites::compute(&self.func)))
+            .clone()
+    }
+
     /// Uniform values and branches (NIR's divergence analysis), computed once until a pass
     /// changes instructions.
     pub fn divergence(&mut self) -> Result<Arc<Divergence>, PassError> {
@@ -193,12 +231,14 @@ impl Context {
             Changed::Instructions => {
                 self.liveness = None;
                 self.divergence = None;
+                self.def_sites = None;
             }
             Changed::Cfg => {
                 self.cfg = None;
                 self.dom = None;
                 self.liveness = None;
                 self.divergence = None;
+                self.def_sites = None;
             }
         }
     }

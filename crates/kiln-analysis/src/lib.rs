@@ -10,7 +10,7 @@ pub mod interference;
 pub mod live_set;
 pub mod liveness;
 
-pub use context::{Changed, Context, DebugFlags, PassError};
+pub use context::{Changed, Context, DebugFlags, DefSites, PassError};
 pub use demand::InstDemand;
 pub use divergence::Divergence;
 pub use interference::{Interference, wide_liveness};

@@ -640,7 +640,7 @@ impl Matcher<'_> {
     /// The instruction defining `v`, if it is a temp with a definition.
     fn definition(&self, v: Value) -> Option<&Inst> {
         let Value::Temp(t) = v else { return None };
-        let &(b, i) = self.avail.sites.get(t.index())?.as_ref()?;
+        let &(b, i) = self.avail.sites().get(t.index())?.as_ref()?;
         Some(&self.func.block(b).insts[i])
     }
 
@@ -771,7 +771,7 @@ enum Shape {
 fn shape(func: &Function, avail: &Avail, v: Value) -> Shape {
     match v {
         Value::Const(c) => Shape::Const(c),
-        Value::Temp(t) => match avail.sites.get(t.index()) {
+        Value::Temp(t) => match avail.sites().get(t.index()) {
             Some(Some((db, di))) => Shape::Op(func.block(*db).insts[*di].op),
             _ => Shape::Other,
         },
@@ -892,7 +892,7 @@ fn rewrite(
 /// their earlier rewrites made. Whether anything changed.
 fn constant_operands(func: &mut Function, avail: &Avail, b: Block, i: usize) -> bool {
     let constant_of = |func: &Function, v: Value| match v {
-        Value::Temp(t) => match avail.sites.get(t.index()) {
+        Value::Temp(t) => match avail.sites().get(t.index()) {
             Some(Some((db, di))) => {
                 let d = &func.block(*db).insts[*di];
                 match (d.op, d.operands.first()) {
@@ -1160,6 +1160,8 @@ pub fn rounds(
     let reach = deepest();
     let cfg = cx.cfg()?;
     let dom = cx.dominance()?;
+    // The first round's definition sites are the context's; later rounds find them again.
+    let mut facts = Some(cx.def_sites());
     let func = cx.func_mut();
     let mut changed = false;
     // Temps whose definition changed in the last round, and that round's facts.
@@ -1170,7 +1172,10 @@ pub fn rounds(
     let mut taken = 0;
     for _ in 0..ROUNDS {
         taken += 1;
-        let avail = Avail::new(func, &cfg, &dom);
+        let avail = match facts.take() {
+            Some(f) => Avail::with(f, &cfg, &dom),
+            None => Avail::new(func, &cfg, &dom),
+        };
         let uses = readers(func);
         let booleans = booleans(func, &cfg);
         let n = func.temps.len();

@@ -20,6 +20,7 @@ struct Copy {
 pub fn copy_prop(cx: &mut Context) -> Result<Changed, PassError> {
     let cfg = cx.cfg()?;
     let dom = cx.dominance()?;
+    let facts = cx.def_sites();
     let func = cx.func_mut();
     let is_copy = |inst: &kiln_ir::Inst| {
         inst.op == Opcode::Mov
@@ -29,7 +30,7 @@ pub fn copy_prop(cx: &mut Context) -> Result<Changed, PassError> {
     if !func.blocks.iter().flat_map(|b| &b.insts).any(is_copy) {
         return Ok(Changed::Nothing);
     }
-    let avail = Avail::new(func, &cfg, &dom);
+    let avail = Avail::with(facts, &cfg, &dom);
     // The ACP entries and, per temp, the copy that defines it.
     let mut copies: Vec<Copy> = Vec::new();
     let mut copy_of: Vec<Option<usize>> = vec![None; func.temps.len()];
@@ -52,7 +53,7 @@ pub fn copy_prop(cx: &mut Context) -> Result<Changed, PassError> {
     for (k, c) in copies.iter().enumerate() {
         problem.gen_sets[c.block.index()].insert(k);
         if let Value::Temp(s) = c.src
-            && avail.linear[s.index()]
+            && avail.linear()[s.index()]
         {
             for l in cfg.enclosing_loops(c.block) {
                 if cfg.loops[l].divergent {
@@ -92,7 +93,7 @@ pub fn copy_prop(cx: &mut Context) -> Result<Changed, PassError> {
                         && match src {
                             Value::Temp(s) => {
                                 func.class(s) == func.class(d)
-                                    && avail.linear[s.index()] == avail.linear[d.index()]
+                                    && avail.linear()[s.index()] == avail.linear()[d.index()]
                                     && avail.reaches(s, pred)
                             }
                             _ => true,

@@ -6,13 +6,13 @@
 //! active in, but in SSA form nothing but its own temp can observe them: with no reader it is
 //! dead too. Linear in the instructions.
 
-use crate::util::def_sites;
 use kiln_analysis::{Changed, Context, PassError};
 
 /// Removes every instruction without side effects whose definitions nothing live reads.
 pub fn dce(cx: &mut Context) -> Result<Changed, PassError> {
+    let facts = cx.def_sites();
+    let sites = &facts.sites;
     let func = cx.func_mut();
-    let sites = def_sites(func);
     let mut live: Vec<Vec<bool>> = func
         .blocks
         .iter()

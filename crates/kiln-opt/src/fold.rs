@@ -28,7 +28,7 @@ fn is_comparison(op: Opcode) -> bool {
 
 /// The instruction defining `t`, if any.
 fn def_of<'f>(func: &'f Function, avail: &Avail, t: Temp) -> Option<&'f Inst> {
-    let (b, i) = avail.sites.get(t.index()).copied().flatten()?;
+    let (b, i) = avail.sites().get(t.index()).copied().flatten()?;
     func.block(b).insts.get(i)
 }
 
@@ -192,10 +192,15 @@ fn trivial_phi(inst: &Inst) -> Option<Value> {
 pub fn fold(cx: &mut Context) -> Result<Changed, PassError> {
     let cfg = cx.cfg()?;
     let dom = cx.dominance()?;
+    // The first round's definition sites are the context's; later rounds find them again.
+    let mut facts = Some(cx.def_sites());
     let func = cx.func_mut();
     let mut changed = false;
     for _round in 0..16 {
-        let avail = Avail::new(func, &cfg, &dom);
+        let avail = match facts.take() {
+            Some(f) => Avail::with(f, &cfg, &dom),
+            None => Avail::new(func, &cfg, &dom),
+        };
         let mut subst: Vec<Option<Value>> = vec![None; func.temps.len()];
         let mut round = false;
         for b in cfg.rpo() {

@@ -112,8 +112,9 @@ struct Number {
 fn gvn_with(cx: &mut Context, uniforms: bool) -> Result<Changed, PassError> {
     let cfg = cx.cfg()?;
     let dom = cx.dominance()?;
+    let facts = cx.def_sites();
     let func = cx.func_mut();
-    let avail = Avail::new(func, &cfg, &dom);
+    let avail = Avail::with(facts, &cfg, &dom);
     let n = func.blocks.len();
     let mut children: Vec<Vec<Block>> = vec![Vec::new(); n];
     for b in func.block_ids().skip(1) {
@@ -188,8 +189,8 @@ fn gvn_with(cx: &mut Context, uniforms: bool) -> Result<Changed, PassError> {
                 let (prev_inst, _) = inst_of(func, prev);
                 let usable = prev_inst.defs.iter().all(|p| {
                     let p = p.temp;
-                    !avail.linear[p.index()]
-                        || (avail.reaches(p, b) && avail.sites[p.index()].is_some())
+                    !avail.linear()[p.index()]
+                        || (avail.reaches(p, b) && avail.sites()[p.index()].is_some())
                 });
                 if usable {
                     for (d, p) in inst.defs.iter().zip(&prev_inst.defs) {

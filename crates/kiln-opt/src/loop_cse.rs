@@ -6,7 +6,7 @@
 //! (Perlin noise per colour channel). NIR reaches the same code by unrolling and `nir_opt_cse`
 //! where the loop is small enough to unroll; this needs no unrolling. Design: docs/middle.md.
 
-use crate::util::{Avail, def_sites, reads_other_lanes, substitute};
+use crate::util::{Avail, reads_other_lanes, substitute};
 use kiln_analysis::{Changed, Context, PassError};
 use kiln_ir::{Block, Cfg, Function, LoopInfo, OperandFlags, Temp, Value};
 
@@ -18,9 +18,10 @@ pub fn loop_cse(cx: &mut Context) -> Result<Changed, PassError> {
         return Ok(Changed::Nothing);
     }
     let dom = cx.dominance()?;
+    let facts = cx.def_sites();
     let func = cx.func_mut();
-    let avail = Avail::new(func, &cfg, &dom);
-    let sites = def_sites(func);
+    let avail = Avail::with(facts.clone(), &cfg, &dom);
+    let sites = &facts.sites;
     let size = |l: &LoopInfo| {
         let insts: usize = (l.header.0..l.exit.0)
             .map(|b| func.block(Block(b)).insts.len())
@@ -37,7 +38,7 @@ pub fn loop_cse(cx: &mut Context) -> Result<Changed, PassError> {
     // repeats one that repeats another reads the first's values (`substitute` follows chains).
     for j in 0..cfg.loops.len() {
         for i in (0..j).filter(|&i| sizes[i] == sizes[j]) {
-            let Some(map) = same_loop(func, &cfg, &dom, &avail, &sites, i, j) else {
+            let Some(map) = same_loop(func, &cfg, &dom, &avail, sites, i, j) else {
                 continue;
             };
             let lj = &cfg.loops[j];

@@ -3,7 +3,7 @@
 //! analysis, restricted to what is certain from the IR alone. The design is in `docs/middle.md`
 //! ("Uniform values in per-lane registers").
 
-use crate::util::{def_sites, is_free_operand};
+use crate::util::is_free_operand;
 use kiln_analysis::{Changed, Context, PassError};
 use kiln_ir::semantics::eval_scalar;
 use kiln_ir::{Function, Inst, Lanes, Opcode, Value};
@@ -22,6 +22,7 @@ fn pure_scalar(inst: &Inst) -> bool {
 /// Moves uniform values computed in per-lane registers to the uniform file.
 pub fn uniformize(cx: &mut Context) -> Result<Changed, PassError> {
     let cfg = cx.cfg()?;
+    let facts = cx.def_sites();
     let target = cx.func().target.clone();
     let func = cx.func();
     let files = target.files();
@@ -29,7 +30,7 @@ pub fn uniformize(cx: &mut Context) -> Result<Changed, PassError> {
         return Ok(Changed::Nothing);
     };
     let uclass = target.class(kiln_ir::FileId(ufile as u8), 1);
-    let linear = func.linear_temps();
+    let linear = &facts.linear;
     let is_uniform_file = |func: &Function, t: kiln_ir::Temp| {
         let c = func.class(t);
         files
@@ -58,7 +59,7 @@ pub fn uniformize(cx: &mut Context) -> Result<Changed, PassError> {
     }
     let dom = cx.dominance()?;
     let func = cx.func_mut();
-    let sites = def_sites(func);
+    let sites = &facts.sites;
     // Greatest fixpoint: drop candidates until every remaining one is justified.
     loop {
         let mut dropped = false;

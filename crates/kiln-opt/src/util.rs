@@ -1,21 +1,6 @@
-//! Helpers shared by the passes: definition sites, use counts, operand rewriting.
+//! Helpers shared by the passes: availability, use counts, operand rewriting.
 
 use kiln_ir::{Block, Function, Inst, Lanes, Opcode, Operand, OperandFlags, Temp, Value};
-
-/// Where each temp is defined: (block, instruction index), `None` for numbers nothing defines.
-pub fn def_sites(func: &Function) -> Vec<Option<(Block, usize)>> {
-    let mut sites = vec![None; func.temps.len()];
-    for b in func.block_ids() {
-        for (i, inst) in func.block(b).insts.iter().enumerate() {
-            for d in &inst.defs {
-                if let Some(s) = sites.get_mut(d.temp.index()) {
-                    *s = Some((b, i));
-                }
-            }
-        }
-    }
-    sites
-}
 
 /// Whether `inst` reads other lanes than its own: derivatives, a target's cross-lane operations,
 /// and samples with implicit derivatives (their level of detail). What it gives depends on which
@@ -109,45 +94,54 @@ pub struct Avail<'a> {
     pub cfg: &'a kiln_ir::Cfg,
     pub logical: &'a kiln_ir::DomTree,
     pub linear_dom: &'a kiln_ir::DomTree,
-    pub sites: Vec<Option<(Block, usize)>>,
-    pub linear: Vec<bool>,
+    facts: std::sync::Arc<kiln_analysis::DefSites>,
 }
 
 impl<'a> Avail<'a> {
+    /// Availability in `func` as it is now (its definition sites found again).
     pub fn new(
         func: &Function,
         cfg: &'a kiln_ir::Cfg,
         dom: &'a (kiln_ir::DomTree, kiln_ir::DomTree),
     ) -> Avail<'a> {
-        // Definition sites and linear temps in one walk.
-        let mut sites = vec![None; func.temps.len()];
-        let mut linear = func.uniform_file_temps();
-        for b in func.block_ids() {
-            for (i, inst) in func.block(b).insts.iter().enumerate() {
-                for d in &inst.defs {
-                    if let Some(s) = sites.get_mut(d.temp.index()) {
-                        *s = Some((b, i));
-                    }
-                }
-                func.mark_linear_defs(inst, &mut linear);
-            }
-        }
+        Avail::with(
+            std::sync::Arc::new(kiln_analysis::DefSites::compute(func)),
+            cfg,
+            dom,
+        )
+    }
+
+    /// Availability from definition sites found already (`Context::def_sites`).
+    pub fn with(
+        facts: std::sync::Arc<kiln_analysis::DefSites>,
+        cfg: &'a kiln_ir::Cfg,
+        dom: &'a (kiln_ir::DomTree, kiln_ir::DomTree),
+    ) -> Avail<'a> {
         Avail {
             cfg,
             logical: &dom.0,
             linear_dom: &dom.1,
-            sites,
-            linear,
+            facts,
         }
+    }
+
+    /// Where each temp is defined.
+    pub fn sites(&self) -> &[Option<(Block, usize)>] {
+        &self.facts.sites
+    }
+
+    /// Whether each temp is linear.
+    pub fn linear(&self) -> &[bool] {
+        &self.facts.linear
     }
 
     /// Whether `t` may be read by an instruction of block `b` placed after `t`'s definition
     /// when both are in the same block.
     pub fn reaches(&self, t: Temp, b: Block) -> bool {
-        let Some(Some((db, _))) = self.sites.get(t.index()) else {
+        let Some(Some((db, _))) = self.sites().get(t.index()) else {
             return false;
         };
-        let linear = self.linear[t.index()];
+        let linear = self.linear()[t.index()];
         let dom = if linear {
             self.linear_dom
         } else {
@@ -165,13 +159,13 @@ impl<'a> Avail<'a> {
     /// reaches `d`'s definition (so it reaches everything `d`'s definition reaches).
     pub fn can_replace(&self, func: &Function, d: Temp, x: Temp) -> bool {
         let (Some(Some((db, di))), Some(Some((xb, xi)))) =
-            (self.sites.get(d.index()), self.sites.get(x.index()))
+            (self.sites().get(d.index()), self.sites().get(x.index()))
         else {
             return false;
         };
         d != x
             && func.class(d) == func.class(x)
-            && self.linear[d.index()] == self.linear[x.index()]
+            && self.linear()[d.index()] == self.linear()[x.index()]
             && self.reaches(x, *db)
             && (xb != db || xi < di)
     }
