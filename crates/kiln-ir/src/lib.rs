@@ -33,4 +33,4 @@ pub use regs::{
 pub use resized::ResizedTarget;
 pub use target_op::{ClassReq, CrossLaneEval, TargetOp, TargetOpInfo};
 pub use text::{ParseError, parse_function, print_function};
-pub use verify::{VerifyError, verify, verify_with_cfg};
+pub use verify::{VerifyError, verify, verify_inst, verify_with_cfg};

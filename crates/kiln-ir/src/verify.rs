@@ -42,6 +42,26 @@ pub fn verify_with_cfg(func: &Function, cfg: &Cfg) -> Result<(), Vec<VerifyError
     verify_inner(func, Some(cfg))
 }
 
+/// The rules of instruction `i` of block `b` alone — arity, classes, operand and definition
+/// constraints, the register files it reads and writes — without those between instructions
+/// (SSA dominance, the CFG, phis and their predecessors): what a pass that changed the classes
+/// of a few temps checks of the instructions that define or read them, where the rules between
+/// instructions hold by its construction.
+pub fn verify_inst(func: &Function, b: Block, i: usize) -> Result<(), Vec<VerifyError>> {
+    let mut v = Verifier {
+        func,
+        errors: Vec::new(),
+    };
+    if let Some(inst) = func.block(b).insts.get(i) {
+        v.inst(b, i, inst);
+    }
+    if v.errors.is_empty() {
+        Ok(())
+    } else {
+        Err(v.errors)
+    }
+}
+
 fn verify_inner(func: &Function, cfg: Option<&Cfg>) -> Result<(), Vec<VerifyError>> {
     let mut v = Verifier {
         func,

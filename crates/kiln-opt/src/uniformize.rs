@@ -77,8 +77,11 @@ pub fn uniformize(cx: &mut Context) -> Result<Changed, PassError> {
                             }
                         }
                         Value::Temp(s) => {
-                            let s_uniform = is_uniform_file(func, s) || linear[s.index()];
-                            // The definition's operands must be uniform.
+                            // The definition's operands must be uniform: in the uniform
+                            // file, or for a phi, linear (an operation may not define a
+                            // uniform-file value from a per-lane register).
+                            let s_uniform =
+                                is_uniform_file(func, s) || (linear[s.index()] && inst.op.is_phi());
                             if def_cand && !s_uniform && !cand[s.index()] {
                                 cand[def.expect("candidate").index()] = false;
                                 dropped = true;
@@ -124,7 +127,12 @@ pub fn uniformize(cx: &mut Context) -> Result<Changed, PassError> {
     if !cand.iter().any(|&c| c) {
         return Ok(Changed::Nothing);
     }
-    let saved = func.clone();
+    // The rules between instructions hold by the fixpoint: definitions dominate their reads in
+    // the linear CFG, none leaves a divergent loop, phis become linear only where the logical
+    // and linear predecessors agree. Those of each instruction alone (a target's constraints on
+    // an operation's classes) are the verifier's: where an instruction that defines or reads a
+    // candidate breaks one, nothing moves.
+    let old = func.temps[..n].to_vec();
     for (t, c) in cand.iter().enumerate() {
         if *c {
             func.temps[t] = uclass;
@@ -137,9 +145,26 @@ pub fn uniformize(cx: &mut Context) -> Result<Changed, PassError> {
             }
         }
     }
-    let new_cfg = kiln_ir::Cfg::compute(func).map_err(PassError::Structure)?;
-    if kiln_ir::verify_with_cfg(func, &new_cfg).is_err() {
-        *func = saved;
+    let touches = |inst: &Inst| {
+        inst.defs.iter().any(|d| cand[d.temp.index()])
+            || inst
+                .operands
+                .iter()
+                .any(|o| o.temp_id().is_some_and(|t| cand[t.index()]))
+    };
+    let broken = func.block_ids().any(|b| {
+        let insts = &func.block(b).insts;
+        (0..insts.len()).any(|i| touches(&insts[i]) && kiln_ir::verify_inst(func, b, i).is_err())
+    });
+    if broken {
+        func.temps[..n].copy_from_slice(&old);
+        for block in &mut func.blocks {
+            for inst in &mut block.insts {
+                if inst.op == Opcode::LinearPhi && cand[inst.defs[0].temp.index()] {
+                    inst.op = Opcode::Phi;
+                }
+            }
+        }
         return Ok(Changed::Nothing);
     }
     Ok(Changed::Instructions)
@@ -210,5 +235,39 @@ bb4:
         let text = print_function(cx.func());
         assert!(text.contains("%3:v1 = phi 0, %5"), "{text}");
         assert!(text.contains("%5:v1 = iadd"), "{text}");
+    }
+
+    #[test]
+    fn a_target_constraint_on_a_candidate_moves_nothing() {
+        // `sfu_rcp` defines a per-lane value only: the chain to it may not move, and the
+        // copy before it would be read per-lane, so the function stays as it is.
+        let src = "target generic(v=16, s=8)
+function @f {
+bb0:
+    %0:s1 = uniform 0
+    %1:v1 = mov %0
+    %2:v1 = sfu_rcp %1
+    %3:v1 = fadd %1, 1.0
+    output 0, %2
+    output 1, %3
+    return
+}
+";
+        let before = parse_function(src).unwrap();
+        kiln_ir::verify(&before).unwrap();
+        let mut cx = Context::new(before.clone());
+        assert_eq!(cx.run("uniformize", uniformize).unwrap(), Changed::Nothing);
+        assert_eq!(cx.func().temps, before.temps);
+        assert_eq!(print_function(cx.func()), print_function(&before));
+        kiln_ir::verify(cx.func()).unwrap();
+        // Without the constrained read the copy and the sum move.
+        let free = src.replace("sfu_rcp %1", "fadd %1, 2.0");
+        let mut cx = Context::new(parse_function(&free).unwrap());
+        assert_eq!(
+            cx.run("uniformize", uniformize).unwrap(),
+            Changed::Instructions
+        );
+        let text = print_function(cx.func());
+        assert!(text.contains("%1:s1 = mov %0"), "{text}");
     }
 }
