@@ -426,6 +426,53 @@ bb5:
     assert!(!straight.disasm().contains("elem"), "{}", straight.disasm());
 }
 
+/// A uniform `if` on a constant takes its side with no test, also in a masked block where
+/// no lane may run (the interpreter then goes by lane 0's condition, the same): no flags, no
+/// read of `elem`, a jump only where the constant is false. Inside a divergent loop whose
+/// `continue`s both wake at the latch, whose branch back goes by the flags the wake left.
+#[test]
+fn a_uniform_if_on_a_constant_takes_its_side_untested() {
+    let text = |k: &str| {
+        format!(
+            "target generic(v=32, s=16)
+function @main {{
+bb0:
+    %0:v1 = input 0
+    %1:v1 = fmul %0, 10.0
+    loop bb1, bb6
+bb1:
+    %2:v1 = phi 0.0, %5, %5
+    %3:v1 = phi 0, %6, %7
+    %4:v1 = flt %1, %2
+    if.divergent %4, bb2, bb3, bb3
+bb2:
+    break bb6
+bb3:
+    %5:v1 = fadd %2, 1.0
+    %6:v1 = iadd %3, 1
+    %7:v1 = iadd %3, 2
+    if.uniform {k}, bb4, bb5, bb5
+bb4:
+    continue bb1
+bb5:
+    continue bb1
+bb6:
+    %8:v1 = phi %2
+    %9:v1 = phi %3
+    output 0, %8
+    output 1, %9
+    return
+}}
+"
+        )
+    };
+    for k in ["-1", "0"] {
+        let c = agrees(&text(k));
+        let d = c.disasm();
+        assert!(!d.contains("elem"), "{k}: {d}");
+    }
+}
+
 #[test]
 fn divergent_loop_with_break() {
     agrees(

@@ -2224,6 +2224,18 @@ impl<'a> Emitter<'a> {
                 if t != next {
                     return Err(internal("then block does not follow its if"));
                 }
+                // A uniform `if` on a constant takes one side in every lane, running or not
+                // (where none runs the interpreter goes by lane 0's condition, the same): no
+                // flags, and a jump to the else side where it is false.
+                if !inst.flags.divergent
+                    && self.pending_compare.is_none()
+                    && let Value::Const(c) = inst.operands[0].value
+                {
+                    if c == 0 {
+                        self.branch(BranchCond::Always, e);
+                    }
+                    return Ok(());
+                }
                 // Where the condition is false: Z set (in the lanes that run), or the opposite
                 // of a comparison folded here (in a block every lane runs).
                 // (Whether the comparison set the flags of the running lanes only, the others'
@@ -2345,8 +2357,10 @@ impl<'a> Emitter<'a> {
                     self.wake(header)?;
                 }
                 if divergent_loop {
-                    self.exec_flags()?;
-                    self.branch(BranchCond::AnyZs, header);
+                    // Back while any lane runs: after the header's wake the flags say which
+                    // ([`Flags::Running`]), no test of ra13 right after its write.
+                    let running = self.running_cond()?;
+                    self.branch(any_lane(running), header);
                     if exit != next {
                         self.branch(BranchCond::Always, exit);
                     }
@@ -2485,8 +2499,7 @@ impl<'a> Emitter<'a> {
             }
             // Discarded lanes keep the tile buffer's colour (Mesa's conditional TLB write).
             let cond = if self.discards {
-                self.exec_flags()?;
-                Cond::Zs
+                self.running_cond()?
             } else {
                 Cond::Always
             };
