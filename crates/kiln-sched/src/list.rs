@@ -74,13 +74,73 @@ struct Live<'a> {
     safe: bool,
     /// No node before this one is left to issue.
     oldest: usize,
-    /// Node steps that check may still take: each is linear in the block (its copy of the
-    /// users left counts too) and most nodes are checked, so a block costs O(n²) up to this
-    /// bound, 4·n·min(n, 512), which keeps large blocks linear — and gives up on them.
+    /// No node after this one has issued.
+    newest: usize,
+    /// Per node k, whether the original order stays within the limit from node k on.
+    tail_fits: Vec<bool>,
+    /// The values a completion check took a user from, to give them back.
+    undo: Vec<u32>,
+    /// Node steps that check may still take: each is linear in the nodes from the oldest not
+    /// issued to the newest issued, and most nodes are checked, so a block costs O(n²) up to
+    /// this bound, 4·n·min(n, 512), which keeps large blocks linear — and gives up on them.
     budget: usize,
 }
 
-impl Live<'_> {
+impl<'a> Live<'a> {
+    fn new(regs: &'a Registers, n: usize, safe: bool) -> Self {
+        // The original order's live values after each node, from the end: once a completion
+        // has passed every node issued out of order, each value it holds was started at or
+        // before that point and has a user after it, so the original order holds it too — the
+        // completion fits wherever the original order does.
+        let mut tail_fits = vec![true; n + 1];
+        if safe {
+            let mut left = regs.users.clone();
+            let mut live = regs.live;
+            let mut within = Vec::with_capacity(n);
+            for node in 0..n as u32 {
+                regs.step(node, &mut left, &mut live);
+                within.push(live <= regs.limit);
+            }
+            for k in (0..n).rev() {
+                tail_fits[k] = within[k] && tail_fits[k + 1];
+            }
+        }
+        Live {
+            regs,
+            left: regs.users.clone(),
+            live: regs.live,
+            issued: vec![false; n],
+            safe,
+            oldest: 0,
+            newest: 0,
+            tail_fits,
+            undo: Vec::new(),
+            budget: 4 * n * n.min(512),
+        }
+    }
+
+    /// [`Registers::step`] on the users left, each user taken logged for [`Live::restore`].
+    fn step_logged(&mut self, n: u32, live: &mut u32) {
+        *live += self.regs.starts[n as usize] as u32;
+        for &v in self.regs.uses(n) {
+            let l = &mut self.left[v as usize];
+            if *l != Registers::FOREVER {
+                *l -= 1;
+                self.undo.push(v);
+                if *l == 0 {
+                    *live -= 1;
+                }
+            }
+        }
+    }
+
+    /// Gives back the users a check took.
+    fn restore(&mut self) {
+        for v in self.undo.drain(..) {
+            self.left[v as usize] += 1;
+        }
+    }
+
     /// The values live in the cycle nodes `issue` issue in, those that die in it counted
     /// as free.
     fn peak(&mut self, issue: &[u32]) -> u32 {
@@ -114,27 +174,38 @@ impl Live<'_> {
             self.oldest += 1;
         }
         let n = self.issued.len();
-        self.budget = self.budget.checked_sub(n + self.left.len())?;
-        let mut left = self.left.clone();
+        let newest = issue
+            .iter()
+            .fold(self.newest, |m, &node| m.max(node as usize));
+        // Past the newest node issued, the completion fits where the original order does.
+        let end = if self.tail_fits[newest + 1] {
+            newest + 1
+        } else {
+            n
+        };
+        self.budget = self.budget.checked_sub(end - self.oldest + issue.len())?;
         let mut live = self.live;
-        let regs = self.regs;
         for &node in issue {
-            regs.step(node, &mut left, &mut live);
+            self.step_logged(node, &mut live);
         }
         // The live values after each node issues (in its cycle too: what dies there is free).
-        for node in self.oldest as u32..n as u32 {
+        let mut fits = true;
+        for node in self.oldest as u32..end as u32 {
             if !self.issued[node as usize] && !issue.contains(&node) {
-                regs.step(node, &mut left, &mut live);
-                if live > regs.limit {
-                    return Some(false);
+                self.step_logged(node, &mut live);
+                if live > self.regs.limit {
+                    fits = false;
+                    break;
                 }
             }
         }
-        Some(true)
+        self.restore();
+        Some(fits)
     }
 
     fn issue(&mut self, n: u32) {
         self.issued[n as usize] = true;
+        self.newest = self.newest.max(n as usize);
         self.regs.step(n, &mut self.left, &mut self.live);
     }
 }
@@ -170,16 +241,7 @@ pub fn schedule_within(
     regs: &Registers,
     safe: bool,
 ) -> Option<Vec<Slot>> {
-    let n = dag.len();
-    let live = Live {
-        regs,
-        left: regs.users.clone(),
-        live: regs.live,
-        issued: vec![false; n],
-        safe,
-        oldest: 0,
-        budget: 4 * n * n.min(512),
-    };
+    let live = Live::new(regs, dag.len(), safe);
     run(dag, earliest, class, prio, pairs, Some(live))
 }
 
