@@ -118,6 +118,7 @@ pub fn schedule(
     // The blocks reordered, and the order each took (instruction k of the new order was
     // instruction order[k]).
     let mut reordered: Vec<(Block, Vec<usize>)> = Vec::new();
+    let mut scratch = Scratch::new(func.temps.len());
     for b in (0..func.blocks.len()).map(Block::new) {
         let insts = &func.block(b).insts;
         // Work that fills a wait stays within the demand the block had (its order is free to
@@ -127,9 +128,15 @@ pub fn schedule(
             *f = (*f).min(had);
         }
         let fill = (order == Order::Latency).then_some(fill);
-        let Some(order) =
-            schedule_block(func, insts, &lv.live_out[b.index()], target, budget, fill)
-        else {
+        let Some(order) = schedule_block(
+            func,
+            insts,
+            &lv.live_out[b.index()],
+            target,
+            budget,
+            fill,
+            &mut scratch,
+        ) else {
             continue;
         };
         let block = func.block_mut(b);
@@ -201,6 +208,44 @@ struct Node {
     preds: u32,
 }
 
+/// No instruction of the block.
+const NONE: u32 = u32::MAX;
+
+/// Per temp of the function, what [`schedule_block`] finds of it in one block: set for the
+/// temps the block names and cleared after it, so that a function's blocks share one
+/// allocation and each costs its own instructions.
+pub struct Scratch {
+    def_at: Vec<u32>,
+    first_use: Vec<u32>,
+    last_use: Vec<u32>,
+    /// Nodes left to read the temp.
+    left: Vec<u32>,
+    /// The temps set.
+    seen: Vec<Temp>,
+}
+
+impl Scratch {
+    pub fn new(temps: usize) -> Scratch {
+        Scratch {
+            def_at: vec![NONE; temps],
+            first_use: vec![NONE; temps],
+            last_use: vec![NONE; temps],
+            left: vec![0; temps],
+            seen: Vec::new(),
+        }
+    }
+
+    fn clear(&mut self) {
+        for t in self.seen.drain(..) {
+            let i = t.index();
+            self.def_at[i] = NONE;
+            self.first_use[i] = NONE;
+            self.last_use[i] = NONE;
+            self.left[i] = 0;
+        }
+    }
+}
+
 /// How many ready nodes, in their original order, a step compares (Mesa's scheduler compares
 /// them all, quadratic in a wide block; a transient result's readers are found directly).
 const WINDOW: usize = 48;
@@ -215,6 +260,7 @@ pub fn schedule_block(
     target: &dyn PreRaTarget,
     budget: Demand,
     fill: Option<Demand>,
+    scratch: &mut Scratch,
 ) -> Option<Vec<usize>> {
     let n = insts.len();
     let mut start = 0;
@@ -231,29 +277,32 @@ pub fn schedule_block(
     }
     let body = &insts[start..end];
     let m = body.len();
-    // Where each temp is defined in the body, and the last instruction reading it.
-    let mut def_at: Vec<(Temp, usize)> = Vec::new();
-    let mut last_use: Vec<(Temp, usize)> = Vec::new();
+    // Where each temp is defined in the body, and the first and last instructions reading it.
+    let seen = &mut scratch.seen;
+    let (def_at, first_use, last_use) = (
+        &mut scratch.def_at,
+        &mut scratch.first_use,
+        &mut scratch.last_use,
+    );
     for (k, inst) in body.iter().enumerate() {
-        def_at.extend(inst.defs.iter().map(|d| (d.temp, k)));
-        last_use.extend(inst.used_temps().map(|t| (t, k)));
+        for t in inst.used_temps() {
+            let i = t.index();
+            if first_use[i] == NONE {
+                first_use[i] = k as u32;
+                seen.push(t);
+            }
+            last_use[i] = k as u32;
+        }
+        for d in &inst.defs {
+            def_at[d.temp.index()] = k as u32;
+            seen.push(d.temp);
+        }
     }
-    def_at.sort_unstable();
-    last_use.sort_unstable();
-    let defined = |t: Temp| {
-        def_at
-            .binary_search_by_key(&t, |e| e.0)
-            .ok()
-            .map(|i| def_at[i].1)
-    };
-    let last_read = |t: Temp| {
-        let hi = last_use.partition_point(|e| e.0 <= t);
-        (hi > 0 && last_use[hi - 1].0 == t).then(|| last_use[hi - 1].1)
-    };
-    let first_read = |t: Temp| {
-        let lo = last_use.partition_point(|e| e.0 < t);
-        (lo < last_use.len() && last_use[lo].0 == t).then(|| last_use[lo].1)
-    };
+    let (def_at, first_use, last_use) = (&*def_at, &*first_use, &*last_use);
+    let known = |v: u32| (v != NONE).then_some(v as usize);
+    let defined = |t: Temp| known(def_at[t.index()]);
+    let last_read = |t: Temp| known(last_use[t.index()]);
+    let first_read = |t: Temp| known(first_use[t.index()]);
     // Glue, from the end: an instruction whose every result is read, only by the node after
     // it, goes with that node; so does what the target glues.
     let mut node_last = vec![0usize; m];
@@ -311,6 +360,7 @@ pub fn schedule_block(
         k = last + 1;
     }
     if nodes.len() < 2 {
+        scratch.clear();
         return None;
     }
     // Edges: each read from its producer's node, and the kept order.
@@ -337,34 +387,23 @@ pub fn schedule_block(
     }
     // Nodes left to read each temp, and the pressure at the start: what lives through the
     // body or is read in it and made before it.
-    let mut read_temps: Vec<Temp> = nodes.iter().flat_map(|n| n.reads.iter().copied()).collect();
-    read_temps.sort_unstable();
-    let mut temps: Vec<Temp> = Vec::new();
-    let mut left: Vec<u32> = Vec::new();
-    for t in read_temps {
-        if temps.last() == Some(&t) {
-            *left.last_mut().expect("a count") += 1;
-        } else {
-            temps.push(t);
-            left.push(1);
-        }
-    }
-    let slot = |t: Temp| temps.binary_search(&t).ok();
+    let left = &mut scratch.left;
     let mut pressure = Demand::ZERO;
-    for &t in &temps {
-        if defined(t).is_none() {
+    for t in nodes.iter().flat_map(|n| n.reads.iter().copied()) {
+        left[t.index()] += 1;
+        if left[t.index()] == 1 && defined(t).is_none() {
             pressure += Demand::of(func.class(t));
         }
     }
     for t in live_out.iter() {
-        if defined(t).is_none() && slot(t).is_none() {
+        if defined(t).is_none() && left[t.index()] == 0 {
             pressure += Demand::of(func.class(t));
         }
     }
     let frees = |node: &Node, left: &[u32]| -> Demand {
         let mut d = Demand::ZERO;
         for &t in &node.reads {
-            if slot(t).is_some_and(|s| left[s] == 1) && !live_out.contains(t) {
+            if left[t.index()] == 1 && !live_out.contains(t) {
                 d += Demand::of(func.class(t));
             }
         }
@@ -434,9 +473,7 @@ pub fn schedule_block(
         let node = &nodes[id];
         pressure = pressure + node.defines - frees(node, &left);
         for &t in &node.reads {
-            if let Some(s) = slot(t) {
-                left[s] -= 1;
-            }
+            left[t.index()] -= 1;
         }
         if node.transient {
             transient = Some(id);
@@ -453,6 +490,7 @@ pub fn schedule_block(
     }
     debug_assert_eq!(order.len(), end, "every node scheduled");
     order.extend(end..n);
+    scratch.clear();
     order
         .iter()
         .enumerate()
