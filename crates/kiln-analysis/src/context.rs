@@ -124,6 +124,9 @@ pub struct Context {
     liveness: Option<Arc<Liveness>>,
     divergence: Option<Arc<Divergence>>,
     def_sites: Option<Arc<DefSites>>,
+    /// The CFG cached is the one [`Context::replace_func`] was given for the function as it
+    /// is (no [`Context::func_mut`] since): the pass running keeps it past its end.
+    cfg_given: bool,
     pub debug: DebugFlags,
     /// (pass, time) of every pass run, in order.
     pub timings: Vec<(&'static str, Duration)>,
@@ -155,6 +158,7 @@ impl Context {
             liveness: None,
             divergence: None,
             def_sites: None,
+            cfg_given: false,
             debug,
             // A middle end runs a few dozen passes.
             timings: Vec::with_capacity(64),
@@ -168,7 +172,18 @@ impl Context {
     /// The function, for a pass to change: report what changed through [`Context::run`]'s
     /// result (or [`Context::invalidate`] outside a pass).
     pub fn func_mut(&mut self) -> &mut Function {
+        self.cfg_given = false;
         &mut self.func
+    }
+
+    /// Replaces the function with `func`, whose CFG `cfg` is (the pass that built the function
+    /// computed it to check its blocks): every analysis is dropped but that CFG, which stays
+    /// past the end of the pass unless the function changes again.
+    pub fn replace_func(&mut self, func: Function, cfg: Cfg) {
+        self.func = func;
+        self.invalidate(Changed::Cfg);
+        self.cfg = Some(Arc::new(cfg));
+        self.cfg_given = true;
     }
 
     pub fn into_func(self) -> Function {
@@ -274,9 +289,14 @@ impl Context {
         pass: impl FnOnce(&mut Context) -> Result<Changed, PassError>,
     ) -> Result<Changed, PassError> {
         let start = Instant::now();
+        self.cfg_given = false;
         let changed = pass(self)?;
         let took = start.elapsed();
+        let given = (changed == Changed::Cfg && self.cfg_given)
+            .then(|| self.cfg.take())
+            .flatten();
         self.invalidate(changed);
+        self.cfg = self.cfg.take().or(given);
         self.timings.push((name, took));
         if self.debug.time {
             eprintln!("kiln: {name}: {:.3} ms", took.as_secs_f64() * 1e3);
@@ -326,6 +346,39 @@ mod tests {
         // Dropped, then computed anew by the verifier.
         assert!(!Arc::ptr_eq(&a, &cx.cfg().unwrap()));
         assert_eq!(cx.timings.len(), 3);
+    }
+
+    #[test]
+    fn a_cfg_given_with_the_function_outlives_its_pass() {
+        let mut cx = context();
+        let cfg = |cx: &Context| Cfg::compute(cx.func()).unwrap();
+        cx.run("rebuild", |cx| {
+            let (func, cfg) = (cx.func().clone(), cfg(cx));
+            cx.replace_func(func, cfg);
+            Ok(Changed::Cfg)
+        })
+        .unwrap();
+        let given = cx.cfg().unwrap();
+        cx.run("nothing", |_| Ok(Changed::Nothing)).unwrap();
+        assert!(Arc::ptr_eq(&given, &cx.cfg().unwrap()));
+        // Changed after it was given: dropped at the end of the pass.
+        cx.run("rebuild, then edit", |cx| {
+            let (func, cfg) = (cx.func().clone(), cfg(cx));
+            cx.replace_func(func, cfg);
+            let kept = cx.cfg().unwrap();
+            cx.func_mut();
+            assert!(
+                Arc::ptr_eq(&kept, &cx.cfg().unwrap()),
+                "cached within the pass"
+            );
+            Ok(Changed::Cfg)
+        })
+        .unwrap();
+        let after = cx.cfg().unwrap();
+        assert!(!Arc::ptr_eq(&given, &after));
+        // A pass that changes the blocks without giving a CFG drops the cached one.
+        cx.run("blocks", |_| Ok(Changed::Cfg)).unwrap();
+        assert!(!Arc::ptr_eq(&after, &cx.cfg().unwrap()));
     }
 
     #[test]

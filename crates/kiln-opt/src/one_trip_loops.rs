@@ -334,7 +334,12 @@ impl Rebuild<'_> {
 /// result must verify (a whole-function check per loop removed: a fifth of the compile of a
 /// shader with many wrapper loops, and never failed on the corpus, so release compiles skip it
 /// as they skip the verifier after every pass).
-fn remove_loop(func: &Function, cfg: &Cfg, k: usize, check: bool) -> Result<Function, Refused> {
+fn remove_loop(
+    func: &Function,
+    cfg: &Cfg,
+    k: usize,
+    check: bool,
+) -> Result<(Function, Cfg), Refused> {
     let l = &cfg.loops[k];
     let (p, h, x) = (l.preheader, l.header, l.exit);
     let n = func.blocks.len();
@@ -426,10 +431,11 @@ fn remove_loop(func: &Function, cfg: &Cfg, k: usize, check: bool) -> Result<Func
     if check {
         kiln_ir::verify_with_cfg(&r.g, &new_cfg).map_err(|_| ())?;
     }
-    Ok(r.g)
+    Ok((r.g, new_cfg))
 }
 
-/// Removes the loops that never iterate, innermost first; one CFG computation per removal.
+/// Removes the loops that never iterate, innermost first; one CFG computation per removal
+/// (the one that checks the new blocks).
 pub fn one_trip_loops(cx: &mut Context) -> Result<Changed, PassError> {
     let mut changed = Changed::Nothing;
     let mut skip = 0usize;
@@ -443,13 +449,15 @@ pub fn one_trip_loops(cx: &mut Context) -> Result<Changed, PassError> {
             .skip(skip)
             .enumerate()
             .find_map(|(i, k)| remove_loop(func, &cfg, k, check).ok().map(|g| (i, g)));
-        let Some((i, g)) = found else { break };
+        let Some((i, (g, new_cfg))) = found else {
+            break;
+        };
         // The loops tried before it come later in the layout and were refused; removing an
         // earlier loop leaves their bodies as they are, so they stay refused (each loop is
         // tried once, plus once more per enclosing loop removed around it).
         skip += i;
-        *cx.func_mut() = g;
-        cx.invalidate(Changed::Cfg);
+        // The CFG that checked the new blocks serves the next search, and the next pass.
+        cx.replace_func(g, new_cfg);
         changed = Changed::Cfg;
     }
     Ok(changed)
