@@ -134,8 +134,15 @@ pub fn optimize(cx: &mut Context, precision: Precision) -> Result<(), PassError>
 /// candidate is left.
 const IDEMPOTENT: &[&str] = &["dce", "if_convert"];
 
+/// The passes that find nothing in what dead code elimination leaves of a function they found
+/// nothing in: removing instructions nothing reads makes no copy, no constant operation and no
+/// redundancy among the instructions that stay. (Algebraic rules count a value's readers, and
+/// their count leaves out fewer dead ones than the pass removes, so it wakes.)
+const UNWOKEN_BY_DCE: &[&str] = &["copy_prop", "gvn", "gvn_keep_uniform_loads", "fold"];
+
 /// The passes that would find nothing to do: a pass that changed nothing on a version of the
-/// function (versions count the changes) changes nothing on it again, so it is not run.
+/// function (versions count the changes) changes nothing on it again, so it is not run; nor
+/// after a change that cannot give it work ([`UNWOKEN_BY_DCE`]).
 #[derive(Default)]
 struct Idle {
     version: u32,
@@ -157,7 +164,15 @@ impl Idle {
             return Ok(false);
         }
         self.version += 1;
-        self.idle.clear();
+        let version = self.version;
+        if name == "dce" {
+            self.idle.retain_mut(|(pass, v)| {
+                *v += 1;
+                *v == version && UNWOKEN_BY_DCE.contains(pass)
+            });
+        } else {
+            self.idle.clear();
+        }
         // A pass that runs to its own fixed point finds nothing in what it left.
         if IDEMPOTENT.contains(&name) {
             self.idle.push((name, self.version));
