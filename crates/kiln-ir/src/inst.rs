@@ -225,6 +225,14 @@ impl Inst {
         self.operands.iter().filter_map(Operand::temp_id)
     }
 
+    /// Whether a definition or an operand is bound to a register (fixed, or tied to another).
+    pub fn has_register_constraints(&self) -> bool {
+        self.defs
+            .iter()
+            .any(|d| d.fixed.is_some() || d.tied.is_some())
+            || self.operands.iter().any(|o| o.fixed.is_some())
+    }
+
     /// Operand index → definition index for tied pairs.
     pub fn tied_def(&self, operand: usize) -> Option<usize> {
         self.defs.iter().position(|d| d.tied == Some(operand as u8))

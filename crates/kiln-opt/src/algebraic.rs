@@ -806,9 +806,12 @@ fn rewrite(
     i: usize,
 ) -> Option<Vec<Inst>> {
     let inst = &func.block(b).insts[i];
+    // The rewrite replaces the root's operation and operands: its register constraints would
+    // name operands it no longer has.
     if inst.defs.len() != 1
         || func.class(inst.defs[0].temp).size != 1
         || inst.op.info().side_effects
+        || inst.has_register_constraints()
     {
         return None;
     }
@@ -925,6 +928,7 @@ fn constant_operands(func: &mut Function, avail: &Avail, b: Block, i: usize) -> 
     if inst.op == Opcode::Mov
         || inst.defs.len() != 1
         || !inst.imms.is_empty()
+        || inst.has_register_constraints()
         || !inst
             .operands
             .iter()
@@ -1640,6 +1644,40 @@ mod tests {
         let mut cx = Context::new(kiln_ir::parse_function(text).unwrap());
         cx.run("algebraic", algebraic).unwrap();
         kiln_ir::print_function(cx.func())
+    }
+
+    /// An instruction bound to registers (a tied or fixed definition) keeps its operation and
+    /// operands: neither a rule (`x · 1`) nor folding its constants rewrites it, which would
+    /// leave the tie naming an operand it no longer has. Without the constraint, both go.
+    #[test]
+    fn constrained_instructions_are_not_rewritten() {
+        let run = |flags: &str| {
+            after_algebraic(&format!(
+                "target generic(v=16, s=8)
+function @f {{
+bb0:
+    %0:v1 = input 0
+    %1:v1{flags} = fmul %0, 1.0
+    %2:v1{flags} = iadd 3, 4
+    output 0, %1
+    output 1, %2
+    return
+}}
+"
+            ))
+        };
+        for flags in ["(tied=1)", "(fixed=v[3])"] {
+            let out = run(flags);
+            assert!(
+                out.contains("= fmul %0, 1.0") && out.contains("= iadd 3, 4"),
+                "{out}"
+            );
+        }
+        let out = run("");
+        assert!(
+            out.contains("%1:v1 = mov %0") && out.contains("%2:v1 = mov 7"),
+            "{out}"
+        );
     }
 
     /// A commutative operation inside a pattern is tried both ways round together with the
