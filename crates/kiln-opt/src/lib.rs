@@ -291,3 +291,37 @@ pub fn run_passes(cx: &mut Context, names: &[&str]) -> Result<(), PassError> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kiln_ir::generate::{GenConfig, generate};
+
+    /// [`UNWOKEN_BY_DCE`]: on generated programs part-way through the pipeline, each of those
+    /// passes that finds nothing finds nothing after dead code elimination either — checked by
+    /// running it, not by the rule.
+    #[test]
+    fn dead_code_elimination_gives_the_unwoken_passes_no_work() {
+        let (mut dce_changed, mut checked) = (0, 0);
+        for seed in 0..200 {
+            let mut c = GenConfig::new(seed);
+            c.size = 30 + (seed % 4) as usize * 25;
+            let mut cx = Context::new(generate(&c));
+            run_passes(&mut cx, &["fold", "algebraic", "if_convert"]).unwrap();
+            for &pass in UNWOKEN_BY_DCE {
+                let mut found = Context::new(cx.func().clone());
+                if found.run(pass, pass_by_name(pass).unwrap()).unwrap() != Changed::Nothing {
+                    continue;
+                }
+                if found.run("dce", dce::dce).unwrap() == Changed::Nothing {
+                    continue;
+                }
+                dce_changed += 1;
+                let again = found.run(pass, pass_by_name(pass).unwrap()).unwrap();
+                assert_eq!(again, Changed::Nothing, "seed {seed}: {pass} after dce");
+                checked += 1;
+            }
+        }
+        assert!(checked > 50 && dce_changed == checked, "{checked} checked");
+    }
+}
