@@ -299,7 +299,15 @@ impl Context {
         self.cfg = self.cfg.take().or(given);
         self.timings.push((name, took));
         if self.debug.time {
-            eprintln!("kiln: {name}: {:.3} ms", took.as_secs_f64() * 1e3);
+            let what = match changed {
+                Changed::Nothing => "nothing",
+                Changed::Instructions => "instructions",
+                Changed::Cfg => "blocks",
+            };
+            eprintln!(
+                "kiln: {name}: {:.3} ms, changed {what}",
+                took.as_secs_f64() * 1e3
+            );
         }
         if self.debug.print {
             eprintln!("; after {name}\n{}", print_function(&self.func));
