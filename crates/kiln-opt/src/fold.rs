@@ -238,6 +238,19 @@ pub fn fold(cx: &mut Context) -> Result<Changed, PassError> {
                     },
                     _ => simplify(func, &avail, b, inst),
                 };
+                // A copy its readers can read through goes now, not as a `mov` the next round
+                // would find.
+                let result = match result {
+                    Some(Simple::Copy(Value::Const(k))) => Some(Simple::Const(k)),
+                    Some(Simple::Copy(Value::Temp(x)))
+                        if avail.can_replace(func, inst.defs[0].temp, x) =>
+                    {
+                        subst[inst.defs[0].temp.index()] = Some(Value::Temp(x));
+                        round = true;
+                        None
+                    }
+                    r => r,
+                };
                 match result {
                     Some(Simple::Const(k)) => {
                         let d = inst.defs[0].temp;
@@ -264,8 +277,11 @@ pub fn fold(cx: &mut Context) -> Result<Changed, PassError> {
             break;
         }
         changed = true;
-        // Back edges: phi operands read values folded later in the walk.
-        crate::util::substitute(func, &subst, |_, _, _, _, _| true);
+        // Back edges: phi operands read values folded later in the walk. Every other operand
+        // was read through what folded before it, and every definition a simplification looks
+        // at came before it in the walk: where no operand changes here, another round finds
+        // nothing.
+        let back = crate::util::substitute(func, &subst, |_, _, _, _, _| true);
         // The folded definitions are gone.
         for block in &mut func.blocks {
             block.insts.retain(|inst| {
@@ -274,6 +290,9 @@ pub fn fold(cx: &mut Context) -> Result<Changed, PassError> {
                     .iter()
                     .any(|d| subst.get(d.temp.index()).copied().flatten().is_some())
             });
+        }
+        if back == 0 {
+            break;
         }
     }
     Ok(if changed {
