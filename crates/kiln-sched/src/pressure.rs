@@ -25,7 +25,7 @@
 //! The one demand function (`kiln_analysis::Liveness`) then checks every block: one whose
 //! maximum demand went up past the budget keeps its original order.
 
-use kiln_analysis::{Cfg, LiveSet, compute_liveness};
+use kiln_analysis::{Cfg, LiveSet, Liveness, compute_liveness};
 use kiln_ir::{Block, Demand, Function, Inst, Opcode, Temp};
 use smallvec::SmallVec;
 
@@ -110,9 +110,20 @@ pub fn schedule(
     budget: Demand,
     order: Order,
 ) -> Outcome {
+    schedule_live(func, target, budget, order).0
+}
+
+/// [`schedule`], and the CFG and liveness of the function it leaves (for the passes after it
+/// that would compute them again); none where the blocks do not form a CFG.
+pub fn schedule_live(
+    func: &mut Function,
+    target: &dyn PreRaTarget,
+    budget: Demand,
+    order: Order,
+) -> (Outcome, Option<(Cfg, Liveness)>) {
     let mut outcome = Outcome::default();
     let Ok(cfg) = Cfg::compute(func) else {
-        return outcome;
+        return (outcome, None);
     };
     let mut lv = compute_liveness(func, &cfg);
     // The blocks reordered, and the order each took (instruction k of the new order was
@@ -144,7 +155,7 @@ pub fn schedule(
         reordered.push((b, order));
     }
     if reordered.is_empty() {
-        return outcome;
+        return (outcome, Some((cfg, lv)));
     }
     // A block's order changes neither its live-in nor its live-out: only the reordered blocks
     // are walked again. A block whose demand rose past the budget gets its order back (and is
@@ -170,7 +181,7 @@ pub fn schedule(
     if !back.is_empty() {
         lv.rewalk(func, &cfg, &back);
     }
-    outcome
+    (outcome, Some((cfg, lv)))
 }
 
 /// `insts` in the order `order` gives (instruction k of the result is `insts[order[k]]`), or

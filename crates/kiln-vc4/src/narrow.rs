@@ -6,7 +6,7 @@
 use crate::ops::{Op, Resource};
 use crate::target::Q;
 use kiln_analysis::live_set::LiveList;
-use kiln_analysis::{Cfg, live_sets, wide_liveness};
+use kiln_analysis::{Cfg, LiveSet, live_sets, wide_liveness};
 use kiln_ir::{Function, Inst, Opcode, RegClass, Temp};
 
 const R4: u8 = 1;
@@ -30,6 +30,19 @@ pub fn narrow_classes(func: &mut Function) {
 pub fn narrow_classes_with(func: &mut Function, r4: bool, threaded: bool) {
     let Ok(cfg) = Cfg::compute(func) else { return };
     let lv = live_sets(func, &cfg);
+    narrow_classes_live(func, &cfg, &lv.live_out, &lv.loop_leaving, r4, threaded);
+}
+
+/// [`narrow_classes_with`] on `func`'s CFG and the live-out and loop-leaving sets of its
+/// liveness, computed by the pass before (classes change here, not instructions or blocks).
+pub fn narrow_classes_live(
+    func: &mut Function,
+    cfg: &Cfg,
+    live_out: &[LiveSet],
+    loop_leaving: &[LiveSet],
+    r4: bool,
+    threaded: bool,
+) {
     let n = func.temps.len();
     // Bit R4: the value may sit in r4; bit ACC: in r0–r3.
     let mut bits = vec![if r4 { R4 | ACC } else { ACC }; n];
@@ -37,7 +50,7 @@ pub fn narrow_classes_with(func: &mut Function, r4: bool, threaded: bool) {
     let mut list: Vec<Temp> = Vec::new();
     for b in func.block_ids() {
         list.clear();
-        for t in lv.live_out[b.index()].iter() {
+        for t in live_out[b.index()].iter() {
             live[t.index()] = true;
             list.push(t);
         }
@@ -67,7 +80,7 @@ pub fn narrow_classes_with(func: &mut Function, r4: bool, threaded: bool) {
         }
     }
     if threaded {
-        let wide = wide_liveness(func, &cfg);
+        let wide = wide_liveness(func, cfg);
         let switches_in: Vec<bool> = func
             .blocks
             .iter()
@@ -117,11 +130,11 @@ pub fn narrow_classes_with(func: &mut Function, r4: bool, threaded: bool) {
             }
             let switches = crate::texture::requests(insts);
             for l in cfg.enclosing_loops(b) {
-                for t in lv.loop_leaving[l].iter() {
+                for t in loop_leaving[l].iter() {
                     bits[t.index()] &= !(R4 | ACC);
                 }
             }
-            for t in lv.live_out[b.index()].iter().chain(wide[b.index()].iter()) {
+            for t in live_out[b.index()].iter().chain(wide[b.index()].iter()) {
                 live.enter(t.0, 0);
             }
             for (inst, &switch) in insts.iter().zip(&switches).rev() {

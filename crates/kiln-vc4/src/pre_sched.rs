@@ -8,9 +8,10 @@
 //! `docs/sched.md` ("The pre-RA scheduler").
 
 use crate::ops::{Op, Resource};
+use kiln_analysis::{Cfg, Liveness};
 use kiln_ir::{Demand, Function, Inst, Opcode};
 pub use kiln_sched::pressure::Order;
-use kiln_sched::pressure::{Outcome, PreRaTarget, schedule};
+use kiln_sched::pressure::{Outcome, PreRaTarget, schedule_live};
 
 struct Vc4PreRa;
 
@@ -68,8 +69,9 @@ impl PreRaTarget for Vc4PreRa {
 }
 
 /// Schedules every block of `func` (selected for vc4, interface lowered, not allocated)
-/// within the file registers its target leaves to values.
-pub fn pre_schedule(func: &mut Function, order: Order) -> Outcome {
+/// within the file registers its target leaves to values; with the CFG and liveness of the
+/// result ([`kiln_sched::pressure::schedule_live`]).
+pub fn pre_schedule(func: &mut Function, order: Order) -> (Outcome, Option<(Cfg, Liveness)>) {
     let registers = func
         .target
         .subsets()
@@ -78,5 +80,5 @@ pub fn pre_schedule(func: &mut Function, order: Order) -> Outcome {
         .map_or(0, |s| s.units.count() as i32);
     let mut budget = Demand::ZERO;
     budget.0[crate::target::Q.index()] = registers;
-    schedule(func, &Vc4PreRa, budget, order)
+    schedule_live(func, &Vc4PreRa, budget, order)
 }
