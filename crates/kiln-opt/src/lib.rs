@@ -42,8 +42,10 @@ pub const PASSES: &[(&str, Pass)] = &[
     ("dce", dce::dce),
 ];
 
-/// The default pipeline, pass by pass.
+/// The default pipeline, pass by pass; dead code first, so that no pass works on what the
+/// front end left unread.
 pub const DEFAULT_PIPELINE: &[&str] = &[
+    "dce",
     "fold",
     "copy_prop",
     "algebraic",
