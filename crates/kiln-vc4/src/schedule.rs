@@ -452,11 +452,6 @@ fn end_nop() -> Instr {
     Instr::Alu(a)
 }
 
-/// The largest region whose accumulator values are scheduled in the safe order
-/// ([`kiln_sched::schedule_within`]) where the greedy one finds no way on: that order's cost
-/// is quadratic in the region.
-const SAFE_NODES: usize = 1024;
-
 /// How far [`Scheduler::hoist`] looks for an instruction to move (a bound on its cost).
 const HOIST_WINDOW: usize = 16;
 
@@ -967,13 +962,9 @@ impl Scheduler<'_> {
             );
             let regs = values.registers();
             bound = Some(region_bound(&dag, &earliest, &original));
-            // The safe order costs O(n²): not tried past SAFE_NODES instructions.
-            let tries: &[bool] = if original.len() <= SAFE_NODES {
-                &[false, true]
-            } else {
-                &[false]
-            };
-            for &safe in tries {
+            // Greedy first; the safe order where it finds no way on (its checks' budget keeps it
+            // linear in the region past 512 instructions).
+            for safe in [false, true] {
                 let limit = Some((&values, &regs, safe));
                 let Some(slots) = list_schedule(&dag, &plan, limit, bound.unwrap_or(0)) else {
                     continue;
