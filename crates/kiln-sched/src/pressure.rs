@@ -453,7 +453,7 @@ pub fn schedule_block(
                 ready.iter().take(WINDOW).copied().find(|&id| {
                     !nodes[id].transient
                         && ready_at[id] <= now
-                        && !(pressure + nodes[id].defines - frees(&nodes[id], &left)).exceeds(fill)
+                        && !(pressure + nodes[id].defines - frees(&nodes[id], left)).exceeds(fill)
                 })
             });
         let id = filler.or(reader).unwrap_or_else(|| {
@@ -469,7 +469,7 @@ pub fn schedule_block(
                     return id;
                 }
                 let added = if over {
-                    sum(node.defines) - sum(frees(node, &left))
+                    sum(node.defines) - sum(frees(node, left))
                 } else {
                     i32::MIN
                 };
@@ -482,7 +482,7 @@ pub fn schedule_block(
         });
         ready.remove(&id);
         let node = &nodes[id];
-        pressure = pressure + node.defines - frees(node, &left);
+        pressure = pressure + node.defines - frees(node, left);
         for &t in &node.reads {
             left[t.index()] -= 1;
         }
