@@ -304,7 +304,7 @@ mod tests {
     /// running it, not by the rule.
     #[test]
     fn dead_code_elimination_gives_the_unwoken_passes_no_work() {
-        let (mut dce_changed, mut checked) = (0, 0);
+        let mut checked = 0;
         for seed in 0..200 {
             let mut c = GenConfig::new(seed);
             c.size = 30 + (seed % 4) as usize * 25;
@@ -318,12 +318,11 @@ mod tests {
                 if found.run("dce", dce::dce).unwrap() == Changed::Nothing {
                     continue;
                 }
-                dce_changed += 1;
                 let again = found.run(pass, pass_by_name(pass).unwrap()).unwrap();
                 assert_eq!(again, Changed::Nothing, "seed {seed}: {pass} after dce");
                 checked += 1;
             }
         }
-        assert!(checked > 50 && dce_changed == checked, "{checked} checked");
+        assert!(checked > 50, "only {checked} checked");
     }
 }

@@ -135,6 +135,7 @@ pub fn masked_blocks(func: &Function, cfg: &Cfg) -> Vec<bool> {
 /// first), so that the allocators put it in that value's register and the emitter writes the
 /// other value alone, in the running lanes where the condition chooses it, with one move
 /// instead of two into a scratch register and a masked third.
+/// The kill flags must be current: they say which values a select may overwrite.
 fn tie_masked_selects(func: &mut Function, cfg: &Cfg) {
     let masked = masked_blocks(func, cfg);
     let any = |b: usize| func.blocks[b].insts.iter().any(|i| i.op == Opcode::Sel);
@@ -142,8 +143,6 @@ fn tie_masked_selects(func: &mut Function, cfg: &Cfg) {
         return;
     }
     let linear = func.linear_temps();
-    // The kill flags say which values a select may overwrite.
-    kiln_analysis::compute_liveness(func, cfg);
     for (b, block) in func.blocks.iter_mut().enumerate() {
         if !masked[b] {
             continue;
@@ -329,24 +328,25 @@ pub fn lower(
     // Retarget (threads, execute mask), keep every value out of r4 and, threaded, out of the
     // accumulators across a thread switch.
     func.target = Vc4Target::shared(threads, needs_exec(func, &cfg));
-    // The pre-RA scheduler's CFG and liveness serve class narrowing and the selects' ties.
-    let live = pre_schedule.and_then(|order| crate::pre_sched::pre_schedule(func, order).1);
-    let (cfg, live) = match live {
-        Some((cfg, lv)) => (cfg, Some(lv)),
-        None => (
-            Cfg::compute(func).map_err(|e| Unsupported(vec![e.message]))?,
-            None,
-        ),
-    };
-    let sets;
-    let (live_out, loop_leaving) = match &live {
-        Some(lv) => (&lv.live_out, &lv.loop_leaving),
+    // The pre-RA scheduler's CFG and liveness (kill flags written) serve class narrowing and
+    // the selects' ties; narrowing changes classes only, so they stay valid.
+    let scheduled = pre_schedule.and_then(|order| crate::pre_sched::pre_schedule(func, order).1);
+    let (cfg, lv) = match scheduled {
+        Some(both) => both,
         None => {
-            sets = kiln_analysis::live_sets(func, &cfg);
-            (&sets.live_out, &sets.loop_leaving)
+            let cfg = Cfg::compute(func).map_err(|e| Unsupported(vec![e.message]))?;
+            let lv = kiln_analysis::compute_liveness(func, &cfg);
+            (cfg, lv)
         }
     };
-    crate::narrow::narrow_classes_live(func, &cfg, live_out, loop_leaving, false, threads == 2);
+    crate::narrow::narrow_classes_live(
+        func,
+        &cfg,
+        &lv.live_out,
+        &lv.loop_leaving,
+        false,
+        threads == 2,
+    );
     tie_masked_selects(func, &cfg);
     Ok(())
 }
