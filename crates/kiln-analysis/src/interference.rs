@@ -165,19 +165,34 @@ impl<'l> Interference<'l> {
 
     /// Whether `a` and `b` may not share register units.
     pub fn interferes(&self, func: &Function, a: Temp, b: Temp) -> bool {
-        if a == b || func.class(a).file != func.class(b).file {
-            return false;
-        }
-        let (Some(da), Some(db)) = (self.def_site(a), self.def_site(b)) else {
+        let Some((da, db)) = self.sites_of_one_file(func, a, b) else {
             return false;
         };
-        if da == db {
-            return true;
-        }
-        self.live_after(a, db.0, db.1)
+        da == db
+            || self.live_after(a, db.0, db.1)
             || self.live_after(b, da.0, da.1)
             || self.all_lanes_hits(a, da, b)
             || self.all_lanes_hits(b, db, a)
+    }
+
+    /// [`Self::interferes`] by an all-lanes write alone (the SSA criterion may say so too).
+    fn all_lanes_interfere(&self, func: &Function, a: Temp, b: Temp) -> bool {
+        self.sites_of_one_file(func, a, b).is_some_and(|(da, db)| {
+            da != db && (self.all_lanes_hits(a, da, b) || self.all_lanes_hits(b, db, a))
+        })
+    }
+
+    /// The definitions of two different temps of one file.
+    fn sites_of_one_file(
+        &self,
+        func: &Function,
+        a: Temp,
+        b: Temp,
+    ) -> Option<((Block, usize), (Block, usize))> {
+        if a == b || func.class(a).file != func.class(b).file {
+            return None;
+        }
+        Some((self.def_site(a)?, self.def_site(b)?))
     }
 
     /// For every temp, the temps it may interfere with where one of the two is written in all
@@ -186,18 +201,19 @@ impl<'l> Interference<'l> {
     /// [`Self::interferes`] says yes to and the SSA criterion does not, so a caller asks the
     /// query of these candidates only rather than of every pair. Found in one backward walk of
     /// each block: what is live along the linear CFG after an all-lanes definition (and leaves
-    /// a loop around it, and is defined beside it), and what is defined while an all-lanes value
-    /// is live — skipping definitions in blocks where the linear CFG keeps no per-lane value
-    /// live that the logical one does not, in no loop values leave at different iterations.
-    /// Cost: the instructions, plus the live sets met at all-lanes definitions, plus the live
-    /// all-lanes values met at definitions.
+    /// a loop around it, and is defined beside it) — skipping blocks where the linear CFG keeps
+    /// no per-lane value live that the logical one does not, in no loop values leave at
+    /// different iterations. (A value defined while an all-lanes one is live is live where it
+    /// is defined: the SSA criterion, no candidate.) Cost: the instructions of the blocks with
+    /// an all-lanes definition, plus the live sets met at those definitions.
     pub fn all_lanes_candidates(&self, func: &Function) -> &'l [Vec<u32>] {
         let data: &'l InterferenceData = self.data;
         data.candidates.get_or_init(|| self.find_candidates(func))
     }
 
-    /// The [`Self::all_lanes_candidates`] that [`Self::interferes`] confirms: for every temp,
-    /// the temps it interferes with beyond the SSA criterion, symmetric and sorted. Asked once
+    /// The [`Self::all_lanes_candidates`] an all-lanes write makes interfere: for every temp,
+    /// the temps it interferes with beyond the SSA criterion (and some the criterion also
+    /// gives), symmetric and sorted. Asked once
     /// for the allocators that share this liveness (the colouring's graph and the assignment's
     /// rules ask of the same pairs).
     pub fn all_lanes_neighbours(&self, func: &Function) -> &'l [Vec<u32>] {
@@ -212,7 +228,7 @@ impl<'l> Interference<'l> {
         let mut out: Vec<Vec<u32>> = vec![Vec::new(); candidates.len()];
         for (a, us) in candidates.iter().enumerate() {
             for &u in us.iter().filter(|&&u| u as usize > a) {
-                if self.interferes(func, Temp::new(a), Temp(u)) {
+                if self.all_lanes_interfere(func, Temp::new(a), Temp(u)) {
                     out[a].push(u);
                     out[u as usize].push(a as u32);
                 }
@@ -248,69 +264,38 @@ impl<'l> Interference<'l> {
                     })
             })
             .collect();
-        // All-lanes values whose definition is not in a plain block.
-        let hits = |t: u32| {
-            self.data.all_lanes[t as usize] && {
-                let (db, _) = self.data.def_site[t as usize];
-                db != NONE && !plain[db as usize]
-            }
-        };
         let mut live = LiveList::new(n);
-        // All-lanes values live (logically) after the instruction being walked.
-        let mut live_wide: Vec<u32> = Vec::new();
+        let mut leaving: Vec<u32> = Vec::new();
         for b in func.block_ids() {
             let insts = &func.block(b).insts;
-            let walk_all = !plain[b.index()] && insts.iter().any(wide_def);
-            let mut leaving: Vec<u32> = Vec::new();
-            if walk_all {
-                for t in wide[b.index()].iter() {
-                    live.enter(t.0, 0);
-                }
-                for &l in &self.data.loops_of[b.index()] {
-                    leaving.extend(self.liveness.loop_leaving[l as usize].iter().map(|t| t.0));
-                }
+            if plain[b.index()] || !insts.iter().any(wide_def) {
+                continue;
             }
-            live_wide.clear();
-            live_wide.extend(
-                self.liveness.live_out[b.index()]
-                    .iter()
-                    .map(|t| t.0)
-                    .filter(|&t| hits(t)),
-            );
+            for t in wide[b.index()].iter() {
+                live.enter(t.0, 0);
+            }
+            leaving.clear();
+            for &l in &self.data.loops_of[b.index()] {
+                leaving.extend(self.liveness.loop_leaving[l as usize].iter().map(|t| t.0));
+            }
             for inst in insts.iter().rev() {
-                if walk_all {
-                    for d in inst
-                        .defs
-                        .iter()
-                        .filter(|d| self.data.all_lanes[d.temp.index()])
-                    {
-                        let others = inst.defs.iter().map(|e| e.temp.0);
-                        for u in live.list().iter().chain(&leaving).copied().chain(others) {
-                            out[d.temp.index()].push(u);
-                            out[u as usize].push(d.temp.0);
-                        }
-                    }
-                    for d in &inst.defs {
-                        live.leave(d.temp.0, 0);
-                    }
-                    if !inst.op.is_phi() {
-                        for t in inst.used_temps() {
-                            live.enter(t.0, 0);
-                        }
+                for d in inst
+                    .defs
+                    .iter()
+                    .filter(|d| self.data.all_lanes[d.temp.index()])
+                {
+                    let others = inst.defs.iter().map(|e| e.temp.0);
+                    for u in live.list().iter().chain(&leaving).copied().chain(others) {
+                        out[d.temp.index()].push(u);
+                        out[u as usize].push(d.temp.0);
                     }
                 }
                 for d in &inst.defs {
-                    for &w in &live_wide {
-                        out[w as usize].push(d.temp.0);
-                        out[d.temp.index()].push(w);
-                    }
+                    live.leave(d.temp.0, 0);
                 }
-                live_wide.retain(|&w| inst.defs.iter().all(|d| d.temp.0 != w));
                 if !inst.op.is_phi() {
-                    for t in inst.used_temps().filter(|t| hits(t.0)) {
-                        if !live_wide.contains(&t.0) {
-                            live_wide.push(t.0);
-                        }
+                    for t in inst.used_temps() {
+                        live.enter(t.0, 0);
                     }
                 }
             }
