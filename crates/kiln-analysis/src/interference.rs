@@ -165,34 +165,19 @@ impl<'l> Interference<'l> {
 
     /// Whether `a` and `b` may not share register units.
     pub fn interferes(&self, func: &Function, a: Temp, b: Temp) -> bool {
-        let Some((da, db)) = self.sites_of_one_file(func, a, b) else {
+        if a == b || func.class(a).file != func.class(b).file {
+            return false;
+        }
+        let (Some(da), Some(db)) = (self.def_site(a), self.def_site(b)) else {
             return false;
         };
-        da == db
-            || self.live_after(a, db.0, db.1)
+        if da == db {
+            return true;
+        }
+        self.live_after(a, db.0, db.1)
             || self.live_after(b, da.0, da.1)
             || self.all_lanes_hits(a, da, b)
             || self.all_lanes_hits(b, db, a)
-    }
-
-    /// [`Self::interferes`] by an all-lanes write alone (the SSA criterion may say so too).
-    fn all_lanes_interfere(&self, func: &Function, a: Temp, b: Temp) -> bool {
-        self.sites_of_one_file(func, a, b).is_some_and(|(da, db)| {
-            da != db && (self.all_lanes_hits(a, da, b) || self.all_lanes_hits(b, db, a))
-        })
-    }
-
-    /// The definitions of two different temps of one file.
-    fn sites_of_one_file(
-        &self,
-        func: &Function,
-        a: Temp,
-        b: Temp,
-    ) -> Option<((Block, usize), (Block, usize))> {
-        if a == b || func.class(a).file != func.class(b).file {
-            return None;
-        }
-        Some((self.def_site(a)?, self.def_site(b)?))
     }
 
     /// For every temp, the temps it may interfere with where one of the two is written in all
@@ -208,7 +193,8 @@ impl<'l> Interference<'l> {
     /// an all-lanes definition, plus the live sets met at those definitions.
     pub fn all_lanes_candidates(&self, func: &Function) -> &'l [Vec<u32>] {
         let data: &'l InterferenceData = self.data;
-        data.candidates.get_or_init(|| self.find_candidates(func))
+        data.candidates
+            .get_or_init(|| self.find_candidates(func, false))
     }
 
     /// The [`Self::all_lanes_candidates`] an all-lanes write makes interfere: for every temp,
@@ -220,25 +206,26 @@ impl<'l> Interference<'l> {
         let liveness: &'l Liveness = self.liveness;
         liveness
             .all_lanes_neighbours
-            .get_or_init(|| self.confirmed_candidates(func))
+            .get_or_init(|| self.find_candidates(func, true))
     }
 
-    fn confirmed_candidates(&self, func: &Function) -> Vec<Vec<u32>> {
-        let candidates = self.all_lanes_candidates(func);
-        let mut out: Vec<Vec<u32>> = vec![Vec::new(); candidates.len()];
-        for (a, us) in candidates.iter().enumerate() {
-            for &u in us.iter().filter(|&&u| u as usize > a) {
-                if self.all_lanes_interfere(func, Temp::new(a), Temp(u)) {
-                    out[a].push(u);
-                    out[u as usize].push(a as u32);
-                }
-            }
-        }
-        out
-    }
-
-    fn find_candidates(&self, func: &Function) -> Vec<Vec<u32>> {
+    /// The candidates, or with `confirmed` those [`Self::interferes`] says yes to. A candidate
+    /// `u` found at all-lanes definition `w` is live along the linear CFG after it or leaves
+    /// a loop around it, which is what `all_lanes_hits(w, …, u)` asks of a per-lane `u` not
+    /// itself linear; the other way never hits (`w` is linear), and one instruction defining
+    /// both is the SSA criterion's.
+    fn find_candidates(&self, func: &Function, confirmed: bool) -> Vec<Vec<u32>> {
         let n = func.temps.len();
+        let keep = |w: u32, u: u32| {
+            let (w, u) = (w as usize, u as usize);
+            !confirmed
+                || (u != w
+                    && self.data.per_lane[u]
+                    && !self.liveness.linear.get(u).copied().unwrap_or(false)
+                    && func.temps[u].file == func.temps[w].file
+                    && self.data.def_site[u].0 != NONE
+                    && self.data.def_site[u] != self.data.def_site[w])
+        };
         let mut out: Vec<Vec<u32>> = vec![Vec::new(); n];
         let Some(wide) = &self.data.wide_live_out else {
             return out;
@@ -286,6 +273,9 @@ impl<'l> Interference<'l> {
                 {
                     let others = inst.defs.iter().map(|e| e.temp.0);
                     for u in live.list().iter().chain(&leaving).copied().chain(others) {
+                        if !keep(d.temp.0, u) {
+                            continue;
+                        }
                         out[d.temp.index()].push(u);
                         out[u as usize].push(d.temp.0);
                     }
