@@ -120,6 +120,46 @@ impl Function {
         temps
     }
 
+    /// Numbers the temps some instruction defines or reads 0, 1, 2… in their old order, and
+    /// drops the classes of the others (what passes that delete instructions leave behind), so
+    /// that what keeps a table per temp keeps one per value. Returns each old number's new
+    /// one (`None` for a dropped temp). Linear in the instructions and temps; the order of the
+    /// temps is kept, so whatever breaks ties by temp number breaks them as before.
+    pub fn compact_temps(&mut self) -> Vec<Option<Temp>> {
+        let mut map: Vec<Option<Temp>> = vec![None; self.temps.len()];
+        let insts = self.blocks.iter().flat_map(|b| &b.insts);
+        for inst in insts {
+            for t in inst.defs.iter().map(|d| d.temp).chain(inst.used_temps()) {
+                if let Some(m) = map.get_mut(t.index()) {
+                    *m = Some(t);
+                }
+            }
+        }
+        let mut temps = Vec::with_capacity(self.temps.len());
+        for (old, m) in map.iter_mut().enumerate() {
+            if m.is_some() {
+                *m = Some(Temp::new(temps.len()));
+                temps.push(self.temps[old]);
+            }
+        }
+        if temps.len() == self.temps.len() {
+            return map;
+        }
+        let renamed = |t: Temp| map.get(t.index()).copied().flatten().unwrap_or(t);
+        for inst in self.blocks.iter_mut().flat_map(|b| &mut b.insts) {
+            for d in &mut inst.defs {
+                d.temp = renamed(d.temp);
+            }
+            for o in &mut inst.operands {
+                if let crate::Value::Temp(t) = &mut o.value {
+                    *t = renamed(*t);
+                }
+            }
+        }
+        self.temps = temps;
+        map
+    }
+
     /// Total number of instructions.
     pub fn inst_count(&self) -> usize {
         self.blocks.iter().map(|b| b.insts.len()).sum()

@@ -72,14 +72,17 @@ pub struct Selected {
 
 /// Selection: a vertex shader's outputs in Mesa's VPM layout (`crate::vertex`), then vc4
 /// operations for the generic ones (`crate::isel`), then each comparison again at the selects
-/// and branches that read it (`crate::compare_at_use`). `output` is where a fragment shader
-/// writes.
+/// and branches that read it (`crate::compare_at_use`), the temps numbered without gaps
+/// before and after (`Function::compact_temps`). `output` is where a fragment shader writes.
 pub fn select(
     func: &Function,
     info: &ShaderInfo,
     output: OutputMode,
 ) -> Result<Selected, CompileError> {
     let mut func = func.clone();
+    // One number per value the middle end left (and, below, per value selection left): the
+    // back end keeps tables per temp.
+    func.compact_temps();
     let (info, output) = match info.stage {
         Stage::Vertex => (
             crate::vertex::lower_vertex_outputs(&mut func, info)?,
@@ -89,6 +92,7 @@ pub fn select(
     };
     crate::isel::select(&mut func)?;
     crate::compare_at_use::compare_at_use(&mut func);
+    func.compact_temps();
     Ok(Selected { func, info, output })
 }
 
