@@ -186,6 +186,18 @@ impl Context {
         self.cfg_given = true;
     }
 
+    /// Numbers the function's temps without gaps (`Function::compact_temps`): the blocks stay,
+    /// and so do the CFGs and dominance; what is kept per temp is dropped.
+    pub fn compact_temps(&mut self) {
+        let before = self.func.temps.len();
+        self.func.compact_temps();
+        if self.func.temps.len() != before {
+            self.liveness = None;
+            self.divergence = None;
+            self.def_sites = None;
+        }
+    }
+
     pub fn into_func(self) -> Function {
         self.func
     }

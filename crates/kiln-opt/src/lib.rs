@@ -167,6 +167,13 @@ impl Idle {
         }
         self.version += 1;
         let version = self.version;
+        // What removed instructions defined leaves gaps in the temps, and every pass keeps
+        // tables per temp: where the numbers are more than twice the instructions, they are
+        // made one per value again (a walk of the function, so not after every change).
+        let func = cx.func();
+        if func.temps.len() > 2 * func.inst_count() + 64 {
+            cx.compact_temps();
+        }
         if name == "dce" {
             self.idle.retain_mut(|(pass, v)| {
                 *v += 1;
