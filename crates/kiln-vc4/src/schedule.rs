@@ -982,26 +982,30 @@ impl Scheduler<'_> {
                 }
             }
         }
-        let (slots, instrs) = match renamed {
-            Some((slots, named, false)) => (slots, named),
+        // (The instructions, and whether they are the original ones, whose `pairable` holds.)
+        let (slots, instrs, as_given) = match renamed {
+            Some((slots, named, false)) => (slots, named, false),
             Some((slots, named, true)) => {
                 let (other, _) = physical()?;
                 if slots.len() <= other.len() {
-                    (slots, named)
+                    (slots, named, false)
                 } else {
-                    (other, original.clone())
+                    (other, original.clone(), true)
                 }
             }
             None => {
                 let (slots, physical_bound) = physical()?;
                 bound = bound.or(Some(physical_bound));
-                (slots, original.clone())
+                (slots, original.clone(), true)
             }
         };
         self.excess += slots.len().saturating_sub(bound.unwrap_or(0));
         let merge = |a: u32, b: u32| {
-            let (x, y) = (&instrs[a as usize], &instrs[b as usize]);
-            merge_pairable(&Pairable::new(x)?, &Pairable::new(y)?)
+            let (a, b) = (a as usize, b as usize);
+            if as_given {
+                return merge_pairable(pairable[a].as_ref()?, pairable[b].as_ref()?);
+            }
+            merge_pairable(&Pairable::new(&instrs[a])?, &Pairable::new(&instrs[b])?)
         };
         for slot in slots {
             match slot {

@@ -18,7 +18,11 @@ pub fn merge(x: &Instr, y: &Instr) -> Option<Instr> {
 /// instructions.
 #[derive(Clone, Copy, Debug)]
 pub struct Pairable {
-    variants: [Option<Variant>; 4],
+    /// `variants[..count]`, in the order [`variants`] gives them (the rest repeat the first).
+    variants: [Variant; 4],
+    count: u8,
+    /// Bit `1 << units` for the units of each variant (`Variant::units`).
+    unit_sets: u8,
     uniform: bool,
 }
 
@@ -49,23 +53,38 @@ impl Pairable {
         let Instr::Alu(a) = i else {
             return None;
         };
-        Some(Pairable {
-            variants: variants(a).map(|v| v.map(Variant::new)),
+        let first = Variant::new(*a);
+        let mut p = Pairable {
+            variants: [first; 4],
+            count: 1,
+            unit_sets: 1 << first.units,
             uniform: effects::takes_uniform(i),
-        })
+        };
+        for v in variants(a).into_iter().skip(1).flatten() {
+            let v = Variant::new(v);
+            p.variants[p.count as usize] = v;
+            p.count += 1;
+            p.unit_sets |= 1 << v.units;
+        }
+        Some(p)
+    }
+
+    fn variants(&self) -> &[Variant] {
+        &self.variants[..self.count as usize]
     }
 
     /// Whether some encodings of the two use different units and they take at most one
     /// uniform between them: what any pairing needs, whatever their registers.
     pub fn units_allow(&self, other: &Pairable) -> bool {
+        // Bits of `unit_sets`: no unit, the add unit alone, the mul unit alone.
+        const NONE: u8 = 1;
+        const ADD: u8 = 1 << 1;
+        const MUL: u8 = 1 << 2;
+        let (x, y) = (self.unit_sets, other.unit_sets);
         !(self.uniform && other.uniform)
-            && self.variants.iter().flatten().any(|a| {
-                other
-                    .variants
-                    .iter()
-                    .flatten()
-                    .any(|b| a.units & b.units == 0)
-            })
+            && ((x | y) & NONE != 0
+                || (x & ADD != 0 && y & MUL != 0)
+                || (x & MUL != 0 && y & ADD != 0))
     }
 }
 
@@ -75,8 +94,8 @@ pub fn merge_pairable(x: &Pairable, y: &Pairable) -> Option<Instr> {
     if x.uniform && y.uniform {
         return None;
     }
-    for a in x.variants.iter().flatten() {
-        for b in y.variants.iter().flatten() {
+    for a in x.variants() {
+        for b in y.variants() {
             if a.units & b.units == 0
                 && let Some(m) = merge_units(a, b)
             {
@@ -403,6 +422,43 @@ mod tests {
         let m = merge(&asm(x), &asm(y));
         assert_eq!(m, merge(&asm(y), &asm(x)), "merge is symmetric");
         m
+    }
+
+    /// `units_allow`, read from the variants' unit sets, is the test over every pair of
+    /// variants it stands for, and holds wherever two instructions merge.
+    #[test]
+    fn units_allow_is_the_test_over_every_pair_of_variants() {
+        let code = [
+            "fadd r0, r1, r2 ; nop",
+            "nop ; fmul r3, r1, r1",
+            "fadd r0, r1, r2 ; fmul r3, r1, r1",
+            "or r0, r1, r1 ; nop",
+            "nop ; v8min r2, r1, r1",
+            "or r0, uni, uni ; nop",
+            "fmax r0, r4.8a, r4.8a ; nop",
+            "load_tmu0 nop ; nop",
+            "sig_thread_switch nop ; nop",
+            "fadd.sf r0, r1, r2 ; nop",
+            "nop ; fmul ra5, uni, r1",
+        ];
+        let mut allowed = 0;
+        for x in code {
+            for y in code {
+                let (a, b) = (asm(x), asm(y));
+                let (Some(p), Some(q)) = (Pairable::new(&a), Pairable::new(&b)) else {
+                    continue;
+                };
+                let any = p
+                    .variants()
+                    .iter()
+                    .any(|u| q.variants().iter().any(|v| u.units & v.units == 0));
+                let want = any && !(p.uniform && q.uniform);
+                assert_eq!(p.units_allow(&q), want, "{x} / {y}");
+                assert!(merge(&a, &b).is_none() || want, "{x} / {y} merge");
+                allowed += want as u32;
+            }
+        }
+        assert!(allowed > 0 && allowed < (code.len() * code.len()) as u32);
     }
 
     #[test]
