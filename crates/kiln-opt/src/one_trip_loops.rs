@@ -330,23 +330,26 @@ impl Rebuild<'_> {
     }
 }
 
-/// The function without loop `k`, if its body never reaches a `continue` of it; `check`: the
-/// result must verify (a whole-function check per loop removed: a fifth of the compile of a
-/// shader with many wrapper loops, and never failed on the corpus, so release compiles skip it
-/// as they skip the verifier after every pass).
-fn remove_loop(
-    func: &Function,
-    cfg: &Cfg,
-    k: usize,
-    check: bool,
-) -> Result<(Function, Cfg), Refused> {
+/// Loop `k` rebuilt away, before the blocks outside it join: the working copy `g` (its
+/// blocks outside `around` left empty), and the new layout in old block numbers (numbers from
+/// `n` up are new blocks).
+struct Removed {
+    g: Function,
+    layout: Vec<Block>,
+    around: std::ops::RangeInclusive<usize>,
+    n: usize,
+}
+
+/// Loop `k` of `func` rebuilt away ([`assemble`] makes the function), if its body never
+/// reaches a `continue` of it.
+fn remove_loop(func: &Function, cfg: &Cfg, k: usize) -> Result<Removed, Refused> {
     let l = &cfg.loops[k];
     let (p, h, x) = (l.preheader, l.header, l.exit);
     let n = func.blocks.len();
     let nexit = func.block(x).phi_count();
     // The working copy holds the blocks from the preheader to the exit, all the rebuild reads
-    // and changes; the others are copied only when the loop goes (a refused loop costs its
-    // own blocks, not the function).
+    // and changes; the others join only when the loop goes, moved rather than copied (a
+    // refused loop costs its own blocks, not the function).
     let around = p.index()..=x.index();
     let mut g = Function {
         blocks: Vec::new(),
@@ -398,40 +401,91 @@ fn remove_loop(
         inst.operands.push(op);
     }
     // The new layout: the blocks up to the preheader, the rebuilt body, the exit and after.
-    let mut new_of = vec![u32::MAX; r.g.blocks.len()];
     let layout: Vec<Block> = (0..=p.0)
         .map(Block)
         .chain(r.order.iter().copied())
         .chain((x.0..r.n as u32).map(Block))
         .collect();
+    Ok(Removed {
+        g: r.g,
+        layout,
+        around,
+        n,
+    })
+}
+
+/// The function `removed` makes of `func`, with its CFG, the blocks outside the loop moved
+/// out of `func`; `check`: the result must verify (a whole-function check per loop removed: a
+/// fifth of the compile of a shader with many wrapper loops, and never failed on the corpus,
+/// so release compiles skip it as they skip the verifier after every pass). Where the blocks
+/// form no CFG (or do not verify), the loop stays and `func` is given its blocks back.
+fn assemble(
+    func: &mut Function,
+    removed: Removed,
+    check: bool,
+) -> Result<(Function, Cfg), Refused> {
+    let Removed {
+        mut g,
+        layout,
+        around,
+        n,
+    } = removed;
+    let mut new_of = vec![u32::MAX; g.blocks.len()];
     for (i, b) in layout.iter().enumerate() {
         new_of[b.index()] = i as u32;
     }
-    let mut old = std::mem::take(&mut r.g.blocks);
+    let inside = |b: Block| b.index() >= n || around.contains(&b.index());
+    // Every target has a place in the layout (read before anything moves).
+    let placed = layout.iter().all(|&b| {
+        let data = if inside(b) {
+            &g.blocks[b.index()]
+        } else {
+            &func.blocks[b.index()]
+        };
+        data.insts
+            .last()
+            .is_none_or(|t| t.targets.iter().all(|t| new_of[t.index()] != u32::MAX))
+    });
+    if !placed {
+        return Err(());
+    }
+    let mut old = std::mem::take(&mut g.blocks);
     let mut blocks = Vec::with_capacity(layout.len());
-    for b in &layout {
-        let mut data = if b.index() >= n || around.contains(&b.index()) {
+    for &b in &layout {
+        let mut data = if inside(b) {
             std::mem::take(&mut old[b.index()])
         } else {
-            func.blocks[b.index()].clone()
+            std::mem::take(&mut func.blocks[b.index()])
         };
         if let Some(t) = data.insts.last_mut() {
             for target in t.targets.iter_mut() {
-                let to = new_of[target.index()];
-                if to == u32::MAX {
-                    return Err(());
-                }
-                *target = Block(to);
+                *target = Block(new_of[target.index()]);
             }
         }
         blocks.push(data);
     }
-    r.g.blocks = blocks;
-    let new_cfg = Cfg::compute(&r.g).map_err(|_| ())?;
-    if check {
-        kiln_ir::verify_with_cfg(&r.g, &new_cfg).map_err(|_| ())?;
-    }
-    Ok((r.g, new_cfg))
+    g.blocks = blocks;
+    let new_cfg = Cfg::compute(&g)
+        .ok()
+        .filter(|c| !check || kiln_ir::verify_with_cfg(&g, c).is_ok());
+    let Some(new_cfg) = new_cfg else {
+        // The moved blocks go back, their targets as they were.
+        let old_of: Vec<Block> = layout;
+        for (i, mut data) in g.blocks.into_iter().enumerate() {
+            let b = old_of[i];
+            if inside(b) {
+                continue;
+            }
+            if let Some(t) = data.insts.last_mut() {
+                for target in t.targets.iter_mut() {
+                    *target = old_of[target.index()];
+                }
+            }
+            func.blocks[b.index()] = data;
+        }
+        return Err(());
+    };
+    Ok((g, new_cfg))
 }
 
 /// Removes the loops that never iterate, innermost first; one CFG computation per removal
@@ -448,17 +502,23 @@ pub fn one_trip_loops(cx: &mut Context) -> Result<Changed, PassError> {
             .rev()
             .skip(skip)
             .enumerate()
-            .find_map(|(i, k)| remove_loop(func, &cfg, k, check).ok().map(|g| (i, g)));
-        let Some((i, (g, new_cfg))) = found else {
+            .find_map(|(i, k)| remove_loop(func, &cfg, k).ok().map(|r| (i, r)));
+        let Some((i, removed)) = found else {
             break;
         };
         // The loops tried before it come later in the layout and were refused; removing an
         // earlier loop leaves their bodies as they are, so they stay refused (each loop is
         // tried once, plus once more per enclosing loop removed around it).
         skip += i;
-        // The CFG that checked the new blocks serves the next search, and the next pass.
-        cx.replace_func(g, new_cfg);
-        changed = Changed::Cfg;
+        // (A refusal gives the function back as it was: the CFG cached stays true.)
+        match assemble(cx.func_mut(), removed, check) {
+            Ok((g, new_cfg)) => {
+                // The CFG that checked the new blocks serves the next search, and the next pass.
+                cx.replace_func(g, new_cfg);
+                changed = Changed::Cfg;
+            }
+            Err(()) => skip += 1,
+        }
     }
     Ok(changed)
 }
@@ -502,10 +562,80 @@ mod tests {
             let f = parse_function(&src).unwrap();
             let cfg = Cfg::compute(&f).unwrap();
             let k = cfg.loops.len() - 1;
-            if let Err(()) = remove_loop(&f, &cfg, k, true) {
+            let Ok(removed) = remove_loop(&f, &cfg, k) else {
                 panic!("{name}: refused");
-            }
+            };
+            let mut moved = f.clone();
+            let (g, _) =
+                assemble(&mut moved, removed, true).unwrap_or_else(|()| panic!("{name}: no CFG"));
+            assert_eq!(Cfg::compute(&g).unwrap().loops.len(), cfg.loops.len() - 1);
             check(&src, 0);
+        }
+    }
+
+    /// Where the rebuilt blocks form no CFG, the loop stays and the function gets the blocks
+    /// it lent back, as they were.
+    #[test]
+    fn a_refused_assembly_gives_the_blocks_back() {
+        // A wrapper loop with an `if` before it and one after it, whose blocks move (and
+        // those after it are numbered anew: the body gains an endif).
+        let around = "target generic(v=16, s=8)
+function @f {
+bb0:
+    %0:v1 = input 0
+    %1:s1 = uniform 0
+    if.uniform %1, bb1, bb2, bb2
+bb1:
+    jump bb2
+bb2:
+    loop bb3, bb9
+bb3:
+    %2:v1 = fmul %0, 2.0
+    if.uniform %1, bb4, bb5, bb5
+bb4:
+    %3:v1 = fadd %2, 1.0
+    break bb9
+bb5:
+    %4:v1 = fmul %2, %2
+    if.uniform -1, bb6, bb7, bb7
+bb6:
+    break bb9
+bb7:
+    jump bb8
+bb8:
+    continue bb3
+bb9:
+    %5:v1 = phi %3, %4
+    if.uniform %1, bb10, bb11, bb11
+bb10:
+    jump bb11
+bb11:
+    output 0, %5
+    return
+}
+";
+        check(around, 0);
+        let sources = ["early_return", "both_sides_break", "nested_divergent_break"]
+            .map(filetest)
+            .into_iter()
+            .chain([around.to_string()]);
+        for (name, src) in sources.enumerate() {
+            let f = parse_function(&src).unwrap();
+            let cfg = Cfg::compute(&f).unwrap();
+            let k = cfg.loops.len() - 1;
+            let Ok(mut removed) = remove_loop(&f, &cfg, k) else {
+                panic!("{name}: refused");
+            };
+            // The preheader jumps back to the entry: no structured CFG.
+            let p = cfg.loops[k].preheader;
+            removed.g.blocks[p.index()]
+                .insts
+                .last_mut()
+                .unwrap()
+                .targets = vec![Block(0)].into_boxed_slice();
+            let mut lent = f.clone();
+            assert!(assemble(&mut lent, removed, false).is_err(), "{name}");
+            assert_eq!(lent, f, "{name}");
         }
     }
 
