@@ -236,12 +236,7 @@ impl Divergence {
                                 mark(&mut dv, t);
                             }
                         }
-                        Opcode::Input | Opcode::Fddx | Opcode::Fddy | Opcode::Reload => {
-                            for d in &inst.defs {
-                                mark(&mut dv, d.temp);
-                            }
-                        }
-                        Opcode::Target(t) if t.0.cross_lane.is_some() => {
+                        op if is_source(op) => {
                             for d in &inst.defs {
                                 mark(&mut dv, d.temp);
                             }
@@ -268,6 +263,18 @@ impl Divergence {
                 return dv;
             }
         }
+    }
+}
+
+/// Whether `op` makes values that differ between lanes whatever its operands: an input, a
+/// derivative, a reload, a cross-lane operation. (`uniform` makes one value whatever its
+/// operand; every other operation is divergent where an operand is, and a phi also where
+/// control flow is.)
+pub fn is_source(op: Opcode) -> bool {
+    match op {
+        Opcode::Input | Opcode::Fddx | Opcode::Fddy | Opcode::Reload => true,
+        Opcode::Target(t) => t.0.cross_lane.is_some(),
+        _ => false,
     }
 }
 

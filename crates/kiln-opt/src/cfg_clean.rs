@@ -7,7 +7,7 @@
 use crate::blocks::{copies_after_phis, remove_blocks, remove_merged};
 use crate::util::is_uniform_file;
 use kiln_analysis::{Changed, Context, PassError};
-use kiln_ir::{Block, Cfg, Function, Inst, Opcode, Operand, Value};
+use kiln_ir::{Block, Cfg, Function, Inst, Opcode, Operand, Temp, Value};
 
 /// Which branch conditions are uniform: constants and uniform-file values ([`ByFile`]), and
 /// whatever the divergence analysis proves ([`ByDivergence`], the default).
@@ -351,7 +351,80 @@ fn remove_dead_if(func: &mut Function, cfg: &Cfg, readers: &Readers) -> bool {
 
 /// The clean-up with uniformity from register files.
 pub fn cfg_clean(cx: &mut Context) -> Result<Changed, PassError> {
-    cfg_clean_with(cx, |cx| Ok(Box::new(ByDivergence(cx.divergence()?))))
+    cfg_clean_with(cx, |cx| {
+        let cfg = cx.cfg()?;
+        let sites = cx.def_sites();
+        if from_sources(cx.func(), &sites, &cfg) {
+            return Ok(Box::new(NoneUniform));
+        }
+        Ok(Box::new(ByDivergence(cx.divergence()?)))
+    })
+}
+
+/// The oracle where no condition asked about is uniform.
+struct NoneUniform;
+
+impl Uniformity for NoneUniform {
+    fn is_uniform(&self, _: &Function, _: &Operand, _: Block) -> bool {
+        false
+    }
+}
+
+/// Whether every divergent `if` of `cfg` reads a per-lane-file condition computed from a
+/// source of divergence (`kiln_analysis::divergence::is_source`): the analysis finds each
+/// divergent, as divergence flows from an operand to what
+/// reads it, so [`ByDivergence`] would find none uniform and the analysis is not made. A
+/// walk from each condition through its operands' definitions until a source, within a
+/// budget of steps linear in the function (past it, the analysis decides).
+fn from_sources(func: &Function, sites: &kiln_analysis::DefSites, cfg: &Cfg) -> bool {
+    let mut budget = 4 * func.inst_count() + 64;
+    // Temps seen by the walk of if number `seen[t]` (+ 1).
+    let mut seen = vec![0u32; func.temps.len()];
+    let mut stack: Vec<Temp> = Vec::new();
+    for (k, info) in cfg.ifs.iter().filter(|i| i.divergent).enumerate() {
+        let mark = k as u32 + 1;
+        let cond = func.block(info.head).insts.last().expect("if").operands[0];
+        let Value::Temp(t) = cond.value else {
+            return false;
+        };
+        if is_uniform_file(func, t) {
+            return false;
+        }
+        stack.clear();
+        stack.push(t);
+        let mut found = false;
+        while let Some(t) = stack.pop() {
+            if seen.get(t.index()).is_none_or(|&s| s == mark) {
+                continue;
+            }
+            seen[t.index()] = mark;
+            if budget == 0 {
+                return false;
+            }
+            budget -= 1;
+            let Some(Some((b, i))) = sites.sites.get(t.index()).copied() else {
+                continue;
+            };
+            let inst = &func.block(b).insts[i];
+            if kiln_analysis::divergence::is_source(inst.op) {
+                found = true;
+                break;
+            }
+            let operands: &[Operand] = match inst.op {
+                // A parallel copy's definitions each read their own operand.
+                Opcode::ParallelCopy => match inst.defs.iter().position(|d| d.temp == t) {
+                    Some(j) => &inst.operands[j..=j],
+                    None => &[],
+                },
+                _ => &inst.operands,
+            };
+            stack.extend(operands.iter().filter_map(|o| o.temp_id()));
+        }
+        if !found {
+            return false;
+        }
+    }
+    true
 }
 
 /// The clean-up with a uniformity oracle made for the function as it stands: after every
@@ -407,6 +480,69 @@ pub fn cfg_clean_with(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Where the walk from the conditions decides, the analysis finds every divergent `if`
+    /// divergent too; on generated programs it decides some and leaves others to the analysis.
+    #[test]
+    fn conditions_from_sources_are_what_the_analysis_finds_divergent() {
+        let (mut decided, mut left) = (0, 0);
+        for seed in 0..300 {
+            let mut c = kiln_ir::generate::GenConfig::new(seed);
+            c.size = 40 + (seed % 5) as usize * 30;
+            let func = kiln_ir::generate::generate(&c);
+            let cfg = Cfg::compute(&func).unwrap();
+            if !cfg.ifs.iter().any(|i| i.divergent) {
+                continue;
+            }
+            let sites = kiln_analysis::DefSites::compute(&func);
+            let by = ByDivergence(std::sync::Arc::new(kiln_analysis::Divergence::compute(
+                &func, &cfg,
+            )));
+            if !from_sources(&func, &sites, &cfg) {
+                left += 1;
+                continue;
+            }
+            decided += 1;
+            for info in cfg.ifs.iter().filter(|i| i.divergent) {
+                let cond = func.block(info.head).insts.last().unwrap().operands[0];
+                assert!(
+                    !by.is_uniform(&func, &cond, info.head),
+                    "seed {seed}: {}",
+                    info.head
+                );
+            }
+        }
+        assert!(decided > 20 && left > 0, "{decided} decided, {left} left");
+        // A condition made of a uniform is left to the analysis, which finds it uniform; one
+        // made of an input is decided divergent without it.
+        for (from, uniform) in [("%1", true), ("%0", false)] {
+            let src = format!(
+                "target generic(v=16, s=8)
+function @f {{
+bb0:
+    %0:v1 = input 0
+    %1:s1 = uniform 0
+    %2:v1 = mov {from}
+    %3:v1 = flt %2, 0.5
+    if.divergent %3, bb1, bb2, bb2
+bb1:
+    output 0, %0
+    jump bb2
+bb2:
+    return
+}}
+"
+            );
+            let func = parse_function(&src).unwrap();
+            let cfg = Cfg::compute(&func).unwrap();
+            let sites = kiln_analysis::DefSites::compute(&func);
+            assert_eq!(from_sources(&func, &sites, &cfg), !uniform, "{from}");
+            let mut cx = Context::new(func);
+            cx.run("cfg_clean", cfg_clean).unwrap();
+            let text = print_function(cx.func());
+            assert_eq!(text.contains("divergent"), !uniform, "{from}:\n{text}");
+        }
+    }
     use kiln_interp::{Env, compare};
     use kiln_ir::{parse_function, print_function};
 
