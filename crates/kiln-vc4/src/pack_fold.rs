@@ -126,9 +126,8 @@ pub fn colour_in_accumulator(
     let live_out = liveness(r, succ, live_at_end);
     let joins = block_starts(code);
     let Instr::Alu(tw) = code[t] else { return };
-    let reads_colour = tw.raddr_a == COLOUR as u8
-        && effects::used_muxes(&tw).contains(&Mux::A)
-        && tw.unpack == Unpack::None;
+    let reads_colour =
+        tw.raddr_a == COLOUR as u8 && effects::reads_mux(&tw, Mux::A) && tw.unpack == Unpack::None;
     if !reads_colour || live_out[t] & colour != 0 {
         return;
     }

@@ -106,13 +106,19 @@ pub fn used_muxes(a: &AluInstr) -> SmallVec<[Mux; 4]> {
     m
 }
 
+/// Whether an operation of `a` reads input mux `m` ([`used_muxes`] contains it), without
+/// making the list.
+pub fn reads_mux(a: &AluInstr, m: Mux) -> bool {
+    (a.op_add != AddOp::Nop && (a.add_a == m || (!a.op_add.is_unary() && a.add_b == m)))
+        || (a.op_mul != MulOp::Nop && (a.mul_a == m || a.mul_b == m))
+}
+
 /// Register-file reads (file A register, file B register) used by the instruction.
 pub fn regfile_reads(i: &Instr) -> (Option<u8>, Option<u8>) {
     match i {
         Instr::Alu(a) => {
-            let m = used_muxes(a);
-            let ra = (m.contains(&Mux::A) && a.raddr_a < 32).then_some(a.raddr_a);
-            let rb = (m.contains(&Mux::B) && a.sig != Signal::SmallImm && a.raddr_b < 32)
+            let ra = (reads_mux(a, Mux::A) && a.raddr_a < 32).then_some(a.raddr_a);
+            let rb = (reads_mux(a, Mux::B) && a.sig != Signal::SmallImm && a.raddr_b < 32)
                 .then_some(a.raddr_b);
             (ra, rb)
         }
@@ -154,7 +160,7 @@ pub fn reads_io(i: &Instr, r: u8) -> bool {
 
 pub fn reads_r4(i: &Instr) -> bool {
     match i {
-        Instr::Alu(a) => used_muxes(a).contains(&Mux::R4),
+        Instr::Alu(a) => reads_mux(a, Mux::R4),
         _ => false,
     }
 }
@@ -451,4 +457,29 @@ pub fn effects(i: &Instr, out: &mut Vec<Effect>) {
     // Reads first.
     let Found { reads, writes, n } = found;
     reads.extend_from_slice(&writes[..n]);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::isa::decode;
+
+    /// `reads_mux` is membership in `used_muxes`, on decoded random words.
+    #[test]
+    fn reads_mux_is_membership_in_the_muxes_used() {
+        let mut s = 0x9e37_79b9_7f4a_7c15u64;
+        let mut alu = 0;
+        for _ in 0..20_000 {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            let Instr::Alu(a) = decode(s) else { continue };
+            alu += 1;
+            let used = used_muxes(&a);
+            for m in Mux::ALL {
+                assert_eq!(reads_mux(&a, m), used.contains(&m), "{s:#x} {m:?}");
+            }
+        }
+        assert!(alu > 1000, "{alu} ALU instructions");
+    }
 }

@@ -221,7 +221,7 @@ fn on_mul(i: &AluInstr, op: MulOp, a: Mux, b: Mux) -> AluInstr {
 /// The read port an instruction occupies on file A: the register its muxes read, or an I/O
 /// read address (read whether a mux uses it or not).
 fn port_a(a: &AluInstr) -> Option<u8> {
-    (effects::used_muxes(a).contains(&Mux::A) || (a.raddr_a >= 32 && a.raddr_a != raddr::NOP))
+    (effects::reads_mux(a, Mux::A) || (a.raddr_a >= 32 && a.raddr_a != raddr::NOP))
         .then_some(a.raddr_a)
 }
 
@@ -230,7 +230,7 @@ fn port_b(a: &AluInstr) -> Option<Result<u8, u8>> {
     if a.sig == Signal::SmallImm {
         return Some(Err(a.raddr_b));
     }
-    (effects::used_muxes(a).contains(&Mux::B) || (a.raddr_b >= 32 && a.raddr_b != raddr::NOP))
+    (effects::reads_mux(a, Mux::B) || (a.raddr_b >= 32 && a.raddr_b != raddr::NOP))
         .then_some(Ok(a.raddr_b))
 }
 
@@ -359,7 +359,7 @@ fn merge_units(xv: &Variant, yv: &Variant) -> Option<Instr> {
     if let Some((unpacker, other)) = owner(&|i| i.unpack != Unpack::None).ok()? {
         unpack = unpacker.unpack;
         let unpacked = if pm { Mux::R4 } else { Mux::A };
-        if effects::used_muxes(other).contains(&unpacked) {
+        if effects::reads_mux(other, unpacked) {
             return None;
         }
     }
