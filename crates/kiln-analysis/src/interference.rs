@@ -199,9 +199,8 @@ impl<'l> Interference<'l> {
 
     /// The [`Self::all_lanes_candidates`] an all-lanes write makes interfere: for every temp,
     /// the temps it interferes with beyond the SSA criterion (and some the criterion also
-    /// gives), symmetric and sorted. Asked once
-    /// for the allocators that share this liveness (the colouring's graph and the assignment's
-    /// rules ask of the same pairs).
+    /// gives), symmetric and sorted. Asked once for the allocators that share this liveness
+    /// (the colouring's graph and the assignment's rules ask of the same pairs).
     pub fn all_lanes_neighbours(&self, func: &Function) -> &'l [Vec<u32>] {
         let liveness: &'l Liveness = self.liveness;
         liveness
