@@ -192,9 +192,8 @@ impl Context {
         let before = self.func.temps.len();
         self.func.compact_temps();
         if self.func.temps.len() != before {
-            self.liveness = None;
-            self.divergence = None;
-            self.def_sites = None;
+            // Renumbered values, the same instructions and blocks.
+            self.invalidate(Changed::Instructions);
         }
     }
 

@@ -109,15 +109,24 @@ impl Function {
     /// defines or reads cleared (passes that delete instructions leave their classes behind;
     /// a read of a temp nothing defines carries its class).
     pub fn text_temps(&self) -> Vec<RegClass> {
-        let mut temps = vec![RegClass::NONE; self.temps.len()];
-        let insts = self.blocks.iter().flat_map(|b| &b.insts);
-        let named = insts.flat_map(|i| i.defs.iter().map(|d| d.temp).chain(i.used_temps()));
-        for t in named {
-            if let Some(slot) = temps.get_mut(t.index()) {
-                *slot = self.class(t);
+        self.named()
+            .iter()
+            .zip(&self.temps)
+            .map(|(&named, &c)| if named { c } else { RegClass::NONE })
+            .collect()
+    }
+
+    /// Per temp, whether some instruction defines or reads it.
+    fn named(&self) -> Vec<bool> {
+        let mut named = vec![false; self.temps.len()];
+        for i in self.blocks.iter().flat_map(|b| &b.insts) {
+            for t in i.defs.iter().map(|d| d.temp).chain(i.used_temps()) {
+                if let Some(slot) = named.get_mut(t.index()) {
+                    *slot = true;
+                }
             }
         }
-        temps
+        named
     }
 
     /// Numbers the temps some instruction defines or reads 0, 1, 2… in their old order, and
@@ -126,22 +135,18 @@ impl Function {
     /// one (`None` for a dropped temp). Linear in the instructions and temps; the order of the
     /// temps is kept, so whatever breaks ties by temp number breaks them as before.
     pub fn compact_temps(&mut self) -> Vec<Option<Temp>> {
-        let mut map: Vec<Option<Temp>> = vec![None; self.temps.len()];
-        let insts = self.blocks.iter().flat_map(|b| &b.insts);
-        for inst in insts {
-            for t in inst.defs.iter().map(|d| d.temp).chain(inst.used_temps()) {
-                if let Some(m) = map.get_mut(t.index()) {
-                    *m = Some(t);
-                }
-            }
-        }
         let mut temps = Vec::with_capacity(self.temps.len());
-        for (old, m) in map.iter_mut().enumerate() {
-            if m.is_some() {
-                *m = Some(Temp::new(temps.len()));
-                temps.push(self.temps[old]);
-            }
-        }
+        let map: Vec<Option<Temp>> = self
+            .named()
+            .iter()
+            .zip(&self.temps)
+            .map(|(&named, &c)| {
+                named.then(|| {
+                    temps.push(c);
+                    Temp::new(temps.len() - 1)
+                })
+            })
+            .collect();
         if temps.len() == self.temps.len() {
             return map;
         }

@@ -372,10 +372,10 @@ impl Uniformity for NoneUniform {
 
 /// Whether every divergent `if` of `cfg` reads a per-lane-file condition computed from a
 /// source of divergence (`kiln_analysis::divergence::is_source`): the analysis finds each
-/// divergent, as divergence flows from an operand to what
-/// reads it, so [`ByDivergence`] would find none uniform and the analysis is not made. A
-/// walk from each condition through its operands' definitions until a source, within a
-/// budget of steps linear in the function (past it, the analysis decides).
+/// divergent, as divergence flows from an operand to what reads it, so [`ByDivergence`] would
+/// find none uniform and the analysis is not made. A walk from each condition through its
+/// operands' definitions until a source, within a budget of steps linear in the function
+/// (past it, the analysis decides).
 fn from_sources(func: &Function, sites: &kiln_analysis::DefSites, cfg: &Cfg) -> bool {
     let mut budget = 4 * func.inst_count() + 64;
     // Temps seen by the walk of if number `seen[t]` (+ 1).

@@ -469,16 +469,14 @@ fn assemble(
         .ok()
         .filter(|c| !check || kiln_ir::verify_with_cfg(&g, c).is_ok());
     let Some(new_cfg) = new_cfg else {
-        // The moved blocks go back, their targets as they were.
-        let old_of: Vec<Block> = layout;
-        for (i, mut data) in g.blocks.into_iter().enumerate() {
-            let b = old_of[i];
+        // The moved blocks go back, their targets as they were (`layout` maps new to old).
+        for (mut data, &b) in g.blocks.into_iter().zip(&layout) {
             if inside(b) {
                 continue;
             }
             if let Some(t) = data.insts.last_mut() {
                 for target in t.targets.iter_mut() {
-                    *target = old_of[target.index()];
+                    *target = layout[target.index()];
                 }
             }
             func.blocks[b.index()] = data;
