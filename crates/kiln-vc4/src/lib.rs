@@ -5,6 +5,7 @@
 //! See `docs/vc4.md` for the design and `../shared/vc4/README.md` for the ISA facts.
 
 pub mod accumulators;
+pub mod bypass;
 pub mod compare_at_use;
 pub mod compile;
 pub mod dead_writes;

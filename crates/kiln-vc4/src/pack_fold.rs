@@ -102,6 +102,23 @@ pub fn fold(
     }
 }
 
+/// The colour register (ra14).
+const COLOUR: u32 = 14;
+
+/// The tile-buffer colour write, where it reads the colour register ra14 (with no unpack).
+pub(crate) fn colour_write(code: &[Instr]) -> Option<(usize, kiln_qpu::isa::AluInstr)> {
+    let t = code.iter().position(|i| {
+        effects::write_addrs(i)
+            .iter()
+            .any(|&w| w == waddr::TLB_COLOR_ALL || w == waddr::TLB_COLOR_MS)
+    })?;
+    let Instr::Alu(tw) = code[t] else {
+        return None;
+    };
+    (tw.raddr_a == COLOUR as u8 && effects::reads_mux(&tw, Mux::A) && tw.unpack == Unpack::None)
+        .then_some((t, tw))
+}
+
 /// The colour in an accumulator (Mesa packs it into one): where the colour register ra14 is
 /// written — its four bytes packed by the mul unit, or written whole first — and read by the
 /// tile-buffer write all in the straight-line code after the last thread switch, an
@@ -114,21 +131,13 @@ pub fn colour_in_accumulator(
     succ: &[kiln_qpu::isa::validate::Successors],
     live_at_end: Regs,
 ) {
-    const COLOUR: u32 = 14;
     let colour: Regs = 1 << COLOUR;
-    let Some(t) = code.iter().position(|i| {
-        effects::write_addrs(i)
-            .iter()
-            .any(|&w| w == waddr::TLB_COLOR_ALL || w == waddr::TLB_COLOR_MS)
-    }) else {
+    let Some((t, _)) = colour_write(code) else {
         return;
     };
     let live_out = liveness(r, succ, live_at_end);
     let joins = block_starts(code);
-    let Instr::Alu(tw) = code[t] else { return };
-    let reads_colour =
-        tw.raddr_a == COLOUR as u8 && effects::reads_mux(&tw, Mux::A) && tw.unpack == Unpack::None;
-    if !reads_colour || live_out[t] & colour != 0 {
+    if live_out[t] & colour != 0 {
         return;
     }
     // Back from the write: the colour's writes, up to a whole one or the four bytes.

@@ -54,6 +54,9 @@ pub(crate) fn write_bit(waddr: u8, file_a: bool) -> Option<u32> {
     }
 }
 
+/// ra14 and rb14, the emitter's scratch registers: a value there may move, nothing moves in.
+const SCRATCH: Regs = (1 << 14) | (1 << (32 + 14));
+
 /// r5's bit.
 pub(crate) const R5: u32 = 68;
 
@@ -139,7 +142,7 @@ pub fn rename(
                 _ => false,
             };
             let mut whole = if renameable {
-                r.whole & allowed & kind
+                r.whole & (allowed | SCRATCH) & kind
             } else {
                 0
             };
@@ -342,7 +345,7 @@ fn apply(
 
 /// A write to register bit `b` now goes to `x` (of the same kind, or an accumulator for a
 /// file register).
-fn retarget(w: &mut kiln_qpu::isa::WriteFields, b: u32, x: u32) {
+pub(crate) fn retarget(w: &mut kiln_qpu::isa::WriteFields, b: u32, x: u32) {
     let address = |r: u32| match r {
         0..64 => (r % 32) as u8,
         _ => waddr::R0 + (r - 64) as u8,
@@ -359,7 +362,7 @@ fn retarget(w: &mut kiln_qpu::isa::WriteFields, b: u32, x: u32) {
 
 /// An instruction's reads of register bit `b` now read `x` (of the same kind, or an
 /// accumulator for a file register, whose read address is then free).
-fn reread(a: &mut kiln_qpu::isa::AluInstr, b: u32, x: u32) {
+pub(crate) fn reread(a: &mut kiln_qpu::isa::AluInstr, b: u32, x: u32) {
     let acc = |r: u32| Mux::from_bits((r - 64) as u8);
     let old = match b {
         0..32 => Mux::A,

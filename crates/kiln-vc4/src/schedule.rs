@@ -196,10 +196,19 @@ pub fn schedule_with(e: &Emitted, live_at_end: u128) -> Result<Emitted, EmitErro
         }
     }
     let mut origins = s.origins;
+    let mut from = s.from;
     let excess = s.excess;
+    // The colour still in ra14 may fit an accumulator in the scheduled order.
+    if crate::pack_fold::colour_write(&out).is_some() {
+        let mut refs = crate::rename::refs_of(&out);
+        let succ = kiln_qpu::isa::validate::successors(&out);
+        crate::pack_fold::colour_in_accumulator(&mut out, &mut refs, &succ, live_at_end);
+    }
+    // The lower bound is the DAG's: a `nop` the bypass removes is below it.
+    let bypassed = crate::bypass::bypass(&mut out, &mut origins, &mut from, live_at_end);
     colour_write_ends(&mut out, &mut origins);
     fill_end_slots(&mut out, &mut origins);
-    crate::target_slots::fill(&mut out, &mut origins, &s.from, &live_in);
+    crate::target_slots::fill(&mut out, &mut origins, &from, &live_in);
     let out_len = out.len();
     Ok(Emitted {
         instrs: out,
@@ -207,7 +216,7 @@ pub fn schedule_with(e: &Emitted, live_at_end: u128) -> Result<Emitted, EmitErro
         uniforms: s.uniforms,
         varyings: e.varyings.clone(),
         output_rows: e.output_rows.clone(),
-        bound: out_len.saturating_sub(excess) as u32,
+        bound: (out_len + bypassed).saturating_sub(excess) as u32,
     })
 }
 
@@ -494,7 +503,7 @@ fn unmet_when_taken(c: kiln_qpu::isa::BranchCond) -> Option<kiln_qpu::isa::Cond>
 }
 
 /// Signals that keep their instruction and the two after it in place.
-fn held(s: Signal) -> bool {
+pub(crate) fn held(s: Signal) -> bool {
     matches!(
         s,
         Signal::ThreadSwitch

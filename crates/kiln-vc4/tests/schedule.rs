@@ -904,3 +904,176 @@ fn reads_of_r4s_copy_read_r4() {
         assert_eq!(first_reads_r4, case != 2, "{listing}");
     }
 }
+
+/// What `run` gives of the registers `live` names (bits as `schedule_with` numbers them).
+fn run_live(code: &[Instr], live: u128) -> Vec<[u32; 16]> {
+    let regs = run(code, &[]);
+    // `run`'s order: r0–r3, ra0–ra5, rb0–rb5.
+    let bits = (64..68).chain(0..6).chain(32..38);
+    regs.into_iter()
+        .zip(bits)
+        .filter(|&(_, b)| live >> b & 1 != 0)
+        .map(|(r, _)| r)
+        .collect()
+}
+
+/// `code` through the bypass, with registers `live` read after it: how many `nop`s went, and
+/// the code, checked by both validators and against the simulator on the input.
+fn bypassed(code: &[Instr], live: u128) -> (usize, Vec<Instr>) {
+    assert_eq!(validate_instrs(code), vec![], "the input is valid");
+    let mut out = code.to_vec();
+    let mut origins = vec![[Origin::Prologue; 2]; out.len()];
+    let mut from: Vec<Option<usize>> = (0..out.len()).map(Some).collect();
+    let removed = kiln_vc4::bypass::bypass(&mut out, &mut origins, &mut from, live);
+    let words: Vec<u64> = out.iter().map(Instr::encode).collect();
+    let listing = kiln_qpu::isa::disasm_program(&words, kiln_qpu::isa::Style::Mesa);
+    assert_eq!(validate_instrs(&out), vec![], "{listing}");
+    assert_eq!(validate_mesa(&words), Ok(()), "{listing}");
+    assert_eq!(out.len(), code.len() - removed, "{listing}");
+    assert_eq!((origins.len(), from.len()), (out.len(), out.len()));
+    assert_eq!(run_live(&out, live), run_live(code, live), "{listing}");
+    (removed, out)
+}
+
+/// A program end after `code`.
+fn ended(mut code: Vec<Instr>) -> Vec<Instr> {
+    let mut end = kiln_qpu::isa::AluInstr::nop();
+    end.sig = Signal::ProgramEnd;
+    code.extend([Instr::Alu(end), Instr::nop(), Instr::nop()]);
+    code
+}
+
+/// `fadd ra1, ra0, rb0; nop; fmul rb1, ra1, rb0; fadd rb2, ra1, rb0`: the sum goes through a
+/// free accumulator, both readers read it, and the `nop` goes; where ra1 is read after the
+/// end, the first reader copies the sum to it (an operation more, paired).
+#[test]
+fn a_file_result_read_next_goes_through_an_accumulator() {
+    let alu = |i: Result<kiln_qpu::isa::AluInstr, _>| Instr::Alu(i.unwrap());
+    let code = ended(vec![
+        builder::load_imm(Reg::A(0), 0x3f80_0000).unwrap(),
+        builder::load_imm(Reg::B(0), 0x4000_0000).unwrap(),
+        builder::load_imm(Reg::Acc(0), 7).unwrap(),
+        alu(builder::qpu_a(AddOp::Fadd, Reg::A(1), Reg::A(0), Reg::B(0))),
+        Instr::nop(),
+        alu(builder::qpu_m(MulOp::Fmul, Reg::B(1), Reg::A(1), Reg::B(0))),
+        alu(builder::qpu_a(AddOp::Fadd, Reg::B(2), Reg::A(1), Reg::B(0))),
+        alu(builder::mov(Reg::B(3), Reg::Acc(0))),
+    ]);
+    let ops = |c: &[Instr]| Census::of(&c.iter().map(Instr::encode).collect::<Vec<_>>());
+    // rb1, rb2, rb3 read after; r0 holds a value, so the sum takes r1.
+    let live = (0b1110 << 32) | (1 << 64);
+    let (removed, out) = bypassed(&code, live);
+    assert_eq!(removed, 1);
+    assert_eq!(ops(&out).operations, ops(&code).operations);
+    let sum = match out[3] {
+        Instr::Alu(a) => a.w.waddr_add,
+        _ => unreachable!(),
+    };
+    assert_eq!(sum, waddr::R0 + 1, "r0 is live: the sum takes r1");
+    // ra1 read after too: copied back by the first reader.
+    let (removed, out) = bypassed(&code, live | 0b10);
+    assert_eq!(removed, 1);
+    assert_eq!(ops(&out).operations, ops(&code).operations + 1);
+}
+
+/// No bypass where the `nop` keeps another latency (r4 three instructions after an SFU
+/// write), where a branch goes to the reader, or where the writer is in a delay slot; the
+/// check has teeth: without the `nop` the first program is invalid.
+#[test]
+fn a_bypass_keeps_every_other_latency() {
+    let alu = |i: Result<kiln_qpu::isa::AluInstr, _>| Instr::Alu(i.unwrap());
+    let sum = alu(builder::qpu_a(AddOp::Fadd, Reg::A(1), Reg::A(0), Reg::B(0)));
+    let init = [
+        builder::load_imm(Reg::A(0), 0x3f80_0000).unwrap(),
+        builder::load_imm(Reg::B(0), 0x4000_0000).unwrap(),
+        builder::load_imm(Reg::Acc(2), 0).unwrap(),
+    ];
+    let live = 0b10 << 32;
+    let sfu = ended(
+        [
+            &init[..],
+            &[
+                alu(builder::mov(Reg::Io(waddr::SFU_RECIP), Reg::B(0))),
+                sum,
+                Instr::nop(),
+                alu(builder::qpu_m(
+                    MulOp::Fmul,
+                    Reg::B(1),
+                    Reg::A(1),
+                    Reg::Acc(4),
+                )),
+            ],
+        ]
+        .concat(),
+    );
+    assert_eq!(bypassed(&sfu, live).0, 0);
+    let mut without = sfu.clone();
+    without.remove(5);
+    assert!(
+        validate_instrs(&without)
+            .iter()
+            .any(|v| v.rule == kiln_qpu::isa::validate::Rule::SfuR4)
+    );
+    // A branch to the reader: another way in reads ra1 as it is.
+    let targeted = ended(
+        [
+            &init[..],
+            &[
+                builder::branch(BranchCond::Always, true, 8 * 2),
+                Instr::nop(),
+                Instr::nop(),
+                Instr::nop(),
+                sum,
+                Instr::nop(),
+                alu(builder::qpu_m(MulOp::Fmul, Reg::B(1), Reg::A(1), Reg::B(0))),
+            ],
+        ]
+        .concat(),
+    );
+    assert_eq!(bypassed(&targeted, live).0, 0);
+    // The sum in a branch's last delay slot runs on the taken path too, which reads ra1.
+    let slot = ended(
+        [
+            &init[..],
+            &[
+                builder::branch(BranchCond::Always, true, 8 * 2),
+                Instr::nop(),
+                Instr::nop(),
+                sum,
+                Instr::nop(),
+                alu(builder::qpu_m(MulOp::Fmul, Reg::B(1), Reg::A(1), Reg::B(0))),
+                Instr::nop(),
+                alu(builder::qpu_m(MulOp::Fmul, Reg::B(1), Reg::A(1), Reg::B(0))),
+            ],
+        ]
+        .concat(),
+    );
+    assert_eq!(bypassed(&slot, live).0, 0);
+}
+
+/// A conditional move before a read (`mov.zc ra2, 1; nop; fadd rb2, ra2, rb0`, the execute
+/// mask's update before its test): the instruction before copies ra2's old value to a free
+/// accumulator, the move's other unit makes the same move to it, the reader reads it, and the
+/// `nop` goes; lanes with Z set keep the old value in both.
+#[test]
+fn a_conditional_move_read_next_goes_through_an_accumulator() {
+    let alu = |i: Result<kiln_qpu::isa::AluInstr, _>| Instr::Alu(i.unwrap());
+    let code = ended(vec![
+        builder::load_imm(Reg::A(2), 7).unwrap(),
+        builder::load_imm(Reg::B(0), 3).unwrap(),
+        // Z set in element 0 only.
+        alu(builder::mov(Reg::Nop, Reg::ReadA(kiln_qpu::isa::raddr::ELEMENT_QPU)).map(|i| i.sf())),
+        alu(builder::qpu_a(AddOp::Add, Reg::B(1), Reg::B(0), Reg::B(0))),
+        alu(builder::mov(Reg::A(2), Reg::SmallImm(1)).map(|i| i.cond_add(Cond::Zc))),
+        Instr::nop(),
+        alu(builder::qpu_a(AddOp::Add, Reg::B(2), Reg::A(2), Reg::B(0))),
+    ]);
+    let ops = |c: &[Instr]| Census::of(&c.iter().map(Instr::encode).collect::<Vec<_>>());
+    let live = 0b100 | (0b110 << 32);
+    let (removed, out) = bypassed(&code, live);
+    assert_eq!(removed, 1);
+    assert_eq!(ops(&out).operations, ops(&code).operations + 2);
+    // Element 0 kept 7, the others took 1: the read agrees lane by lane.
+    let rb2 = run_live(&out, 1 << 34)[0];
+    assert_eq!((rb2[0], rb2[1]), (10, 4));
+}

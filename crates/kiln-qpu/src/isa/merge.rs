@@ -306,7 +306,14 @@ fn merge_units(xv: &Variant, yv: &Variant) -> Option<Instr> {
             }
         }
     }
-    if add_on && mul_on && w.waddr_add == w.waddr_mul && w.waddr_add != waddr::NOP {
+    // One address names two registers below 32 (the write swap bit puts them in different
+    // files), one target above.
+    if add_on
+        && mul_on
+        && w.waddr_add == w.waddr_mul
+        && w.waddr_add >= 32
+        && w.waddr_add != waddr::NOP
+    {
         return None;
     }
     w.ws = ws.unwrap_or(false);
@@ -477,6 +484,11 @@ mod tests {
             pairs("fadd rb4, r1, r2 ; nop", "nop ; fmul ra5, r1, r1"),
             Some(asm("fadd rb4, r1, r2 ; fmul ra5, r1, r1"))
         );
+        // One write address below 32 names a register of each file.
+        assert_eq!(
+            pairs("fadd rb1, r1, r2 ; nop", "nop ; fmul ra1, r1, r1"),
+            Some(asm("fadd rb1, r1, r2 ; fmul ra1, r1, r1"))
+        );
         // A signal joins an operation.
         assert_eq!(
             pairs("load_tmu0 nop ; nop", "fadd r0, r1, r2 ; nop"),
@@ -501,6 +513,11 @@ mod tests {
                 "fadd r0, r1, r2 ; nop",
                 "fsub r3, r1, r2 ; nop",
                 "two add operations",
+            ),
+            (
+                "fadd r0, r1, r2 ; nop",
+                "nop ; fmul r0, r1, r1",
+                "two writes to one accumulator",
             ),
             (
                 "fadd r0, uni, r2 ; nop",
