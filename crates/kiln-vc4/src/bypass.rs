@@ -48,6 +48,8 @@ pub fn bypass(
     let mut facts: Option<(Vec<Refs>, Vec<Regs>)> = None;
     let mut keep = vec![true; n];
     let mut removed = 0;
+    // Instructions before this one may have changed.
+    let mut edited = 0;
     let mut c = 0;
     while c < n {
         if c + 2 < n && file_write_read(out, c).is_some() {
@@ -56,7 +58,7 @@ pub fn bypass(
                 let live_out = liveness(&refs, &validate::successors(out), live_at_end);
                 (refs, live_out)
             });
-            if let Some(edit) = candidate(out, &keep, c, refs, live_out, &starts) {
+            if let Some(edit) = candidate(out, &keep, c, refs, live_out, &starts, edited) {
                 if let Some((p, before)) = edit.before {
                     out[p] = before;
                 }
@@ -70,8 +72,10 @@ pub fn bypass(
                 }
                 keep[c + 1] = false;
                 removed += 1;
-                // R (and the one after it) is not the W of another candidate: it has changed.
+                // R (and the one after it) has changed: what `refs` says of it is not true now,
+                // and it is not the W, or the P, of another candidate.
                 c += 3 + edit.next.is_some() as usize;
+                edited = c;
                 continue;
             }
         }
@@ -159,6 +163,15 @@ fn unneeded(out: &[Instr], keep: &[bool], p: usize, starts: &[bool]) -> bool {
     latencies_hold(&order)
 }
 
+/// The file register of bit `f` ([`crate::rename::bit`]'s numbering, below 64).
+fn file_register(f: u32) -> Reg {
+    if f < 32 {
+        Reg::A(f as u8)
+    } else {
+        Reg::B((f - 32) as u8)
+    }
+}
+
 /// What `i` reads and writes.
 fn effects_of(i: &Instr) -> Vec<Effect> {
     let mut e = Vec::new();
@@ -208,7 +221,8 @@ struct Edit {
     copied: bool,
 }
 
-/// The candidate at `c`, made, if every condition holds.
+/// The candidate at `c`, made, if every condition holds; instructions before `edited` may have
+/// changed since `refs` was found.
 fn candidate(
     out: &[Instr],
     keep: &[bool],
@@ -216,6 +230,7 @@ fn candidate(
     refs: &[Refs],
     live_out: &[Regs],
     starts: &[bool],
+    edited: usize,
 ) -> Option<Edit> {
     let f = file_write_read(out, c)?;
     let mask: Regs = 1 << f;
@@ -242,7 +257,7 @@ fn candidate(
         return None;
     }
     if refs[c].whole & mask == 0 {
-        return conditional(out, keep, c, f, refs, live_out, starts);
+        return conditional(out, keep, c, f, (refs, live_out), starts, edited);
     }
     // The instruction after R, where it reads the register too (before the copy could be read).
     let next = match out.get(c + 3) {
@@ -279,12 +294,7 @@ fn candidate(
     let last = next.unwrap_or(c + 2);
     let copied = live_out[last] & mask != 0 && refs[last].whole & mask == 0;
     let new_r = if copied {
-        let file = if f < 32 {
-            Reg::A(f as u8)
-        } else {
-            Reg::B((f - 32) as u8)
-        };
-        let mov = builder::mov(file, Reg::Acc(acc as u8)).ok()?;
+        let mov = builder::mov(file_register(f), Reg::Acc(acc as u8)).ok()?;
         merge(&reading(ra), &Instr::Alu(mov))?
     } else {
         reading(ra)
@@ -333,9 +343,9 @@ fn conditional(
     keep: &[bool],
     c: usize,
     f: u32,
-    refs: &[Refs],
-    live_out: &[Regs],
+    (refs, live_out): (&[Refs], &[Regs]),
     starts: &[bool],
+    edited: usize,
 ) -> Option<Edit> {
     let mask: Regs = 1 << f;
     let (Instr::Alu(w), Instr::Alu(r)) = (&out[c], &out[c + 2]) else {
@@ -363,6 +373,7 @@ fn conditional(
             return None;
         };
         if !keep[p]
+            || p < edited
             || starts[p..=c + 2].iter().any(|&s| s)
             || out[p.saturating_sub(3)..=c]
                 .iter()
@@ -379,12 +390,7 @@ fn conditional(
         let Some(acc) = (0..4u32).find(|&a| busy & (1 << (64 + a)) == 0) else {
             continue;
         };
-        let file = if f < 32 {
-            Reg::A(f as u8)
-        } else {
-            Reg::B((f - 32) as u8)
-        };
-        let copy = builder::mov(Reg::Acc(acc as u8), file).ok()?;
+        let copy = builder::mov(Reg::Acc(acc as u8), file_register(f)).ok()?;
         let Some(new_p) = merge(&Instr::Alu(pa), &Instr::Alu(copy)) else {
             continue;
         };
