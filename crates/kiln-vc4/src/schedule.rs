@@ -461,6 +461,11 @@ fn end_nop() -> Instr {
     Instr::Alu(a)
 }
 
+/// The longest region whose accumulator values are renamed after scheduling
+/// ([`crate::accumulators`]); longer ones are generated code (thousands of if-converted ifs),
+/// not shaders.
+const RENAMED_REGION: usize = 8192;
+
 /// How far [`Scheduler::hoist`] looks for an instruction to move (a bound on its cost).
 const HOIST_WINDOW: usize = 16;
 
@@ -962,7 +967,9 @@ impl Scheduler<'_> {
         };
         let mut renamed = None;
         let mut bound = None;
-        if values.any_free() {
+        // (A region longer than `RENAMED_REGION` keeps its accumulators as allocated: three
+        // schedules of it, the safe one to its checks' budget, cost more than they find.)
+        if values.any_free() && original.len() <= RENAMED_REGION {
             let mut versioned = accesses.clone();
             values.version(&mut versioned, &at);
             let dag = Dag::build(
