@@ -15,22 +15,19 @@
 //! R (liveness over the program's control flow, [`crate::rename`]'s). The copy pairs with R;
 //! the instruction after R, which could not read the register yet, reads the accumulator too.
 //! With the `nop` gone, every latency between instructions less than three apart around it
-//! is checked again with the effects model ([`crate::schedule::keeps`]); where a branch target
+//! is checked again with the effects model ([`crate::schedule::latencies_hold`]); where a branch target
 //! lies before W, an unknown way in may have written anything, and R reads nothing whose
 //! latency is three (r4 after the SFU, the uniforms address, the TLB Z write).
 
 use crate::emit::Origin;
 use crate::rename::{Refs, Regs, liveness, refs_of};
-use crate::schedule::keeps;
+use crate::schedule::{effects_of, latencies_hold};
+use crate::target_slots::MAX_DISTANCE;
 use kiln_qpu::isa::builder::{self, Reg};
 use kiln_qpu::isa::effects::{self, Effect, Resource};
 use kiln_qpu::isa::{
     AddOp, AluInstr, Cond, Instr, MulOp, Signal, Unpack, merge::merge, validate, waddr,
 };
-
-/// The furthest any latency reaches (r4 after an SFU write, the uniforms address, the TLB Z
-/// write): instructions this far apart or more never constrain each other.
-const MAX_DISTANCE: usize = 3;
 
 /// Bypasses what it can in `out` (scheduled, relocated code), whose instructions came from
 /// `origins` and input instructions `from`; registers `live_at_end` are read after the
@@ -170,29 +167,6 @@ fn file_register(f: u32) -> Reg {
     } else {
         Reg::B((f - 32) as u8)
     }
-}
-
-/// What `i` reads and writes.
-fn effects_of(i: &Instr) -> Vec<Effect> {
-    let mut e = Vec::new();
-    effects::effects(i, &mut e);
-    e
-}
-
-/// Whether every pair of instructions less than three apart in `order` keeps its latencies
-/// (farther apart, every one holds).
-fn latencies_hold(order: &[Instr]) -> bool {
-    let effects: Vec<Vec<Effect>> = order.iter().map(effects_of).collect();
-    (0..order.len()).all(|v| {
-        (v.saturating_sub(MAX_DISTANCE - 1)..v).all(|u| {
-            effects[u].iter().filter(|w| w.write).all(|w| {
-                effects[v]
-                    .iter()
-                    .filter(|e| e.resource == w.resource)
-                    .all(|e| keeps(w, e, v - u))
-            })
-        })
-    })
 }
 
 /// At `c`, `W; nop; R` with R reading a file register W writes: the register's bit

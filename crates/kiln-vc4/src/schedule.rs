@@ -828,11 +828,6 @@ impl Scheduler<'_> {
             return false;
         };
         let lo = self.base.max(len.saturating_sub(3 + LIFT_WINDOW));
-        let effects_of = |i: &Instr| {
-            let mut e = Vec::new();
-            effects::effects(i, &mut e);
-            e
-        };
         for from in (to + 1..len).chain((lo..to).rev()) {
             let x = self.out[from];
             if !matches!(x, Instr::Alu(a) if a.sig == Signal::None) || effects::takes_uniform(&x) {
@@ -855,19 +850,7 @@ impl Scheduler<'_> {
             let start = first.saturating_sub(3);
             let mut order: Vec<Instr> = self.out[start..len].to_vec();
             rotate(&mut order[first - start..=last - start], down);
-            let effects: Vec<Vec<Effect>> = order.iter().map(effects_of).collect();
-            let holds = (0..order.len()).all(|v| {
-                (v.saturating_sub(2)..v).all(|u| {
-                    let gap = v - u;
-                    effects[u].iter().filter(|w| w.write).all(|w| {
-                        effects[v]
-                            .iter()
-                            .filter(|r| r.resource == w.resource)
-                            .all(|r| keeps(w, r, gap))
-                    })
-                })
-            });
-            if !holds {
+            if !latencies_hold(&order) {
                 continue;
             }
             rotate(&mut self.out[first..=last], down);
@@ -1222,6 +1205,29 @@ pub(crate) fn keeps(w: &Effect, e: &Effect, gap: usize) -> bool {
         w.distance.max(e.distance)
     };
     gap >= need as usize
+}
+
+/// What `i` reads and writes.
+pub(crate) fn effects_of(i: &Instr) -> Vec<Effect> {
+    let mut e = Vec::new();
+    effects::effects(i, &mut e);
+    e
+}
+
+/// Whether every pair of instructions less than three apart in `order` keeps its latencies
+/// ([`keeps`]; farther apart, every one holds: [`crate::target_slots::MAX_DISTANCE`]).
+pub(crate) fn latencies_hold(order: &[Instr]) -> bool {
+    let effects: Vec<Vec<Effect>> = order.iter().map(effects_of).collect();
+    (0..order.len()).all(|v| {
+        (v.saturating_sub(crate::target_slots::MAX_DISTANCE - 1)..v).all(|u| {
+            effects[u].iter().filter(|w| w.write).all(|w| {
+                effects[v]
+                    .iter()
+                    .filter(|e| e.resource == w.resource)
+                    .all(|e| keeps(w, e, v - u))
+            })
+        })
+    })
 }
 
 /// Rotates `v` by one place: its first item to the end if `down`, else its last to the front.

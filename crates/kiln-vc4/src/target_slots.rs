@@ -21,7 +21,7 @@ use kiln_qpu::isa::{BranchCond, Instr, Signal, latency, waddr};
 
 /// The longest distance any access keeps (r4 after an SFU write, the uniforms address, the
 /// TLB Z write): latencies between instructions this far apart always hold.
-const MAX_DISTANCE: usize = 3;
+pub(crate) const MAX_DISTANCE: usize = 3;
 
 /// Fills the trailing `nop` delay slots of the branches in `out` (scheduled code, relocated)
 /// with copies of their targets' first instructions. `from` gives each instruction of `out`
