@@ -234,9 +234,11 @@ fn port_b(a: &AluInstr) -> Option<Result<u8, u8>> {
         .then_some(Ok(a.raddr_b))
 }
 
-/// Whether a write address means the same in both files' write ports (the accumulators).
+/// Whether a write address means the same in both files' write ports: the accumulators and
+/// most I/O (an SFU, a TMU, the tile buffer's colour), so the write-swap bit is the other
+/// unit's to choose.
 fn either_file(w: u8) -> bool {
-    w == waddr::NOP || (waddr::R0..=waddr::R3).contains(&w)
+    !super::names::waddr_uses_ws(w)
 }
 
 /// One instruction doing what `x` and `y` do, as they are: one add and one mul operation, one signal, the read ports shared only
@@ -489,6 +491,16 @@ mod tests {
             pairs("fadd rb1, r1, r2 ; nop", "nop ; fmul ra1, r1, r1"),
             Some(asm("fadd rb1, r1, r2 ; fmul ra1, r1, r1"))
         );
+        // An I/O address both files' ports name alike (an SFU, a TMU) leaves the write swap
+        // bit to the other unit: the add unit's SFU write goes through file B here.
+        assert_eq!(
+            pairs("mov sfu_recip, r1 ; nop", "nop ; fmul ra5, r1, r1"),
+            Some(asm("mov sfu_recip, r1 ; fmul ra5, r1, r1"))
+        );
+        assert_eq!(
+            pairs("nop ; mov tmu0_s, r1", "fadd rb5, r1, r2 ; nop"),
+            Some(asm("fadd rb5, r1, r2 ; mov tmu0_s, r1"))
+        );
         // A signal joins an operation.
         assert_eq!(
             pairs("load_tmu0 nop ; nop", "fadd r0, r1, r2 ; nop"),
@@ -553,6 +565,11 @@ mod tests {
                 "mov tmu0_s, r0 ; nop",
                 "nop ; mov sfu_recip, r1",
                 "two peripherals",
+            ),
+            (
+                "mov vr_setup, r0 ; nop",
+                "nop ; fmul ra5, r1, r1",
+                "file A's VPM read setup, which through file B is the write setup",
             ),
         ] {
             let m = pairs(x, y);
