@@ -112,21 +112,7 @@ pub fn rename(
     let n = code.len();
     let joins = block_starts(code);
     let mut live_out = liveness(&refs, succ, live_at_end);
-    let threaded = code.iter().any(|i| {
-        matches!(
-            i.signal(),
-            Some(Signal::ThreadSwitch | Signal::LastThreadSwitch)
-        )
-    });
-    // Registers a value may move to: not 13–15 of either file (the execute mask, the colour
-    // being packed and the scratch registers, the payload), and in a threaded shader only the
-    // lower half of each file.
-    let mut allowed: Regs = 0xf << 64;
-    for k in 0..32u32 {
-        if !(13..=15).contains(&k) && (!threaded || k < 16) {
-            allowed |= (1 << k) | (1 << (32 + k));
-        }
-    }
+    let allowed = movable(code);
     // Accumulator values first, packed; then file values, into the accumulators left free.
     for kind in [0xfu128 << 64, !(0xfu128 << 64)] {
         // Per register, the last instruction that read or wrote it.
@@ -167,6 +153,25 @@ pub fn rename(
         }
     }
     (refs, live_out)
+}
+
+/// Registers a value of `code` may move to: r0–r3 and the file registers but 13–15 of either
+/// file (the execute mask, the colour being packed and the scratch registers, the payload),
+/// in a threaded shader only the lower half of each file.
+pub(crate) fn movable(code: &[Instr]) -> Regs {
+    let threaded = code.iter().any(|i| {
+        matches!(
+            i.signal(),
+            Some(Signal::ThreadSwitch | Signal::LastThreadSwitch)
+        )
+    });
+    let mut allowed: Regs = 0xf << 64;
+    for k in 0..32u32 {
+        if !(13..=15).contains(&k) && (!threaded || k < 16) {
+            allowed |= (1 << k) | (1 << (32 + k));
+        }
+    }
+    allowed
 }
 
 /// Per instruction, the registers live after it.
@@ -360,8 +365,9 @@ pub(crate) fn retarget(w: &mut kiln_qpu::isa::WriteFields, b: u32, x: u32) {
     }
 }
 
-/// An instruction's reads of register bit `b` now read `x` (of the same kind, or an
-/// accumulator for a file register, whose read address is then free).
+/// An instruction's reads of register bit `b` now read `x` (of the same kind, an accumulator
+/// for a file register, whose read address is then free, or a file register for an
+/// accumulator, through a read address the caller found free).
 pub(crate) fn reread(a: &mut kiln_qpu::isa::AluInstr, b: u32, x: u32) {
     let acc = |r: u32| Mux::from_bits((r - 64) as u8);
     let old = match b {
@@ -369,6 +375,21 @@ pub(crate) fn reread(a: &mut kiln_qpu::isa::AluInstr, b: u32, x: u32) {
         32..64 => Mux::B,
         _ => acc(b),
     };
+    if b >= 64 && x < 64 {
+        let new = if x < 32 {
+            a.raddr_a = x as u8;
+            Mux::A
+        } else {
+            a.raddr_b = (x - 32) as u8;
+            Mux::B
+        };
+        for m in [&mut a.add_a, &mut a.add_b, &mut a.mul_a, &mut a.mul_b] {
+            if *m == old {
+                *m = new;
+            }
+        }
+        return;
+    }
     match x {
         0..32 => a.raddr_a = x as u8,
         32..64 => a.raddr_b = (x - 32) as u8,

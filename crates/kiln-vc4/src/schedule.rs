@@ -17,7 +17,7 @@
 use crate::emit::{EmitError, Emitted, Origin};
 use kiln_qpu::isa::effects::{self, Effect, Resource};
 use kiln_qpu::isa::merge::{Pairable, merge_pairable};
-use kiln_qpu::isa::{AddOp, AluInstr, Instr, Signal};
+use kiln_qpu::isa::{AddOp, AluInstr, Instr, Mux, Signal};
 use kiln_qpu::isa::{latency, waddr};
 use kiln_sched::{Access, Dag};
 
@@ -130,6 +130,8 @@ pub fn schedule_with(e: &Emitted, live_at_end: u128) -> Result<Emitted, EmitErro
         starts: &starts,
         fixed: &fixed,
         switch: &switch,
+        live_in: &live_in,
+        movable: crate::rename::movable(&e.instrs),
     };
     let mut position = vec![None; n + 1];
     let mut region = Vec::new();
@@ -469,6 +471,18 @@ const RENAMED_REGION: usize = 8192;
 /// How far [`Scheduler::hoist`] looks for an instruction to move (a bound on its cost).
 const HOIST_WINDOW: usize = 16;
 
+/// An instruction whose accumulator result moves to a file register
+/// ([`Scheduler::moved_to_file`]): the instruction writing the register, its readers (input
+/// index, rewritten) and the register's bit.
+struct FileMove {
+    instr: Instr,
+    readers: Vec<(usize, Instr)>,
+    register: u32,
+}
+
+/// How far after it [`Scheduler::moved_to_file`] follows the value an instruction writes.
+const VALUE_WINDOW: usize = 64;
+
 /// How far back [`Scheduler::lift_carrier`] looks for a thread switch's carrier.
 const LIFT_WINDOW: usize = 8;
 
@@ -490,6 +504,10 @@ struct Around<'a> {
     starts: &'a [bool],
     fixed: &'a [bool],
     switch: &'a [Option<Signal>],
+    /// Per instruction, the registers live before it.
+    live_in: &'a [crate::rename::Regs],
+    /// The registers a value may move to ([`crate::rename::movable`]).
+    movable: crate::rename::Regs,
 }
 
 /// The write condition no lane meets after branch condition `c` was taken: `all_zc` means Z
@@ -688,21 +706,23 @@ impl Scheduler<'_> {
         let unmet = unmet_when_taken(b.cond);
         let target = (i as i64 + 4 + b.imm as i64 / 8) as usize;
         let flags = crate::dead_writes::flags_dead_from(&self.instrs, around.starts, target);
-        self.hoist(i + 4, free, around, flags, |cond, bit| {
+        self.hoist(i + 4, free, around, (flags, false), |cond, bit| {
             bit.is_some_and(|bit| Some(cond) == unmet || live_at_target & (1 << bit) == 0)
         })
     }
 
     /// Fills up to `free` delay slots of a thread switch with instructions from after it
     /// (input index `from` on) that write only file registers, unconditionally (the
-    /// accumulators do not keep their values across the switch). Returns how many it placed.
+    /// accumulators do not keep their values across the switch) — or an accumulator whose
+    /// value then moves to a file register free there ([`Scheduler::moved_to_file`]). Returns how
+    /// many it placed.
     fn switch_slots(
         &mut self,
         from: usize,
         free: usize,
         around: &Around,
     ) -> Result<usize, EmitError> {
-        self.hoist(from, free, around, false, |cond, bit| {
+        self.hoist(from, free, around, (false, true), |cond, bit| {
             bit.is_some_and(|bit| bit < 64) && cond == kiln_qpu::isa::Cond::Always
         })
     }
@@ -712,17 +732,21 @@ impl Scheduler<'_> {
     /// FIFO or peripheral access, setting no flags unless `flags`, whose every write
     /// `writes(condition, register bit)` allows (no bit: not a register), that no instruction
     /// they pass over conflicts with (writes what they read, reads or writes what they write),
-    /// and whose inputs are ready there. The scan stops at a branch target, a fixed instruction or a thread switch, and
-    /// after [`HOIST_WINDOW`] instructions. Each moved instruction is taken out of the input.
+    /// and whose inputs are ready there. With `into_file`, one that writes an accumulator may
+    /// move with its value in a file register instead ([`Scheduler::moved_to_file`]). The scan
+    /// stops at a branch target, a fixed instruction or a thread switch, and after
+    /// [`HOIST_WINDOW`] instructions. Each moved instruction is taken out of the input.
     fn hoist(
         &mut self,
         from: usize,
         free: usize,
         around: &Around,
-        flags: bool,
+        (flags, into_file): (bool, bool),
         writes: impl Fn(kiln_qpu::isa::Cond, Option<u32>) -> bool,
     ) -> Result<usize, EmitError> {
         let (mut placed, mut read, mut written) = (0, 0u128, 0u128);
+        // File registers free from `from` on that no value moved into yet.
+        let mut vacant = around.movable & !around.live_in[from] & !(0xf << 64);
         let end = self.instrs.len().min(from + HOIST_WINDOW);
         for j in from..end {
             if placed == free || around.label[j] || around.fixed[j] || around.switch[j].is_some() {
@@ -732,42 +756,191 @@ impl Scheduler<'_> {
             if ins == Instr::nop() {
                 continue;
             }
-            let fields = match &ins {
-                Instr::Alu(a) if matches!(a.sig, Signal::None | Signal::SmallImm) => Some(a.w),
-                Instr::LoadImm(l) => Some(l.w),
-                _ => None,
+            let (ok, r, w) = self.hoistable(&ins, flags, &writes, (read, written));
+            let moved = if ok || !into_file {
+                None
+            } else {
+                self.moved_to_file(j, from, vacant, around)
+                    .filter(|m| self.hoistable(&m.instr, flags, &writes, (read, written)).0)
             };
-            self.effects.clear();
-            effects::effects(&ins, &mut self.effects);
-            let (mut r, mut w) = (0u128, 0u128);
-            for e in &self.effects {
-                let bit = 1u128 << e.resource.index();
-                if e.write { w |= bit } else { r |= bit }
-            }
-            let ok = fields.is_some_and(|f| {
-                let write = |waddr: u8, cond: kiln_qpu::isa::Cond, file_a: bool| {
-                    waddr == waddr::NOP
-                        || cond == kiln_qpu::isa::Cond::Never
-                        || writes(cond, crate::rename::write_bit(waddr, file_a))
-                };
-                (!f.sf || flags)
-                    && write(f.waddr_add, f.cond_add, !f.ws)
-                    && write(f.waddr_mul, f.cond_mul, f.ws)
-            }) && !effects::takes_uniform(&ins)
-                && !has_io_read(&ins)
-                && r & written == 0
-                && w & (read | written) == 0
-                && self.earliest(&ins) <= self.out.len();
-            if ok {
+            if let Some(m) = moved {
+                vacant &= !(1 << m.register);
+                for (k, reader) in m.readers {
+                    self.instrs[k] = reader;
+                    self.refs[k] = crate::rename::refs(&reader, &mut self.effects);
+                }
+                self.put(m.instr, &[j])?;
+            } else if ok {
                 self.put(ins, &[j])?;
-                self.instrs[j] = Instr::nop();
-                placed += 1;
             } else {
                 read |= r;
                 written |= w;
+                continue;
             }
+            self.instrs[j] = Instr::nop();
+            placed += 1;
         }
         Ok(placed)
+    }
+
+    /// Whether [`Scheduler::hoist`] may move `ins` to the end of the output past instructions
+    /// that read and wrote `(read, written)`; what `ins` reads and writes.
+    fn hoistable(
+        &mut self,
+        ins: &Instr,
+        flags: bool,
+        writes: &impl Fn(kiln_qpu::isa::Cond, Option<u32>) -> bool,
+        (read, written): (u128, u128),
+    ) -> (bool, u128, u128) {
+        let fields = match ins {
+            Instr::Alu(a) if matches!(a.sig, Signal::None | Signal::SmallImm) => Some(a.w),
+            Instr::LoadImm(l) => Some(l.w),
+            _ => None,
+        };
+        self.effects.clear();
+        effects::effects(ins, &mut self.effects);
+        let (mut r, mut w) = (0u128, 0u128);
+        for e in &self.effects {
+            let bit = 1u128 << e.resource.index();
+            if e.write { w |= bit } else { r |= bit }
+        }
+        let ok = fields.is_some_and(|f| {
+            let write = |waddr: u8, cond: kiln_qpu::isa::Cond, file_a: bool| {
+                waddr == waddr::NOP
+                    || cond == kiln_qpu::isa::Cond::Never
+                    || writes(cond, crate::rename::write_bit(waddr, file_a))
+            };
+            (!f.sf || flags)
+                && write(f.waddr_add, f.cond_add, !f.ws)
+                && write(f.waddr_mul, f.cond_mul, f.ws)
+        }) && !effects::takes_uniform(ins)
+            && !has_io_read(ins)
+            && r & written == 0
+            && w & (read | written) == 0
+            && self.earliest(ins) <= self.out.len();
+        (ok, r, w)
+    }
+
+    /// Instruction `j` of the input (after a thread switch, whose slots hoist from `from`)
+    /// with the accumulator it writes — its one register, whole and unconditionally — moved to
+    /// a file register of `vacant` (free from `from` on), and its readers reading that. The value's
+    /// life is straight-line code before any branch target, fixed instruction or thread
+    /// switch, and its readers are operations that can read a file register: a read port free
+    /// (file A only without a file-A unpack, file B only without a small immediate), no
+    /// rotation (a full rotation reads accumulators). The register is touched by nothing from
+    /// `from` to the last reader.
+    fn moved_to_file(
+        &self,
+        j: usize,
+        from: usize,
+        vacant: crate::rename::Regs,
+        around: &Around,
+    ) -> Option<FileMove> {
+        let r = self.refs[j];
+        let acc = r.whole & (0xf << 64);
+        if acc.count_ones() != 1 || r.whole != acc || r.part != 0 {
+            return None;
+        }
+        let b = acc.trailing_zeros();
+        let w = match &self.instrs[j] {
+            Instr::Alu(a) if !a.w.sf => a.w,
+            Instr::LoadImm(l) if !l.w.sf => l.w,
+            _ => return None,
+        };
+        let address = waddr::R0 + (b - 64) as u8;
+        let on_add = match (w.waddr_add, w.waddr_mul) {
+            (a, waddr::NOP) if a == address && w.cond_add == kiln_qpu::isa::Cond::Always => true,
+            (waddr::NOP, m) if m == address && w.cond_mul == kiln_qpu::isa::Cond::Always => false,
+            _ => return None,
+        };
+        let mut readers = Vec::new();
+        // What the instructions from `from` to the value's end touch (to its last reader
+        // would do; a little more is only cautious).
+        let mut touched = 0;
+        for k in from..self.instrs.len() {
+            let rk = self.refs[k];
+            if k > j {
+                if k > j + VALUE_WINDOW {
+                    return None;
+                }
+                if around.label[k] || around.fixed[k] || around.switch[k].is_some() {
+                    // Past the straight-line code, the value is dead.
+                    if around.live_in[k] & acc != 0 {
+                        return None;
+                    }
+                    break;
+                }
+                if rk.part & acc != 0 {
+                    return None;
+                }
+                if rk.reads & acc != 0 {
+                    readers.push(k);
+                }
+            }
+            touched |= rk.reads | rk.whole | rk.part;
+            if k > j && rk.whole & acc != 0 {
+                break;
+            }
+        }
+        readers.last()?;
+        let (mut port_a, mut port_b) = (true, true);
+        for &k in &readers {
+            let Instr::Alu(a) = &self.instrs[k] else {
+                return None;
+            };
+            if effects::is_rotation(a) {
+                return None;
+            }
+            // A port is free where no operand reads it and its address reads nothing with an
+            // effect (a plain register or none).
+            let idle = |m: Mux, address: u8| {
+                !effects::reads_mux(a, m) && (address < 32 || address == kiln_qpu::isa::raddr::NOP)
+            };
+            port_a &=
+                idle(Mux::A, a.raddr_a) && (a.unpack == kiln_qpu::isa::Unpack::None || a.w.pm);
+            port_b &= idle(Mux::B, a.raddr_b) && a.sig != Signal::SmallImm;
+        }
+        let files: crate::rename::Regs =
+            if port_a { 0xffff_ffff } else { 0 } | if port_b { 0xffff_ffff << 32 } else { 0 };
+        let free = vacant & files & !touched;
+        if free == 0 {
+            return None;
+        }
+        let x = free.trailing_zeros();
+        let mut fields = w;
+        if on_add {
+            fields.waddr_add = (x % 32) as u8;
+        } else {
+            fields.waddr_mul = (x % 32) as u8;
+        }
+        // ws: the add unit writes file A without it, the mul unit with it.
+        fields.ws = (x < 32) != on_add;
+        let renamed = match self.instrs[j] {
+            Instr::Alu(mut a) => {
+                a.w = fields;
+                Instr::Alu(a)
+            }
+            Instr::LoadImm(mut l) => {
+                l.w = fields;
+                Instr::LoadImm(l)
+            }
+            _ => return None,
+        };
+        let readers = readers
+            .into_iter()
+            .map(|k| match self.instrs[k] {
+                Instr::Alu(mut a) => {
+                    crate::rename::reread(&mut a, b, x);
+                    Some((k, Instr::Alu(a)))
+                }
+                _ => None,
+            })
+            .collect::<Option<_>>()?;
+        Some(FileMove {
+            instr: renamed,
+            readers,
+            register: x,
+        })
     }
 
     /// Puts thread-switch signal `sig` (of instruction `i` of the input) on the instruction two

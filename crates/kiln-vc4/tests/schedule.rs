@@ -842,6 +842,58 @@ fn a_thread_switch_takes_a_carrier_from_earlier_in_its_region() {
     }
 }
 
+/// A thread switch's slots the region before it leaves free take the first instruction
+/// after the switch even where it writes an accumulator (which does not keep its value across
+/// the switch: the simulator poisons them): its value goes to a file register free there,
+/// and its readers read that — not where a reader has no read port free for it. The program
+/// ends in the registers of the unscheduled one.
+#[test]
+fn a_thread_switchs_slots_take_an_accumulator_result_in_a_file_register() {
+    let nop = Instr::nop();
+    let mut end = kiln_qpu::isa::AluInstr::nop();
+    end.sig = Signal::ProgramEnd;
+    let mut switch = kiln_qpu::isa::AluInstr::nop();
+    switch.sig = Signal::ThreadSwitch;
+    let add = |d: Reg, a: Reg, b: Reg| Instr::Alu(builder::qpu_a(AddOp::Add, d, a, b).unwrap());
+    for ports_free in [true, false] {
+        let mut code = vec![
+            builder::load_imm(Reg::A(0), 5).unwrap(),
+            builder::load_imm(Reg::B(0), 7).unwrap(),
+            builder::load_imm(Reg::A(1), 11).unwrap(),
+            builder::load_imm(Reg::B(1), 13).unwrap(),
+            nop,
+            nop,
+            Instr::Alu(switch),
+            nop,
+            nop,
+            add(Reg::Acc(1), Reg::A(0), Reg::B(0)),
+        ];
+        // The readers: with both read ports free, or one with file A's taken and one with
+        // file B's.
+        if ports_free {
+            code.push(add(Reg::B(2), Reg::Acc(1), Reg::Acc(1)));
+        } else {
+            code.push(add(Reg::B(2), Reg::Acc(1), Reg::A(1)));
+            code.push(add(Reg::A(3), Reg::Acc(1), Reg::B(1)));
+        }
+        // The value ends there (r1 is looked at after the program).
+        code.push(builder::load_imm(Reg::Acc(1), 1).unwrap());
+        code.extend([nop, nop, Instr::Alu(end), nop, nop]);
+        let what = format!("ports free {ports_free}");
+        let (instrs, listing) = scheduled_agrees(code, &what);
+        let at = instrs
+            .iter()
+            .position(|i| i.signal() == Some(Signal::ThreadSwitch))
+            .expect("the switch");
+        let slot_work = instrs[at + 1..at + 3].iter().filter(|i| **i != nop).count();
+        if ports_free {
+            assert!(slot_work >= 1, "{what}: a slot holds the add:\n{listing}");
+        } else {
+            assert_eq!(slot_work, 0, "{what}: the slots stay empty:\n{listing}");
+        }
+    }
+}
+
 /// Reads of an SFU result's copy (`mov r1, r4`) read r4 itself while r4 holds it, and the copy
 /// goes when nothing else reads it. Before a later SFU request, only a read the request waits
 /// for anyway reads r4 (another would be tied before the request); a read the request does
