@@ -131,6 +131,32 @@ pub fn colour_in_accumulator(
     succ: &[kiln_qpu::isa::validate::Successors],
     live_at_end: Regs,
 ) {
+    move_colour(code, r, succ, live_at_end, false);
+}
+
+/// [`colour_in_accumulator`], and where no accumulator can hold the colour (a thread switch
+/// among its writes, every accumulator busy), a file-A register free over its life instead
+/// ([`crate::rename::movable`]'s): the program end and its delay slots may not touch
+/// register 14, so a colour in another one lets the end take the last instructions
+/// ([`crate::schedule`]'s `fill_end_slots`). For scheduled code.
+pub fn colour_out_of_register_14(
+    code: &mut [Instr],
+    r: &mut [Refs],
+    succ: &[kiln_qpu::isa::validate::Successors],
+    live_at_end: Regs,
+) {
+    move_colour(code, r, succ, live_at_end, true);
+}
+
+/// The colour's writes and its read moved from ra14 to an accumulator, or with `to_file` a
+/// file-A register where no accumulator fits.
+fn move_colour(
+    code: &mut [Instr],
+    r: &mut [Refs],
+    succ: &[kiln_qpu::isa::validate::Successors],
+    live_at_end: Regs,
+    to_file: bool,
+) {
     let colour: Regs = 1 << COLOUR;
     let Some((t, _)) = colour_write(code) else {
         return;
@@ -144,16 +170,20 @@ pub fn colour_in_accumulator(
     let mut refs_at = vec![t];
     let mut bytes = 0u8;
     let mut first = None;
+    // Whether a thread switch lies among the colour's writes.
+    let mut crossed = false;
     let mut k = t;
     while first.is_none() {
         if k == 0 || joins[k] {
             return;
         }
         k -= 1;
-        if matches!(
+        let switch = matches!(
             code[k].signal(),
             Some(Signal::ThreadSwitch | Signal::LastThreadSwitch)
-        ) {
+        );
+        crossed |= switch;
+        if switch && !to_file {
             return;
         }
         let rk = r[k];
@@ -183,14 +213,15 @@ pub fn colour_in_accumulator(
         }
         refs_at.push(k);
     }
-    let first = first.expect("found");
+    let Some(first) = first else { return };
     // Two instructions after a switch's signal it is still to come.
-    if code[first.saturating_sub(2)..first].iter().any(|c| {
+    crossed |= code[first.saturating_sub(2)..first].iter().any(|c| {
         matches!(
             c.signal(),
             Some(Signal::ThreadSwitch | Signal::LastThreadSwitch)
         )
-    }) {
+    });
+    if crossed && !to_file {
         return;
     }
     // Free from the colour's first write to its read: dead after each instruction, written by
@@ -202,12 +233,24 @@ pub fn colour_in_accumulator(
             busy |= r[k].reads;
         }
     }
-    let free = (0..4u32).find(|&a| busy & (1 << (64 + a)) == 0);
-    let Some(acc) = free else { return };
+    let acc = (0..4u32)
+        .find(|&a| !crossed && busy & (1 << (64 + a)) == 0)
+        .map(|a| waddr::R0 + a as u8);
+    // A file-A register free over the colour's life; the tile-buffer write reads it
+    // through the same port.
+    let file = || {
+        let free = crate::rename::movable(code) & 0xffff_ffff & !busy;
+        (to_file && free != 0).then(|| free.trailing_zeros() as u8)
+    };
+    let Some(to) = acc.or_else(file) else { return };
     for &k in &refs_at {
         match &mut code[k] {
             Instr::Alu(a) if k == t => {
-                let m = Mux::from_bits(acc as u8);
+                if to < 32 {
+                    a.raddr_a = to;
+                    continue;
+                }
+                let m = Mux::from_bits(to - waddr::R0);
                 for x in [&mut a.add_a, &mut a.add_b, &mut a.mul_a, &mut a.mul_b] {
                     if *x == Mux::A {
                         *x = m;
@@ -217,12 +260,12 @@ pub fn colour_in_accumulator(
             }
             Instr::Alu(a) => {
                 if a.w.waddr_mul == COLOUR as u8 && a.op_mul != MulOp::Nop && a.w.ws {
-                    a.w.waddr_mul = waddr::R0 + acc as u8;
+                    a.w.waddr_mul = to;
                 } else {
-                    a.w.waddr_add = waddr::R0 + acc as u8;
+                    a.w.waddr_add = to;
                 }
             }
-            Instr::LoadImm(l) => l.w.waddr_add = waddr::R0 + acc as u8,
+            Instr::LoadImm(l) => l.w.waddr_add = to,
             _ => {}
         }
     }
@@ -333,5 +376,19 @@ mod tests {
         let (mut r, succ) = facts(&code);
         colour_in_accumulator(&mut code, &mut r, &succ, 0);
         assert_eq!(code, before);
+        // After scheduling, a file-A register other than 14 holds it across the switch: ra0,
+        // the lowest free one a threaded shader's value may move to.
+        let (mut r, succ) = facts(&code);
+        colour_out_of_register_14(&mut code, &mut r, &succ, 0);
+        for (k, i) in code[1..5].iter().enumerate() {
+            let Instr::Alu(a) = i else { panic!() };
+            assert_eq!(
+                (a.w.waddr_mul, a.w.ws, a.w.pm, a.w.pack),
+                (0, true, true, 4 + k as u8)
+            );
+        }
+        let Instr::Alu(t) = code[5] else { panic!() };
+        assert_eq!((t.add_a, t.raddr_a), (Mux::A, 0));
+        assert_eq!(r, crate::rename::refs_of(&code), "refs kept current");
     }
 }

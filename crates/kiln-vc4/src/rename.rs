@@ -35,7 +35,7 @@ pub(crate) fn bit(r: Resource) -> Option<u32> {
 }
 
 /// What an instruction reads, writes whole, and writes in part (a partial write also reads).
-#[derive(Clone, Copy, Default)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Refs {
     pub(crate) reads: Regs,
     pub(crate) whole: Regs,

@@ -200,11 +200,12 @@ pub fn schedule_with(e: &Emitted, live_at_end: u128) -> Result<Emitted, EmitErro
     let mut origins = s.origins;
     let mut from = s.from;
     let excess = s.excess;
-    // The colour still in ra14 may fit an accumulator in the scheduled order.
+    // The colour still in ra14 may fit an accumulator in the scheduled order, or another file
+    // register (so that the program end may take the last instructions).
     if crate::pack_fold::colour_write(&out).is_some() {
         let mut refs = crate::rename::refs_of(&out);
         let succ = kiln_qpu::isa::validate::successors(&out);
-        crate::pack_fold::colour_in_accumulator(&mut out, &mut refs, &succ, live_at_end);
+        crate::pack_fold::colour_out_of_register_14(&mut out, &mut refs, &succ, live_at_end);
     }
     // The lower bound is the DAG's: a `nop` the bypass removes is below it.
     let bypassed = crate::bypass::bypass(&mut out, &mut origins, &mut from, live_at_end);
