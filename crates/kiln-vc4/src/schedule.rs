@@ -589,6 +589,22 @@ impl Scheduler<'_> {
         Ok(())
     }
 
+    /// Inserts an instruction that writes nothing at `at`, among the region's placed ones: what
+    /// those after it write is written one later now.
+    fn insert(&mut self, at: usize, i: Instr, origins: [Origin; 2]) {
+        self.out.insert(at, i);
+        self.origins.insert(at, origins);
+        self.from.insert(at, None);
+        for p in at + 1..self.out.len() {
+            for e in effects_of(&self.out[p]).iter().filter(|e| e.write) {
+                let r = e.resource.index();
+                self.written[r] = self.written[r].max(Some(p));
+                self.read_at[r] = self.read_at[r].max(p + e.distance as usize);
+                self.write_at[r] = self.write_at[r].max(p + waw(e) as usize);
+            }
+        }
+    }
+
     /// Appends an instruction and records what it writes.
     fn push(&mut self, i: Instr, origins: [Origin; 2], from: Option<usize>) {
         let at = self.out.len();
@@ -707,7 +723,7 @@ impl Scheduler<'_> {
         let unmet = unmet_when_taken(b.cond);
         let target = (i as i64 + 4 + b.imm as i64 / 8) as usize;
         let flags = crate::dead_writes::flags_dead_from(&self.instrs, around.starts, target);
-        self.hoist(i + 4, free, around, (flags, false), |cond, bit| {
+        self.hoist(i + 4, free, around, (flags, false, true), |cond, bit| {
             bit.is_some_and(|bit| Some(cond) == unmet || live_at_target & (1 << bit) == 0)
         })
     }
@@ -717,13 +733,15 @@ impl Scheduler<'_> {
     /// accumulators do not keep their values across the switch) — or an accumulator whose
     /// value then moves to a file register free there ([`Scheduler::moved_to_file`]). Returns how
     /// many it placed.
+    /// With `commit` false, only counts them.
     fn switch_slots(
         &mut self,
         from: usize,
         free: usize,
         around: &Around,
+        commit: bool,
     ) -> Result<usize, EmitError> {
-        self.hoist(from, free, around, (false, true), |cond, bit| {
+        self.hoist(from, free, around, (false, true, commit), |cond, bit| {
             bit.is_some_and(|bit| bit < 64) && cond == kiln_qpu::isa::Cond::Always
         })
     }
@@ -736,13 +754,15 @@ impl Scheduler<'_> {
     /// and whose inputs are ready there. With `into_file`, one that writes an accumulator may
     /// move with its value in a file register instead ([`Scheduler::moved_to_file`]). The scan
     /// stops at a branch target, a fixed instruction or a thread switch, and after
-    /// [`HOIST_WINDOW`] instructions. Each moved instruction is taken out of the input.
+    /// [`HOIST_WINDOW`] instructions. Each moved instruction is taken out of the input; with
+    /// `commit` false none moves, and the count is of those that would (a little more than
+    /// would: what a moved one writes is not waited for by the next).
     fn hoist(
         &mut self,
         from: usize,
         free: usize,
         around: &Around,
-        (flags, into_file): (bool, bool),
+        (flags, into_file, commit): (bool, bool, bool),
         writes: impl Fn(kiln_qpu::isa::Cond, Option<u32>) -> bool,
     ) -> Result<usize, EmitError> {
         let (mut placed, mut read, mut written) = (0, 0u128, 0u128);
@@ -764,6 +784,13 @@ impl Scheduler<'_> {
                 self.moved_to_file(j, from, vacant, around)
                     .filter(|m| self.hoistable(&m.instr, flags, &writes, (read, written)).0)
             };
+            if !commit && (ok || moved.is_some()) {
+                if let Some(m) = moved {
+                    vacant &= !(1 << m.register);
+                }
+                placed += 1;
+                continue;
+            }
             if let Some(m) = moved {
                 vacant &= !(1 << m.register);
                 for (k, reader) in m.readers {
@@ -966,6 +993,24 @@ impl Scheduler<'_> {
             carrier = find(&self.out, self.base);
         }
         let origin = [self.e.origins[i][0]; 2];
+        // Where the slots would hold two `nop`s or more (with the carrier's own), a `nop`
+        // carrying the switch before the region's last two instructions costs one.
+        let free = carrier.map_or(2, |k| 3 - k);
+        let cost = free + carrier.is_none() as usize;
+        let before_last_two = len >= self.base + 2
+            && self.out[len - 2..]
+                .iter()
+                .all(|x| !matches!(x.signal(), Some(Signal::LoadTmu0 | Signal::LoadTmu1)));
+        if before_last_two
+            && cost >= 2
+            && cost - self.switch_slots(i + 3, free, around, false)?.min(free) >= 2
+        {
+            let mut carrier = AluInstr::nop();
+            carrier.sig = sig;
+            self.insert(len - 2, Instr::Alu(carrier), origin);
+            self.base = self.out.len();
+            return Ok(());
+        }
         let free = match carrier {
             Some(k) => {
                 if let Instr::Alu(a) = &mut self.out[len - k] {
@@ -980,7 +1025,7 @@ impl Scheduler<'_> {
                 2
             }
         };
-        let filled = self.switch_slots(i + 3, free, around)?;
+        let filled = self.switch_slots(i + 3, free, around, true)?;
         for _ in filled..free {
             self.push(Instr::nop(), origin, None);
         }
