@@ -1130,7 +1130,8 @@ bb0:
 }
 ";
     let c = agrees(text);
-    let writes_b = |i: &Instr| matches!(i, Instr::Alu(a) if a.w.waddr_add == waddr::TMU0_B);
+    // On either unit (a move to an I/O address pairs on the mul unit too).
+    let writes_b = |i: &Instr| kiln_qpu::isa::effects::write_addrs(i).contains(&waddr::TMU0_B);
     assert_eq!(c.emitted.instrs.iter().filter(|i| writes_b(i)).count(), 2);
     let (c, info) = compile_text(text, Allocator::Graph, OutputMode::Vpm);
     let mut wrong = c.emitted.clone();
