@@ -595,7 +595,14 @@ impl Scheduler<'_> {
         self.out.insert(at, i);
         self.origins.insert(at, origins);
         self.from.insert(at, None);
-        for p in at + 1..self.out.len() {
+        self.written_later(at + 1..self.out.len());
+    }
+
+    /// Records that what the placed instructions `moved` write is written where they are now
+    /// (they moved later; what moved earlier keeps its recorded place: later than true, so only
+    /// cautious).
+    fn written_later(&mut self, moved: std::ops::Range<usize>) {
+        for p in moved {
             for e in effects_of(&self.out[p]).iter().filter(|e| e.write) {
                 let r = e.resource.index();
                 self.written[r] = self.written[r].max(Some(p));
@@ -910,7 +917,9 @@ impl Scheduler<'_> {
                 break;
             }
         }
-        readers.last()?;
+        if readers.is_empty() {
+            return None;
+        }
         let (mut port_a, mut port_b) = (true, true);
         for &k in &readers {
             let Instr::Alu(a) = &self.instrs[k] else {
@@ -1011,20 +1020,18 @@ impl Scheduler<'_> {
             self.base = self.out.len();
             return Ok(());
         }
-        let free = match carrier {
+        match carrier {
             Some(k) => {
                 if let Instr::Alu(a) = &mut self.out[len - k] {
                     a.sig = sig;
                 }
-                3 - k
             }
             None => {
                 let mut carrier = AluInstr::nop();
                 carrier.sig = sig;
                 self.push(Instr::Alu(carrier), origin, None);
-                2
             }
-        };
+        }
         let filled = self.switch_slots(i + 3, free, around, true)?;
         for _ in filled..free {
             self.push(Instr::nop(), origin, None);
@@ -1075,16 +1082,7 @@ impl Scheduler<'_> {
             rotate(&mut self.out[first..=last], down);
             rotate(&mut self.origins[first..=last], down);
             rotate(&mut self.from[first..=last], down);
-            // What an instruction that moved later writes is written later now (what moved
-            // earlier keeps its recorded place: later than true, so only cautious).
-            for p in first..=last {
-                for e in effects_of(&self.out[p]).iter().filter(|e| e.write) {
-                    let r = e.resource.index();
-                    self.written[r] = self.written[r].max(Some(p));
-                    self.read_at[r] = self.read_at[r].max(p + e.distance as usize);
-                    self.write_at[r] = self.write_at[r].max(p + waw(e) as usize);
-                }
-            }
+            self.written_later(first..last + 1);
             return true;
         }
         false
