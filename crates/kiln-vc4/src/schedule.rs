@@ -1215,6 +1215,13 @@ impl Scheduler<'_> {
                 (slots, original.clone(), true)
             }
         };
+        // What the bound's uniform term rests on: one uniform read to an instruction, and
+        // nothing beside an instruction that is not an operation.
+        debug_assert!(slots.iter().all(|slot| {
+            let nodes = || slot.iter().flatten().map(|&n| &instrs[n as usize]);
+            nodes().filter(|i| effects::takes_uniform(i)).count() <= 1
+                && (slot[1].is_none() || nodes().all(|i| matches!(i, Instr::Alu(_))))
+        }));
         self.excess += slots.len().saturating_sub(bound.unwrap_or(0));
         let merge = |a: u32, b: u32| {
             let (a, b) = (a as usize, b as usize);
@@ -1336,8 +1343,8 @@ fn list_schedule(
 
 /// A lower bound on a region's instructions: the longest of its critical path (required
 /// latencies, after what the code before holds up), its operations two to an instruction (a
-/// load immediate takes a whole one), and the busier unit's operations (a `mov` may go to
-/// either).
+/// load immediate takes a whole one), the busier unit's operations (a `mov` may go to
+/// either), and its reads of the uniform stream (one to an instruction, as `merge` allows).
 fn region_bound(dag: &Dag, earliest: &[u32], instrs: &[Instr]) -> usize {
     let mut path = vec![1u32; dag.len()];
     for n in (0..dag.len()).rev() {
@@ -1349,10 +1356,11 @@ fn region_bound(dag: &Dag, earliest: &[u32], instrs: &[Instr]) -> usize {
         .map(|n| earliest[n] + path[n])
         .max()
         .unwrap_or(0) as usize;
-    let (mut whole, mut adds, mut muls, mut either) = (0, 0, 0, 0);
+    let (mut whole, mut adds, mut muls, mut either, mut uniforms) = (0, 0, 0, 0, 0);
     for i in instrs {
         match i {
             Instr::Alu(a) => {
+                uniforms += effects::takes_uniform(i) as usize;
                 let mov = (a.op_add == AddOp::Or && a.add_a == a.add_b && !a.w.sf)
                     || (a.op_mul == kiln_qpu::isa::MulOp::V8min && a.mul_a == a.mul_b);
                 if mov && (a.op_add == AddOp::Nop) != (a.op_mul == kiln_qpu::isa::MulOp::Nop) {
@@ -1366,7 +1374,10 @@ fn region_bound(dag: &Dag, earliest: &[u32], instrs: &[Instr]) -> usize {
         }
     }
     let units = (adds + muls + either).div_ceil(2);
-    critical.max(whole + units).max(whole + adds.max(muls))
+    critical
+        .max(whole + units)
+        .max(whole + adds.max(muls))
+        .max(whole + uniforms)
 }
 
 /// Raises the priorities of node `f` and every node before it on a path to it, as if `f` had

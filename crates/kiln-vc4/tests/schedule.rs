@@ -424,6 +424,35 @@ fn a_uniform_read_after_a_branch_target_needs_a_reset() {
     assert!(err.to_string().contains("no stream reset"), "{err}");
 }
 
+/// The lower bound counts the uniform stream: an instruction reads one uniform at most, so
+/// four moves from it take four instructions, though the units alone would pair them two by
+/// two. The schedule meets the bound it reports.
+#[test]
+fn the_bound_counts_one_uniform_read_to_an_instruction() {
+    let nop = Instr::nop();
+    let read = |k| {
+        Instr::Alu(builder::mov(Reg::Acc(k), Reg::ReadA(kiln_qpu::isa::raddr::UNIFORM)).unwrap())
+    };
+    let mut end = kiln_qpu::isa::AluInstr::nop();
+    end.sig = Signal::ProgramEnd;
+    let code = vec![
+        read(0),
+        read(1),
+        read(2),
+        read(3),
+        Instr::Alu(end),
+        nop,
+        nop,
+    ];
+    let uniforms: Vec<Uniform> = (1..=4).map(Uniform::Constant).collect();
+    let expected = run(&code, &uniforms);
+    let s = schedule_with(&emitted(code, uniforms), OBSERVED).unwrap();
+    let words: Vec<u64> = s.instrs.iter().map(Instr::encode).collect();
+    let listing = kiln_qpu::isa::disasm_program(&words, kiln_qpu::isa::Style::Mesa);
+    assert_eq!(run(&s.instrs, &s.uniforms), expected, "{listing}");
+    assert_eq!(s.bound as usize, s.instrs.len(), "{listing}");
+}
+
 /// A conditional branch's free delay slots take the first instructions of the code it falls
 /// through to where that is harmless when the branch is taken: here writes masked by `.zs`
 /// after `branch.all_zc` (taken only where no lane has Z set). Both ways of the branch end in
