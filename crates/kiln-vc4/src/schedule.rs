@@ -16,7 +16,7 @@
 
 use crate::emit::{EmitError, Emitted, Origin};
 use kiln_qpu::isa::effects::{self, Effect, Resource};
-use kiln_qpu::isa::merge::{Pairable, merge_pairable};
+use kiln_qpu::isa::merge::{Pairable, Units, merge_pairable};
 use kiln_qpu::isa::{AddOp, AluInstr, Instr, Mux, Signal};
 use kiln_qpu::isa::{latency, waddr};
 use kiln_sched::{Access, Dag};
@@ -1160,7 +1160,7 @@ impl Scheduler<'_> {
                 at.windows(2).map(|w| &accesses[w[0]..w[1]]),
                 Resource::COUNT,
             );
-            let bound = region_bound(&dag, &earliest, &original);
+            let bound = region_bound(&dag, &earliest, &original, &pairable);
             let slots = list_schedule(&dag, &plan, None, bound)
                 .ok_or_else(|| internal("a schedule with no register limit"))?;
             Ok::<_, EmitError>((slots, bound))
@@ -1177,7 +1177,7 @@ impl Scheduler<'_> {
                 values.resources(),
             );
             let regs = values.registers();
-            bound = Some(region_bound(&dag, &earliest, &original));
+            bound = Some(region_bound(&dag, &earliest, &original, &pairable));
             // Greedy first; the safe order where it finds no way on (its checks' budget keeps it
             // linear in the region past 512 instructions).
             for safe in [false, true] {
@@ -1222,6 +1222,12 @@ impl Scheduler<'_> {
             nodes().filter(|i| effects::takes_uniform(i)).count() <= 1
                 && (slot[1].is_none() || nodes().all(|i| matches!(i, Instr::Alu(_))))
         }));
+        debug_assert!(
+            slots.len() >= bound.unwrap_or(0),
+            "a region of {} instructions scheduled in {}, below its lower bound {bound:?}",
+            idx.len(),
+            slots.len()
+        );
         self.excess += slots.len().saturating_sub(bound.unwrap_or(0));
         let merge = |a: u32, b: u32| {
             let (a, b) = (a as usize, b as usize);
@@ -1342,35 +1348,43 @@ fn list_schedule(
 }
 
 /// A lower bound on a region's instructions: the longest of its critical path (required
-/// latencies, after what the code before holds up), its operations two to an instruction (a
-/// load immediate takes a whole one), the busier unit's operations (a `mov` may go to
-/// either), and its reads of the uniform stream (one to an instruction, as `merge` allows).
-fn region_bound(dag: &Dag, earliest: &[u32], instrs: &[Instr]) -> usize {
+/// latencies, after what the code before holds up; an operation that waits on none may pair
+/// with the one before it), its operations two to an instruction (a
+/// load immediate takes a whole one), the busier unit's operations (one that some encoding
+/// moves to the other unit may go to either: `Pairable::units`), and its reads of the uniform stream (one to an instruction, as `merge` allows).
+fn region_bound(
+    dag: &Dag,
+    earliest: &[u32],
+    instrs: &[Instr],
+    pairable: &[Option<Pairable>],
+) -> usize {
     let mut path = vec![1u32; dag.len()];
     for n in (0..dag.len()).rev() {
         for e in &dag.succs[n] {
-            path[n] = path[n].max(path[e.to as usize] + (e.latency as u32).max(1));
+            // (A write after a read may issue with the read: an edge of no latency adds none.)
+            path[n] = path[n].max(path[e.to as usize] + e.latency as u32);
         }
     }
     let critical = (0..dag.len())
         .map(|n| earliest[n] + path[n])
         .max()
         .unwrap_or(0) as usize;
-    let (mut whole, mut adds, mut muls, mut either, mut uniforms) = (0, 0, 0, 0, 0);
-    for i in instrs {
-        match i {
-            Instr::Alu(a) => {
-                uniforms += effects::takes_uniform(i) as usize;
-                let mov = (a.op_add == AddOp::Or && a.add_a == a.add_b && !a.w.sf)
-                    || (a.op_mul == kiln_qpu::isa::MulOp::V8min && a.mul_a == a.mul_b);
-                if mov && (a.op_add == AddOp::Nop) != (a.op_mul == kiln_qpu::isa::MulOp::Nop) {
-                    either += 1;
-                } else {
-                    adds += (a.op_add != AddOp::Nop) as usize;
-                    muls += (a.op_mul != kiln_qpu::isa::MulOp::Nop) as usize;
-                }
+    let (mut whole, mut adds, mut muls, mut either, mut uniforms) = (0, 0usize, 0usize, 0usize, 0);
+    for (i, p) in instrs.iter().zip(pairable) {
+        let Some(p) = p else {
+            whole += 1;
+            continue;
+        };
+        uniforms += effects::takes_uniform(i) as usize;
+        match p.units() {
+            Units::None => {}
+            Units::Add => adds += 1,
+            Units::Mul => muls += 1,
+            Units::Either => either += 1,
+            Units::Both => {
+                adds += 1;
+                muls += 1;
             }
-            _ => whole += 1,
         }
     }
     let units = (adds + muls + either).div_ceil(2);

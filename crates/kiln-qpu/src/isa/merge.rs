@@ -26,6 +26,22 @@ pub struct Pairable {
     uniform: bool,
 }
 
+/// Bits of [`Pairable`]'s unit sets: an encoding that uses no unit, the add unit alone, the
+/// mul unit alone.
+const NONE: u8 = 1;
+const ADD: u8 = 1 << 1;
+const MUL: u8 = 1 << 2;
+
+/// What an instruction's encodings ask of the two units ([`Pairable::units`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Units {
+    None,
+    Add,
+    Mul,
+    Either,
+    Both,
+}
+
 /// One way of encoding an instruction, with what pairing looks at first.
 #[derive(Clone, Copy, Debug)]
 struct Variant {
@@ -73,13 +89,26 @@ impl Pairable {
         &self.variants[..self.count as usize]
     }
 
+    /// The units the instruction's encodings leave it to: some need none (it pairs with
+    /// anything), else it may go to either unit, to one, or it takes both.
+    pub fn units(&self) -> Units {
+        let x = self.unit_sets;
+        if x & NONE != 0 {
+            Units::None
+        } else if x & ADD != 0 && x & MUL != 0 {
+            Units::Either
+        } else if x & ADD != 0 {
+            Units::Add
+        } else if x & MUL != 0 {
+            Units::Mul
+        } else {
+            Units::Both
+        }
+    }
+
     /// Whether some encodings of the two use different units and they take at most one
     /// uniform between them: what any pairing needs, whatever their registers.
     pub fn units_allow(&self, other: &Pairable) -> bool {
-        // Bits of `unit_sets`: no unit, the add unit alone, the mul unit alone.
-        const NONE: u8 = 1;
-        const ADD: u8 = 1 << 1;
-        const MUL: u8 = 1 << 2;
         let (x, y) = (self.unit_sets, other.unit_sets);
         !(self.uniform && other.uniform)
             && ((x | y) & NONE != 0
@@ -431,6 +460,28 @@ mod tests {
         let m = merge(&asm(x), &asm(y));
         assert_eq!(m, merge(&asm(y), &asm(x)), "merge is symmetric");
         m
+    }
+
+    /// `units` names what the variants leave: a `mov` (an `or` of one register with itself)
+    /// goes to either unit, an add or a multiply to its own, both operations to both, a
+    /// signal alone to none; and an instruction of one unit merges with another of the same
+    /// unit only where one of them may go to the other.
+    #[test]
+    fn units_are_what_the_encodings_leave() {
+        for (code, want) in [
+            ("or r0, r1, r1 ; nop", Units::Either),
+            ("nop ; v8min r2, r1, r1", Units::Either),
+            ("fadd r0, r1, r2 ; nop", Units::Add),
+            ("nop ; fmul r3, r1, r1", Units::Mul),
+            ("fadd r0, r1, r2 ; fmul r3, r1, r1", Units::Both),
+            ("load_tmu0 nop ; nop", Units::None),
+        ] {
+            let p = Pairable::new(&asm(code)).unwrap();
+            assert_eq!(p.units(), want, "{code}");
+        }
+        let (add, mov) = (asm("fadd r0, r1, r2 ; nop"), asm("or r3, r1, r1 ; nop"));
+        assert!(merge(&add, &mov).is_some());
+        assert!(merge(&add, &asm("fsub r3, r1, r2 ; nop")).is_none());
     }
 
     /// `units_allow`, read from the variants' unit sets, is the test over every pair of
