@@ -1349,9 +1349,10 @@ fn list_schedule(
 
 /// A lower bound on a region's instructions: the longest of its critical path (required
 /// latencies, after what the code before holds up; an operation that waits on none may pair
-/// with the one before it), its operations two to an instruction (a
-/// load immediate takes a whole one), the busier unit's operations (one that some encoding
-/// moves to the other unit may go to either: `Pairable::units`), and its reads of the uniform stream (one to an instruction, as `merge` allows).
+/// with the one before it), its operations two to an instruction (a load immediate takes a
+/// whole one), the busier unit's operations (one that some encoding moves to the other unit
+/// may go to either: `Pairable::units`), and its reads of the uniform stream (one to an
+/// instruction, as `merge` allows). `pairable` is `Pairable::new` of each instruction.
 fn region_bound(
     dag: &Dag,
     earliest: &[u32],
@@ -1369,7 +1370,8 @@ fn region_bound(
         .map(|n| earliest[n] + path[n])
         .max()
         .unwrap_or(0) as usize;
-    let (mut whole, mut adds, mut muls, mut either, mut uniforms) = (0, 0usize, 0usize, 0usize, 0);
+    let (mut whole, mut uniforms) = (0, 0);
+    let (mut adds, mut muls, mut either) = (0usize, 0usize, 0usize);
     for (i, p) in instrs.iter().zip(pairable) {
         let Some(p) = p else {
             whole += 1;
