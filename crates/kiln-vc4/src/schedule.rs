@@ -730,7 +730,12 @@ impl Scheduler<'_> {
         let unmet = unmet_when_taken(b.cond);
         let target = (i as i64 + 4 + b.imm as i64 / 8) as usize;
         let flags = crate::dead_writes::flags_dead_from(&self.instrs, around.starts, target);
-        self.hoist(i + 4, free, around, (flags, false, true), |cond, bit| {
+        let rules = Hoist {
+            flags,
+            into_file: false,
+            commit: true,
+        };
+        self.hoist(i + 4, free, around, rules, |cond, bit| {
             bit.is_some_and(|bit| Some(cond) == unmet || live_at_target & (1 << bit) == 0)
         })
     }
@@ -748,7 +753,12 @@ impl Scheduler<'_> {
         around: &Around,
         commit: bool,
     ) -> Result<usize, EmitError> {
-        self.hoist(from, free, around, (false, true, commit), |cond, bit| {
+        let rules = Hoist {
+            flags: false,
+            into_file: true,
+            commit,
+        };
+        self.hoist(from, free, around, rules, |cond, bit| {
             bit.is_some_and(|bit| bit < 64) && cond == kiln_qpu::isa::Cond::Always
         })
     }
@@ -769,7 +779,11 @@ impl Scheduler<'_> {
         from: usize,
         free: usize,
         around: &Around,
-        (flags, into_file, commit): (bool, bool, bool),
+        Hoist {
+            flags,
+            into_file,
+            commit,
+        }: Hoist,
         writes: impl Fn(kiln_qpu::isa::Cond, Option<u32>) -> bool,
     ) -> Result<usize, EmitError> {
         let (mut placed, mut read, mut written) = (0, 0u128, 0u128);
@@ -1160,7 +1174,7 @@ impl Scheduler<'_> {
                 at.windows(2).map(|w| &accesses[w[0]..w[1]]),
                 Resource::COUNT,
             );
-            let bound = region_bound(&dag, &earliest, &original, &pairable);
+            let bound = region_bound(&dag, &earliest, &pairable);
             let slots = list_schedule(&dag, &plan, None, bound)
                 .ok_or_else(|| internal("a schedule with no register limit"))?;
             Ok::<_, EmitError>((slots, bound))
@@ -1177,7 +1191,7 @@ impl Scheduler<'_> {
                 values.resources(),
             );
             let regs = values.registers();
-            bound = Some(region_bound(&dag, &earliest, &original, &pairable));
+            bound = Some(region_bound(&dag, &earliest, &pairable));
             // Greedy first; the safe order where it finds no way on (its checks' budget keeps it
             // linear in the region past 512 instructions).
             for safe in [false, true] {
@@ -1347,18 +1361,23 @@ fn list_schedule(
     }
 }
 
+/// What [`Scheduler::hoist`] may move: flag-setting operations (`flags`), accumulator
+/// writers with their value moved to a file register (`into_file`); with `commit` false it
+/// only counts.
+#[derive(Clone, Copy)]
+struct Hoist {
+    flags: bool,
+    into_file: bool,
+    commit: bool,
+}
+
 /// A lower bound on a region's instructions: the longest of its critical path (required
 /// latencies, after what the code before holds up; an operation that waits on none may pair
 /// with the one before it), its operations two to an instruction (a load immediate takes a
 /// whole one), the busier unit's operations (one that some encoding moves to the other unit
 /// may go to either: `Pairable::units`), and its reads of the uniform stream (one to an
-/// instruction, as `merge` allows). `pairable` is `Pairable::new` of each instruction.
-fn region_bound(
-    dag: &Dag,
-    earliest: &[u32],
-    instrs: &[Instr],
-    pairable: &[Option<Pairable>],
-) -> usize {
+/// instruction, as `merge` allows), from `Pairable::new` of each of its instructions.
+fn region_bound(dag: &Dag, earliest: &[u32], pairable: &[Option<Pairable>]) -> usize {
     let mut path = vec![1u32; dag.len()];
     for n in (0..dag.len()).rev() {
         for e in &dag.succs[n] {
@@ -1372,12 +1391,12 @@ fn region_bound(
         .unwrap_or(0) as usize;
     let (mut whole, mut uniforms) = (0, 0);
     let (mut adds, mut muls, mut either) = (0usize, 0usize, 0usize);
-    for (i, p) in instrs.iter().zip(pairable) {
+    for p in pairable {
         let Some(p) = p else {
             whole += 1;
             continue;
         };
-        uniforms += effects::takes_uniform(i) as usize;
+        uniforms += p.takes_uniform() as usize;
         match p.units() {
             Units::None => {}
             Units::Add => adds += 1,

@@ -106,6 +106,11 @@ impl Pairable {
         }
     }
 
+    /// Whether the instruction takes an entry of the uniform stream (`effects::takes_uniform`).
+    pub fn takes_uniform(&self) -> bool {
+        self.uniform
+    }
+
     /// Whether some encodings of the two use different units and they take at most one
     /// uniform between them: what any pairing needs, whatever their registers.
     pub fn units_allow(&self, other: &Pairable) -> bool {
