@@ -177,9 +177,8 @@ fn program(seed: u64) -> (Vec<Instr>, Vec<Uniform>) {
             code.extend([builder::branch(cond, true, offset), nop, nop, nop]);
         }
     }
-    let mut end = kiln_qpu::isa::AluInstr::nop();
-    end.sig = Signal::ProgramEnd;
-    code.extend([Instr::Alu(end), nop, nop]);
+    let end = signalled(Signal::ProgramEnd);
+    code.extend([end, nop, nop]);
     let reads = code
         .iter()
         .filter(|i| kiln_qpu::isa::effects::takes_uniform(i))
@@ -407,15 +406,14 @@ fn a_uniform_read_after_a_branch_target_needs_a_reset() {
     let nop = Instr::nop();
     let read =
         Instr::Alu(builder::mov(Reg::Acc(0), Reg::ReadA(kiln_qpu::isa::raddr::UNIFORM)).unwrap());
-    let mut end = kiln_qpu::isa::AluInstr::nop();
-    end.sig = Signal::ProgramEnd;
+    let end = signalled(Signal::ProgramEnd);
     let code = vec![
         builder::branch(BranchCond::AllZc, true, 0),
         nop,
         nop,
         nop,
         read,
-        Instr::Alu(end),
+        end,
         nop,
         nop,
     ];
@@ -433,17 +431,8 @@ fn the_bound_counts_one_uniform_read_to_an_instruction() {
     let read = |k| {
         Instr::Alu(builder::mov(Reg::Acc(k), Reg::ReadA(kiln_qpu::isa::raddr::UNIFORM)).unwrap())
     };
-    let mut end = kiln_qpu::isa::AluInstr::nop();
-    end.sig = Signal::ProgramEnd;
-    let code = vec![
-        read(0),
-        read(1),
-        read(2),
-        read(3),
-        Instr::Alu(end),
-        nop,
-        nop,
-    ];
+    let end = signalled(Signal::ProgramEnd);
+    let code = vec![read(0), read(1), read(2), read(3), end, nop, nop];
     let uniforms: Vec<Uniform> = (1..=4).map(Uniform::Constant).collect();
     let expected = run(&code, &uniforms);
     let s = schedule_with(&emitted(code, uniforms), OBSERVED).unwrap();
@@ -460,8 +449,7 @@ fn the_bound_counts_one_uniform_read_to_an_instruction() {
 #[test]
 fn a_branchs_slots_take_masked_work_it_falls_through_to() {
     let nop = Instr::nop();
-    let mut end = kiln_qpu::isa::AluInstr::nop();
-    end.sig = Signal::ProgramEnd;
+    let end = signalled(Signal::ProgramEnd);
     let program = |flag: u32| {
         let masked = |op: AddOp, d: Reg| {
             Instr::Alu(
@@ -483,7 +471,7 @@ fn a_branchs_slots_take_masked_work_it_falls_through_to() {
         code.extend([nop, nop, nop]);
         code.extend([masked(AddOp::Add, Reg::A(1)), nop, nop]);
         code.extend([masked(AddOp::Sub, Reg::B(1)), nop, nop]);
-        code.extend([Instr::Alu(end), nop, nop]);
+        code.extend([end, nop, nop]);
         code
     };
     for flag in [0, 1] {
@@ -506,8 +494,7 @@ fn a_branchs_slots_take_masked_work_it_falls_through_to() {
 #[test]
 fn a_branchs_slots_take_flags_the_target_sets_again() {
     let nop = Instr::nop();
-    let mut end = kiln_qpu::isa::AluInstr::nop();
-    end.sig = Signal::ProgramEnd;
+    let end = signalled(Signal::ProgramEnd);
     let program = |first: u32, second: u32, target_tests_first: bool| {
         let masked = |op: AddOp, d: Reg, c: Cond| {
             Instr::Alu(
@@ -540,7 +527,7 @@ fn a_branchs_slots_take_flags_the_target_sets_again() {
             nop,
             nop,
         ]);
-        code.extend([Instr::Alu(end), nop, nop]);
+        code.extend([end, nop, nop]);
         code
     };
     for target_tests_first in [false, true] {
@@ -570,8 +557,7 @@ fn a_branchs_slots_take_flags_the_target_sets_again() {
 #[test]
 fn a_branch_over_a_jump_becomes_one_branch() {
     let nop = Instr::nop();
-    let mut end = kiln_qpu::isa::AluInstr::nop();
-    end.sig = Signal::ProgramEnd;
+    let end = signalled(Signal::ProgramEnd);
     let program = |flag: u32, jump_targeted: bool| {
         let add = |d: Reg, a: Reg| Instr::Alu(builder::qpu_a(AddOp::Add, d, a, Reg::B(0)).unwrap());
         let mut code = vec![
@@ -596,7 +582,7 @@ fn a_branch_over_a_jump_becomes_one_branch() {
         code.extend([nop, nop, nop]);
         // L: the other.
         code.extend([add(Reg::B(1), Reg::A(0)), nop, nop]);
-        code.extend([Instr::Alu(end), nop, nop]);
+        code.extend([end, nop, nop]);
         code
     };
     for jump_targeted in [false, true] {
@@ -617,9 +603,7 @@ fn a_branch_over_a_jump_becomes_one_branch() {
 #[test]
 fn a_jumps_slots_take_its_targets_first_instructions() {
     let nop = Instr::nop();
-    let mut end = kiln_qpu::isa::AluInstr::nop();
-    end.sig = Signal::ProgramEnd;
-    let add = |d: Reg, a: Reg, b: Reg| Instr::Alu(builder::qpu_a(AddOp::Add, d, a, b).unwrap());
+    let end = signalled(Signal::ProgramEnd);
     for copyable in [true, false] {
         let mut code = vec![
             builder::load_imm(Reg::A(0), 5).unwrap(),
@@ -650,7 +634,7 @@ fn a_jumps_slots_take_its_targets_first_instructions() {
         ]);
         code.extend([add(Reg::Acc(1), Reg::Acc(0), Reg::B(0)), nop, nop]);
         code.extend([add(Reg::B(2), Reg::Acc(1), y), nop, nop]);
-        code.extend([Instr::Alu(end), nop, nop]);
+        code.extend([end, nop, nop]);
         let (instrs, listing) = scheduled_agrees(code, &format!("copyable {copyable}"));
         let copies = target_copies(&instrs).len();
         if copyable {
@@ -669,8 +653,7 @@ fn a_jumps_slots_take_its_targets_first_instructions() {
 fn copies_in_slots_wait_for_what_another_way_in_may_have_written() {
     use kiln_vc4::target_slots::fill;
     let nop = Instr::nop();
-    let mut end = kiln_qpu::isa::AluInstr::nop();
-    end.sig = Signal::ProgramEnd;
+    let end = signalled(Signal::ProgramEnd);
     let reads_r4 =
         |d: Reg| Instr::Alu(builder::qpu_a(AddOp::Fadd, d, Reg::Acc(4), Reg::Acc(4)).unwrap());
     let code = vec![
@@ -694,7 +677,7 @@ fn copies_in_slots_wait_for_what_another_way_in_may_have_written() {
         reads_r4(Reg::B(1)),
         reads_r4(Reg::B(2)),
         reads_r4(Reg::B(3)),
-        Instr::Alu(end),
+        end,
         nop,
         nop,
     ];
@@ -716,8 +699,7 @@ fn copies_in_slots_wait_for_what_another_way_in_may_have_written() {
 #[test]
 fn a_jump_to_the_next_instruction_goes() {
     let nop = Instr::nop();
-    let mut end = kiln_qpu::isa::AluInstr::nop();
-    end.sig = Signal::ProgramEnd;
+    let end = signalled(Signal::ProgramEnd);
     let add = |d: Reg, a: Reg| Instr::Alu(builder::qpu_a(AddOp::Add, d, a, Reg::B(0)).unwrap());
     for cond in [BranchCond::Always, BranchCond::AnyZs] {
         let code = vec![
@@ -732,7 +714,7 @@ fn a_jump_to_the_next_instruction_goes() {
             add(Reg::B(1), Reg::A(0)),
             nop,
             nop,
-            Instr::Alu(end),
+            end,
             nop,
             nop,
         ];
@@ -756,8 +738,7 @@ fn a_jump_to_the_next_instruction_goes() {
 #[test]
 fn a_stream_reset_pairs_with_the_regions_work() {
     let nop = Instr::nop();
-    let mut end = kiln_qpu::isa::AluInstr::nop();
-    end.sig = Signal::ProgramEnd;
+    let end = signalled(Signal::ProgramEnd);
     let fmul = |d: Reg, a: Reg, b: Reg| Instr::Alu(builder::qpu_m(MulOp::Fmul, d, a, b).unwrap());
     let reset = Instr::Alu(
         builder::qpu_a(
@@ -790,7 +771,7 @@ fn a_stream_reset_pairs_with_the_regions_work() {
             fmul(Reg::B(2), Reg::A(0), Reg::A(0)),
             nop,
             nop,
-            Instr::Alu(end),
+            end,
             nop,
             nop,
         ];
@@ -823,11 +804,8 @@ fn a_stream_reset_pairs_with_the_regions_work() {
 #[test]
 fn a_thread_switch_takes_a_carrier_from_earlier_in_its_region() {
     let nop = Instr::nop();
-    let mut end = kiln_qpu::isa::AluInstr::nop();
-    end.sig = Signal::ProgramEnd;
-    let mut switch = kiln_qpu::isa::AluInstr::nop();
-    switch.sig = Signal::ThreadSwitch;
-    let add = |d: Reg, a: Reg, b: Reg| Instr::Alu(builder::qpu_a(AddOp::Add, d, a, b).unwrap());
+    let end = signalled(Signal::ProgramEnd);
+    let switch = signalled(Signal::ThreadSwitch);
     // `latency`: the chain starts from a file register written just before, so that the only
     // instruction that could carry the switch fills that latency and may not move.
     for latency in [false, true] {
@@ -849,14 +827,14 @@ fn a_thread_switch_takes_a_carrier_from_earlier_in_its_region() {
             add(Reg::Acc(1), chain_from, Reg::SmallImm(1)),
             add(Reg::Acc(2), Reg::Acc(1), Reg::SmallImm(2)),
             add(Reg::A(2), Reg::Acc(2), Reg::SmallImm(3)),
-            Instr::Alu(switch),
+            switch,
             nop,
             nop,
         ]);
         // The accumulators do not keep their values across the switch: new ones after it.
         code.extend((0..4).map(|r| builder::load_imm(Reg::Acc(r), 10 + r as u32).unwrap()));
         code.extend([nop, nop, add(Reg::B(2), Reg::A(2), Reg::B(1)), nop, nop]);
-        code.extend([Instr::Alu(end), nop, nop]);
+        code.extend([end, nop, nop]);
         let (instrs, listing) = scheduled_agrees(code, &format!("latency {latency}"));
         let at = instrs
             .iter()
@@ -879,11 +857,8 @@ fn a_thread_switch_takes_a_carrier_from_earlier_in_its_region() {
 #[test]
 fn a_thread_switchs_slots_take_an_accumulator_result_in_a_file_register() {
     let nop = Instr::nop();
-    let mut end = kiln_qpu::isa::AluInstr::nop();
-    end.sig = Signal::ProgramEnd;
-    let mut switch = kiln_qpu::isa::AluInstr::nop();
-    switch.sig = Signal::ThreadSwitch;
-    let add = |d: Reg, a: Reg, b: Reg| Instr::Alu(builder::qpu_a(AddOp::Add, d, a, b).unwrap());
+    let end = signalled(Signal::ProgramEnd);
+    let switch = signalled(Signal::ThreadSwitch);
     for ports_free in [true, false] {
         let mut code = vec![
             builder::load_imm(Reg::A(0), 5).unwrap(),
@@ -892,7 +867,7 @@ fn a_thread_switchs_slots_take_an_accumulator_result_in_a_file_register() {
             builder::load_imm(Reg::B(1), 13).unwrap(),
             nop,
             nop,
-            Instr::Alu(switch),
+            switch,
             nop,
             nop,
             add(Reg::Acc(1), Reg::A(0), Reg::B(0)),
@@ -907,7 +882,7 @@ fn a_thread_switchs_slots_take_an_accumulator_result_in_a_file_register() {
         }
         // The value ends there (r1 is looked at after the program).
         code.push(builder::load_imm(Reg::Acc(1), 1).unwrap());
-        code.extend([nop, nop, Instr::Alu(end), nop, nop]);
+        code.extend([nop, nop, end, nop, nop]);
         let what = format!("ports free {ports_free}");
         let (instrs, listing) = scheduled_agrees(code, &what);
         let at = instrs
@@ -932,8 +907,7 @@ fn a_thread_switchs_slots_take_an_accumulator_result_in_a_file_register() {
 #[test]
 fn reads_of_r4s_copy_read_r4() {
     let nop = Instr::nop();
-    let mut end = kiln_qpu::isa::AluInstr::nop();
-    end.sig = Signal::ProgramEnd;
+    let end = signalled(Signal::ProgramEnd);
     let fadd = |d: Reg, a: Reg, b: Reg| Instr::Alu(builder::qpu_a(AddOp::Fadd, d, a, b).unwrap());
     let recip = |a: Reg| Instr::Alu(builder::mov(Reg::Io(waddr::SFU_RECIP), a).unwrap());
     // The next request: none, one of what the copy's reader wrote, one of something else.
@@ -957,12 +931,7 @@ fn reads_of_r4s_copy_read_r4() {
             code.push(fadd(Reg::B(2), Reg::Acc(1), Reg::Acc(4)));
         }
         // r1 is written again before the end: the copy is read only by the additions.
-        code.extend([
-            builder::load_imm(Reg::Acc(1), 1).unwrap(),
-            Instr::Alu(end),
-            nop,
-            nop,
-        ]);
+        code.extend([builder::load_imm(Reg::Acc(1), 1).unwrap(), end, nop, nop]);
         let (instrs, listing) = scheduled_agrees(code, &format!("case {case}"));
         // A copy is an instruction that reads r4 and writes r1 (on either unit).
         let reads_r4_writes = |i: &Instr, w: kiln_qpu::isa::effects::Resource| {
@@ -1019,10 +988,20 @@ fn bypassed(code: &[Instr], live: u128) -> (usize, Vec<Instr>) {
 
 /// A program end after `code`.
 fn ended(mut code: Vec<Instr>) -> Vec<Instr> {
-    let mut end = kiln_qpu::isa::AluInstr::nop();
-    end.sig = Signal::ProgramEnd;
-    code.extend([Instr::Alu(end), Instr::nop(), Instr::nop()]);
+    code.extend([signalled(Signal::ProgramEnd), Instr::nop(), Instr::nop()]);
     code
+}
+
+/// A `nop` with signal `sig` (a program end, a thread switch).
+fn signalled(sig: Signal) -> Instr {
+    let mut a = kiln_qpu::isa::AluInstr::nop();
+    a.sig = sig;
+    Instr::Alu(a)
+}
+
+/// `add d, a, b` on the add unit.
+fn add(d: Reg, a: Reg, b: Reg) -> Instr {
+    Instr::Alu(builder::qpu_a(AddOp::Add, d, a, b).unwrap())
 }
 
 /// `fadd ra1, ra0, rb0; nop; fmul rb1, ra1, rb0; fadd rb2, ra1, rb0`: the sum goes through a
