@@ -70,7 +70,8 @@ pub struct Selected {
     pub output: OutputMode,
 }
 
-/// Selection: a vertex shader's outputs in Mesa's VPM layout (`crate::vertex`), then vc4
+/// Selection: a vertex shader's outputs in Mesa's VPM layout (`crate::vertex`), a fragment
+/// shader's colour read through the clamps its pack makes (`crate::colour_clamp`), then vc4
 /// operations for the generic ones (`crate::isel`), then each comparison again at the selects
 /// and branches that read it (`crate::compare_at_use`), the temps numbered without gaps
 /// before and after (`Function::compact_temps`). `output` is where a fragment shader writes.
@@ -90,6 +91,9 @@ pub fn select(
         ),
         Stage::Fragment => (info.clone(), output),
     };
+    if output == OutputMode::Tlb {
+        crate::colour_clamp::drop_colour_clamps(&mut func, &info);
+    }
     crate::isel::select(&mut func)?;
     crate::compare_at_use::compare_at_use(&mut func);
     func.compact_temps();

@@ -6,6 +6,7 @@
 
 pub mod accumulators;
 pub mod bypass;
+pub mod colour_clamp;
 pub mod compare_at_use;
 pub mod compile;
 pub mod dead_writes;
