@@ -4,6 +4,7 @@
 //! together; everything else is here. After seed 002's scheduler and Mesa's
 //! `vc4_qpu_schedule.c`; the design is in `docs/sched.md`.
 
+pub mod bound;
 pub mod dag;
 pub mod list;
 pub mod pressure;

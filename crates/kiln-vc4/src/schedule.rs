@@ -1371,48 +1371,58 @@ struct Hoist {
     commit: bool,
 }
 
-/// A lower bound on a region's instructions: the longest of its critical path (required
-/// latencies, after what the code before holds up; an operation that waits on none may pair
-/// with the one before it), its operations two to an instruction (a load immediate takes a
-/// whole one), the busier unit's operations (one that some encoding moves to the other unit
-/// may go to either: `Pairable::units`), and its reads of the uniform stream (one to an
-/// instruction, as `merge` allows), from `Pairable::new` of each of its instructions.
+/// A lower bound on a region's instructions. Every node issues no sooner than its head (the
+/// required latencies from the region's start, after what the code before holds up; an
+/// operation that waits on none may pair with the one before it) and leaves at least its tail
+/// (the same latencies to the end, itself included) after it: the longest head and tail is the
+/// critical path. The nodes of a time window — heads h or later, tails t or longer
+/// (`kiln_sched::bound`) — issue within `length − h − t + 1` instructions, which must hold
+/// their operations two to an instruction (a load immediate takes a whole one), the busier
+/// unit's operations (one that some encoding moves to the other unit may go to either:
+/// `Pairable::units`) and their reads of the uniform stream (one to an instruction, as `merge`
+/// allows); the widest window of the region (all of it, at the least) for each. From
+/// `Pairable::new` of each of its instructions.
 fn region_bound(dag: &Dag, earliest: &[u32], pairable: &[Option<Pairable>]) -> usize {
-    let mut path = vec![1u32; dag.len()];
-    for n in (0..dag.len()).rev() {
-        for e in &dag.succs[n] {
+    let n = dag.len();
+    let mut tail = vec![1u32; n];
+    for v in (0..n).rev() {
+        for e in &dag.succs[v] {
             // (A write after a read may issue with the read: an edge of no latency adds none.)
-            path[n] = path[n].max(path[e.to as usize] + e.latency as u32);
+            tail[v] = tail[v].max(tail[e.to as usize] + e.latency as u32);
         }
     }
-    let critical = (0..dag.len())
-        .map(|n| earliest[n] + path[n])
-        .max()
-        .unwrap_or(0) as usize;
-    let (mut whole, mut uniforms) = (0, 0);
-    let (mut adds, mut muls, mut either) = (0usize, 0usize, 0usize);
-    for p in pairable {
-        let Some(p) = p else {
-            whole += 1;
-            continue;
-        };
-        uniforms += p.takes_uniform() as usize;
-        match p.units() {
-            Units::None => {}
-            Units::Add => adds += 1,
-            Units::Mul => muls += 1,
-            Units::Either => either += 1,
-            Units::Both => {
-                adds += 1;
-                muls += 1;
-            }
+    let mut head = earliest.to_vec();
+    for v in 0..n {
+        for e in &dag.succs[v] {
+            let to = e.to as usize;
+            head[to] = head[to].max(head[v] + e.latency as u32);
         }
     }
-    let units = (adds + muls + either).div_ceil(2);
-    critical
-        .max(whole + units)
-        .max(whole + adds.max(muls))
-        .max(whole + uniforms)
+    let critical = (0..n).map(|v| head[v] + tail[v]).max().unwrap_or(0) as usize;
+    // What each node needs of an instruction, per resource: `alpha · (h + t) + Σ need` of
+    // the densest window is `alpha` times its bound plus `alpha`.
+    let needs = |need: fn(Option<&Pairable>) -> u32, alpha: u32| {
+        let need: Vec<u32> = pairable.iter().map(|p| need(p.as_ref())).collect();
+        let f = kiln_sched::bound::densest_window(&head, &tail, &need, alpha).unwrap_or(0);
+        (f.div_ceil(alpha as u64) as usize).saturating_sub(1)
+    };
+    // A whole instruction takes both units.
+    fn on(unit: Units, p: Option<&Pairable>) -> u32 {
+        p.is_none_or(|p| p.units() == unit || p.units() == Units::Both) as u32
+    }
+    // Operations two to an instruction: a whole instruction and one on both units are two.
+    let operations = needs(
+        |p| match p.map(Pairable::units) {
+            None | Some(Units::Both) => 2,
+            Some(Units::Add | Units::Mul | Units::Either) => 1,
+            Some(Units::None) => 0,
+        },
+        2,
+    );
+    let adds = needs(|p| on(Units::Add, p), 1);
+    let muls = needs(|p| on(Units::Mul, p), 1);
+    let uniforms = needs(|p| p.is_none_or(Pairable::takes_uniform) as u32, 1);
+    critical.max(operations).max(adds).max(muls).max(uniforms)
 }
 
 /// Raises the priorities of node `f` and every node before it on a path to it, as if `f` had

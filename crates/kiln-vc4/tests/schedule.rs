@@ -442,6 +442,32 @@ fn the_bound_counts_one_uniform_read_to_an_instruction() {
     assert_eq!(s.bound as usize, s.instrs.len(), "{listing}");
 }
 
+/// The lower bound counts a time window: three products with the uniform stream that wait for
+/// the sum before them share the instructions after it, one each — four in all, though the
+/// critical path is two instructions, the units would take the four operations in two, the
+/// mul unit its three in three and the uniform reads alone in three. The schedule meets the bound it reports.
+#[test]
+fn the_bound_counts_the_uniform_reads_that_wait_for_a_result() {
+    let nop = Instr::nop();
+    let uniform = Reg::ReadA(kiln_qpu::isa::raddr::UNIFORM);
+    let code = vec![
+        add(Reg::Acc(0), Reg::Acc(1), Reg::Acc(1)),
+        mul(Reg::Acc(1), Reg::Acc(0), uniform),
+        mul(Reg::Acc(2), Reg::Acc(0), uniform),
+        mul(Reg::Acc(3), Reg::Acc(0), uniform),
+        signalled(Signal::ProgramEnd),
+        nop,
+        nop,
+    ];
+    let uniforms: Vec<Uniform> = (1..=3).map(Uniform::Constant).collect();
+    let expected = run(&code, &uniforms);
+    let s = schedule_with(&emitted(code, uniforms), OBSERVED).unwrap();
+    let words: Vec<u64> = s.instrs.iter().map(Instr::encode).collect();
+    let listing = kiln_qpu::isa::disasm_program(&words, kiln_qpu::isa::Style::Mesa);
+    assert_eq!(run(&s.instrs, &s.uniforms), expected, "{listing}");
+    assert_eq!(s.bound as usize, s.instrs.len(), "{listing}");
+}
+
 /// A conditional branch's free delay slots take the first instructions of the code it falls
 /// through to where that is harmless when the branch is taken: here writes masked by `.zs`
 /// after `branch.all_zc` (taken only where no lane has Z set). Both ways of the branch end in
@@ -1002,6 +1028,11 @@ fn signalled(sig: Signal) -> Instr {
 /// `add d, a, b` on the add unit.
 fn add(d: Reg, a: Reg, b: Reg) -> Instr {
     Instr::Alu(builder::qpu_a(AddOp::Add, d, a, b).unwrap())
+}
+
+/// `fmul d, a, b` on the mul unit.
+fn mul(d: Reg, a: Reg, b: Reg) -> Instr {
+    Instr::Alu(builder::qpu_m(kiln_qpu::isa::MulOp::Fmul, d, a, b).unwrap())
 }
 
 /// `fadd ra1, ra0, rb0; nop; fmul rb1, ra1, rb0; fadd rb2, ra1, rb0`: the sum goes through a
