@@ -104,7 +104,11 @@ pub fn compile_one(path: &Path, entry: &str) -> Result<String, String> {
         name: Some(entry.to_string()),
     };
     let lowered = pipeline::lower(&shader, &entry).map_err(|e| e.to_string())?;
-    let options = Options::default();
+    // A driver's compile: no lower bound measured beyond the whole regions'.
+    let options = Options {
+        bound_windows: false,
+        ..Options::default()
+    };
     let mut result = String::new();
     for _ in 0..2 {
         result = match measured_compile(shader.name(), lowered.clone(), &options) {

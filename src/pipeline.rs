@@ -95,6 +95,11 @@ pub struct Options {
     pub keep: Vec<Stage>,
     /// Schedule the QPU code (off: the emitter's order, one operation per instruction).
     pub schedule: bool,
+    /// Count the scheduler's lower bound (`Stats::bound`) over every time window of a region
+    /// (off: over the whole region, a weaker bound, at no cost: the code is the same). A
+    /// measurement, as `check` is a test: a driver's compile, which `kiln bench compile-cost`
+    /// measures, leaves it off.
+    pub bound_windows: bool,
     /// Schedule each block before allocation (`kiln_sched::pressure`; off: the middle end's
     /// order).
     pub pre_schedule: bool,
@@ -121,6 +126,7 @@ impl Default for Options {
             debug: DebugFlags::from_env(),
             keep: Vec::new(),
             schedule: true,
+            bound_windows: true,
             clip_distances: 0,
             time_limit: None,
             pre_schedule: true,
@@ -499,6 +505,7 @@ pub fn back_end(
                 kept.record(Stage::Allocated, &allocated);
                 let finish = vc4::Finish {
                     schedule: options.schedule,
+                    bound_windows: options.bound_windows,
                     print: options.debug.print,
                     check: options.check,
                 };
@@ -754,10 +761,11 @@ impl Options {
         self.keep.is_empty() && !self.debug.print && !self.debug.time && !self.debug.ra
     }
 
-    /// Everything in the options that changes the code (not `check`, `keep`, `debug`).
+    /// Everything in the options that changes the code or its statistics (not `check`,
+    /// `keep`, `debug`).
     pub fn code_key(&self) -> String {
         format!(
-            "{:?} {:?} {:?} {:?} {:?} {:?} {} {} {}",
+            "{:?} {:?} {:?} {:?} {:?} {:?} {} {} {} {}",
             self.allocator,
             self.threads,
             self.output,
@@ -766,7 +774,8 @@ impl Options {
             self.budget,
             self.schedule,
             self.pre_schedule,
-            self.clip_distances
+            self.clip_distances,
+            self.bound_windows
         )
     }
 }

@@ -33,6 +33,16 @@ pub fn schedule(e: &Emitted) -> Result<Emitted, EmitError> {
 /// Schedules an emitted program after which registers `live_at_end` (bits as
 /// [`crate::rename`] numbers them: file A 0–31, file B 32–63, r0–r3 64–67) are still read.
 pub fn schedule_with(e: &Emitted, live_at_end: u128) -> Result<Emitted, EmitError> {
+    schedule_bounded(e, live_at_end, true)
+}
+
+/// [`schedule_with`], the lower bound (`Emitted::bound`) counted over every time window of a
+/// region (`windows`) or over the whole region ([`Bound`]): the same code either way.
+pub fn schedule_bounded(
+    e: &Emitted,
+    live_at_end: u128,
+    windows: bool,
+) -> Result<Emitted, EmitError> {
     let n = e.instrs.len();
     let mut instrs = e.instrs.clone();
     branch_over_jump(&mut instrs);
@@ -121,6 +131,7 @@ pub fn schedule_with(e: &Emitted, live_at_end: u128) -> Result<Emitted, EmitErro
         written: vec![None; Resource::COUNT],
         effects: Vec::new(),
         excess: 0,
+        windows,
     };
     // No TLB access or scoreboard wait in the first two instructions.
     s.write_at[Resource::Tlb.index()] = 2;
@@ -561,8 +572,10 @@ struct Scheduler<'a> {
     /// Per resource, the instruction that last wrote it.
     written: Vec<Option<usize>>,
     effects: Vec<Effect>,
-    /// The regions' instructions beyond their lower bounds ([`region_bound`]).
+    /// The regions' instructions beyond their lower bounds ([`Bound`]).
     excess: usize,
+    /// Whether the bounds count every time window ([`Bound::windows`]).
+    windows: bool,
 }
 
 /// A placed instruction taken back: the instruction, its origins and what it was.
@@ -1118,7 +1131,7 @@ impl Scheduler<'_> {
         if idx.is_empty() {
             return Ok(());
         }
-        let base = self.base;
+        let (base, windows) = (self.base, self.windows);
         // Each instruction's accesses, in one vector: `accesses[at[k]..at[k + 1]]`.
         let mut accesses: Vec<Access> = Vec::with_capacity(4 * idx.len());
         let mut at = Vec::with_capacity(idx.len() + 1);
@@ -1174,13 +1187,14 @@ impl Scheduler<'_> {
                 at.windows(2).map(|w| &accesses[w[0]..w[1]]),
                 Resource::COUNT,
             );
-            let bound = region_bound(&dag, &earliest, &pairable);
-            let slots = list_schedule(&dag, &plan, None, bound)
+            let mut bound = Bound::new(&dag, &earliest, &pairable, windows);
+            let slots = list_schedule(&dag, &plan, None, &mut bound)
                 .ok_or_else(|| internal("a schedule with no register limit"))?;
+            let bound = bound.for_schedule(slots.len());
             Ok::<_, EmitError>((slots, bound))
         };
         let mut renamed = None;
-        let mut bound = None;
+        let mut renamed_bound = None;
         // (A region longer than `RENAMED_REGION` keeps its accumulators as allocated: three
         // schedules of it, the safe one to its checks' budget, cost more than they find.)
         if values.any_free() && original.len() <= RENAMED_REGION {
@@ -1191,12 +1205,12 @@ impl Scheduler<'_> {
                 values.resources(),
             );
             let regs = values.registers();
-            bound = Some(region_bound(&dag, &earliest, &pairable));
+            let bound = renamed_bound.insert(Bound::new(&dag, &earliest, &pairable, windows));
             // Greedy first; the safe order where it finds no way on (its checks' budget keeps it
             // linear in the region past 512 instructions).
             for safe in [false, true] {
                 let limit = Some((&values, &regs, safe));
-                let Some(slots) = list_schedule(&dag, &plan, limit, bound.unwrap_or(0)) else {
+                let Some(slots) = list_schedule(&dag, &plan, limit, bound) else {
                     continue;
                 };
                 let mut cycle = vec![0; original.len()];
@@ -1213,6 +1227,9 @@ impl Scheduler<'_> {
             }
         }
         // (The instructions, and whether they are the original ones, whose `pairable` holds.)
+        // (The physical order's bound where no renamed one was tried: the renamed DAG's is a
+        // bound for the physical order too, which has its edges and more.)
+        let mut physical_bound = None;
         let (slots, instrs, as_given) = match renamed {
             Some((slots, named, false)) => (slots, named, false),
             Some((slots, named, true)) => {
@@ -1224,10 +1241,14 @@ impl Scheduler<'_> {
                 }
             }
             None => {
-                let (slots, physical_bound) = physical()?;
-                bound = bound.or(Some(physical_bound));
+                let (slots, bound) = physical()?;
+                physical_bound = Some(bound);
                 (slots, original.clone(), true)
             }
+        };
+        let bound = match renamed_bound.as_mut() {
+            Some(b) => Some(b.for_schedule(slots.len())),
+            None => physical_bound,
         };
         // What the bound's uniform term rests on: one uniform read to an instruction, and
         // nothing beside an instruction that is not an operation.
@@ -1287,13 +1308,13 @@ struct Plan<'a> {
 /// (the accumulator values, their count, and whether the schedule is to be safe), the values
 /// stay within the four accumulators, and two that are to take their registers after
 /// scheduling pair as if apart; `None` where the greedy order found no way on. A schedule
-/// longer than `bound` ([`region_bound`]) is tried again with the busier unit's operations
+/// longer than `bound` allows ([`Bound::met_by`]) is tried again with the busier unit's operations
 /// first among near equals, and the shorter kept.
 fn list_schedule(
     dag: &Dag,
     plan: &Plan,
     renaming: Option<(&crate::accumulators::Values, &kiln_sched::Registers, bool)>,
-    bound: usize,
+    bound: &mut Bound,
 ) -> Option<Vec<kiln_sched::Slot>> {
     let Plan {
         earliest,
@@ -1335,7 +1356,7 @@ fn list_schedule(
         None => Some(kiln_sched::schedule(dag, earliest, classes, prio, &pairs)),
     };
     let first = run(&prio);
-    if first.as_ref().is_some_and(|f| f.len() <= bound) {
+    if first.as_ref().is_some_and(|f| bound.met_by(f.len())) {
         return first;
     }
     // Above the bound: again with the busier unit's operations ahead by two cycles of path,
@@ -1380,49 +1401,121 @@ struct Hoist {
 /// their operations two to an instruction (a load immediate takes a whole one), the busier
 /// unit's operations (one that some encoding moves to the other unit may go to either:
 /// `Pairable::units`) and their reads of the uniform stream (one to an instruction, as `merge`
-/// allows); the widest window of the region (all of it, at the least) for each. From
+/// allows); the widest window of the region for each. The window of the whole region is
+/// counted first, the others only for a schedule longer than it ([`Bound::met_by`]). From
 /// `Pairable::new` of each of its instructions.
-fn region_bound(dag: &Dag, earliest: &[u32], pairable: &[Option<Pairable>]) -> usize {
-    let n = dag.len();
-    let mut tail = vec![1u32; n];
-    for v in (0..n).rev() {
-        for e in &dag.succs[v] {
-            // (A write after a read may issue with the read: an edge of no latency adds none.)
-            tail[v] = tail[v].max(tail[e.to as usize] + e.latency as u32);
+struct Bound {
+    head: Vec<u32>,
+    tail: Vec<u32>,
+    /// Per node, what it needs of an instruction: its operations (two to an instruction; a
+    /// whole instruction and one on both units are two), the add unit, the mul unit (a whole
+    /// instruction takes both) and the uniform stream.
+    need: Vec<[u32; 4]>,
+    /// The critical path and the whole region's window.
+    region: usize,
+    /// With every window, once counted; the whole region's alone where they are not to be
+    /// counted.
+    windows: Option<usize>,
+}
+
+/// Per resource of [`Bound::need`], `alpha`: a window's `alpha · (h + t) + Σ need` is
+/// `alpha` times its bound plus `alpha` (two operations to an instruction).
+const ALPHA: [u32; 4] = [2, 1, 1, 1];
+
+impl Bound {
+    fn new(dag: &Dag, earliest: &[u32], pairable: &[Option<Pairable>], windows: bool) -> Bound {
+        let n = dag.len();
+        let mut tail = vec![1u32; n];
+        for v in (0..n).rev() {
+            for e in &dag.succs[v] {
+                // (A write after a read may issue with the read: an edge of no latency adds
+                // none.)
+                tail[v] = tail[v].max(tail[e.to as usize] + e.latency as u32);
+            }
+        }
+        let mut head = earliest.to_vec();
+        for v in 0..n {
+            for e in &dag.succs[v] {
+                let to = e.to as usize;
+                head[to] = head[to].max(head[v] + e.latency as u32);
+            }
+        }
+        let need: Vec<[u32; 4]> = pairable
+            .iter()
+            .map(|p| match p {
+                None => [2, 1, 1, 1],
+                Some(p) => {
+                    let units = p.units();
+                    let on = |u: Units| (units == u || units == Units::Both) as u32;
+                    let operations = match units {
+                        Units::Both => 2,
+                        Units::Add | Units::Mul | Units::Either => 1,
+                        Units::None => 0,
+                    };
+                    [
+                        operations,
+                        on(Units::Add),
+                        on(Units::Mul),
+                        p.takes_uniform() as u32,
+                    ]
+                }
+            })
+            .collect();
+        let critical = (0..n).map(|v| head[v] + tail[v]).max().unwrap_or(0);
+        // The window of the whole region: its earliest head and shortest tail.
+        let corner = head.iter().min().unwrap_or(&0) + tail.iter().min().unwrap_or(&1);
+        let mut total = [0u64; 4];
+        for x in &need {
+            for k in 0..4 {
+                total[k] += x[k] as u64;
+            }
+        }
+        let region = if n == 0 {
+            0
+        } else {
+            (0..4)
+                .map(|k| window_bound(ALPHA[k] as u64 * corner as u64 + total[k], k))
+                .fold(critical as usize, usize::max)
+        };
+        Bound {
+            head,
+            tail,
+            need,
+            region,
+            windows: (!windows).then_some(region),
         }
     }
-    let mut head = earliest.to_vec();
-    for v in 0..n {
-        for e in &dag.succs[v] {
-            let to = e.to as usize;
-            head[to] = head[to].max(head[v] + e.latency as u32);
+
+    /// Whether no schedule is shorter than one of `len` instructions.
+    fn met_by(&mut self, len: usize) -> bool {
+        len <= self.region || len <= self.windows()
+    }
+
+    /// The bound with every window.
+    fn windows(&mut self) -> usize {
+        let (head, tail, need, region) = (&self.head, &self.tail, &self.need, self.region);
+        *self.windows.get_or_insert_with(|| {
+            let densest = kiln_sched::bound::densest_window(head, tail, need, ALPHA);
+            (0..4)
+                .map(|k| densest.map_or(0, |d| window_bound(d[k], k)))
+                .fold(region, usize::max)
+        })
+    }
+
+    /// The bound for a schedule of `len` instructions: the whole region's where that meets
+    /// it (no window could say more).
+    fn for_schedule(&mut self, len: usize) -> usize {
+        if len <= self.region {
+            self.region
+        } else {
+            self.windows()
         }
     }
-    let critical = (0..n).map(|v| head[v] + tail[v]).max().unwrap_or(0) as usize;
-    // What each node needs of an instruction, per resource: `alpha · (h + t) + Σ need` of
-    // the densest window is `alpha` times its bound plus `alpha`.
-    let needs = |need: fn(Option<&Pairable>) -> u32, alpha: u32| {
-        let need: Vec<u32> = pairable.iter().map(|p| need(p.as_ref())).collect();
-        let f = kiln_sched::bound::densest_window(&head, &tail, &need, alpha).unwrap_or(0);
-        (f.div_ceil(alpha as u64) as usize).saturating_sub(1)
-    };
-    // A whole instruction takes both units.
-    fn on(unit: Units, p: Option<&Pairable>) -> u32 {
-        p.is_none_or(|p| p.units() == unit || p.units() == Units::Both) as u32
-    }
-    // Operations two to an instruction: a whole instruction and one on both units are two.
-    let operations = needs(
-        |p| match p.map(Pairable::units) {
-            None | Some(Units::Both) => 2,
-            Some(Units::Add | Units::Mul | Units::Either) => 1,
-            Some(Units::None) => 0,
-        },
-        2,
-    );
-    let adds = needs(|p| on(Units::Add, p), 1);
-    let muls = needs(|p| on(Units::Mul, p), 1);
-    let uniforms = needs(|p| p.is_none_or(Pairable::takes_uniform) as u32, 1);
-    critical.max(operations).max(adds).max(muls).max(uniforms)
+}
+
+/// The instructions resource `k`'s window of `alpha · (h + t) + Σ need` = `f` needs.
+fn window_bound(f: u64, k: usize) -> usize {
+    (f.div_ceil(ALPHA[k] as u64) as usize).saturating_sub(1)
 }
 
 /// Raises the priorities of node `f` and every node before it on a path to it, as if `f` had

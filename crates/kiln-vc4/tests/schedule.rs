@@ -282,9 +282,14 @@ fn scheduled_programs_end_in_the_same_registers() {
             "seed {seed}: the input is valid"
         );
         let expected = run(&code, &uniforms);
-        let s = schedule_with(&emitted(code.clone(), uniforms), OBSERVED).unwrap();
+        let e = emitted(code.clone(), uniforms);
+        let s = schedule_with(&e, OBSERVED).unwrap();
         let words: Vec<u64> = s.instrs.iter().map(Instr::encode).collect();
         let listing = kiln_qpu::isa::disasm_program(&words, kiln_qpu::isa::Style::Mesa);
+        // The bound over the whole regions only: the same code, a bound no higher.
+        let whole = kiln_vc4::schedule::schedule_bounded(&e, OBSERVED, false).unwrap();
+        assert_eq!(whole.instrs, s.instrs, "seed {seed}:\n{listing}");
+        assert!(whole.bound <= s.bound, "seed {seed}:\n{listing}");
         assert_eq!(
             validate_instrs(&s.instrs),
             vec![],
