@@ -1440,36 +1440,37 @@ impl Bound {
                 head[to] = head[to].max(head[v] + e.latency as u32);
             }
         }
-        let need: Vec<[u32; 4]> = pairable
-            .iter()
-            .map(|p| match p {
-                None => [2, 1, 1, 1],
-                Some(p) => {
-                    let units = p.units();
-                    let on = |u: Units| (units == u || units == Units::Both) as u32;
-                    let operations = match units {
-                        Units::Both => 2,
-                        Units::Add | Units::Mul | Units::Either => 1,
-                        Units::None => 0,
-                    };
-                    [
-                        operations,
-                        on(Units::Add),
-                        on(Units::Mul),
-                        p.takes_uniform() as u32,
-                    ]
+        let need = pairable.iter().map(|p| match p {
+            None => [2, 1, 1, 1],
+            Some(p) => {
+                let units = p.units();
+                let on = |u: Units| (units == u || units == Units::Both) as u32;
+                let operations = match units {
+                    Units::Both => 2,
+                    Units::Add | Units::Mul | Units::Either => 1,
+                    Units::None => 0,
+                };
+                [
+                    operations,
+                    on(Units::Add),
+                    on(Units::Mul),
+                    p.takes_uniform() as u32,
+                ]
+            }
+        });
+        // (Kept per node only for the windows.)
+        let mut total = [0u64; 4];
+        let need: Vec<[u32; 4]> = need
+            .inspect(|x| {
+                for k in 0..4 {
+                    total[k] += x[k] as u64;
                 }
             })
+            .filter(|_| windows)
             .collect();
         let critical = (0..n).map(|v| head[v] + tail[v]).max().unwrap_or(0);
         // The window of the whole region: its earliest head and shortest tail.
         let corner = head.iter().min().unwrap_or(&0) + tail.iter().min().unwrap_or(&1);
-        let mut total = [0u64; 4];
-        for x in &need {
-            for k in 0..4 {
-                total[k] += x[k] as u64;
-            }
-        }
         let region = if n == 0 {
             0
         } else {
