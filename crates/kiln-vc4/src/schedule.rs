@@ -1433,11 +1433,17 @@ impl Bound {
                 tail[v] = tail[v].max(tail[e.to as usize] + e.latency as u32);
             }
         }
-        let mut head = earliest.to_vec();
-        for v in 0..n {
-            for e in &dag.succs[v] {
-                let to = e.to as usize;
-                head[to] = head[to].max(head[v] + e.latency as u32);
+        // Heads only for the windows: the critical path is as long through a node whose head
+        // is its `earliest` (a node's head and tail are no more than its predecessor's on the
+        // path), and the earliest head is a node's with no predecessor.
+        let mut head = Vec::new();
+        if windows {
+            head = earliest.to_vec();
+            for v in 0..n {
+                for e in &dag.succs[v] {
+                    let to = e.to as usize;
+                    head[to] = head[to].max(head[v] + e.latency as u32);
+                }
             }
         }
         let need = pairable.iter().map(|p| match p {
@@ -1468,9 +1474,13 @@ impl Bound {
             })
             .filter(|_| windows)
             .collect();
-        let critical = (0..n).map(|v| head[v] + tail[v]).max().unwrap_or(0);
+        let critical = (0..n).map(|v| earliest[v] + tail[v]).max().unwrap_or(0);
         // The window of the whole region: its earliest head and shortest tail.
-        let corner = head.iter().min().unwrap_or(&0) + tail.iter().min().unwrap_or(&1);
+        let first = (0..n)
+            .filter(|&v| dag.preds[v] == 0)
+            .map(|v| earliest[v])
+            .min();
+        let corner = first.unwrap_or(0) + tail.iter().min().unwrap_or(&1);
         let region = if n == 0 {
             0
         } else {
