@@ -24,18 +24,19 @@ pub fn drop_colour_clamps(func: &mut Function, info: &ShaderInfo) -> usize {
         inst.op == Opcode::Output
             && matches!(info.outputs.get(&inst.imms[0]), Some(OutputKind::Color(_)))
     };
+    // Per temp, its definition, its readers and the colour outputs among them.
     let mut def: Vec<Option<(usize, usize)>> = vec![None; func.temps.len()];
-    // Per temp, its readers, and the colour outputs among them.
-    let mut uses = vec![0u32; func.temps.len()];
+    let mut uses = crate::interface::use_counts(func);
     let mut colour_reads = vec![0u32; func.temps.len()];
     for (b, block) in func.blocks.iter().enumerate() {
         for (i, inst) in block.insts.iter().enumerate() {
             for d in &inst.defs {
                 def[d.temp.index()] = Some((b, i));
             }
-            for t in inst.used_temps() {
-                uses[t.index()] += 1;
-                colour_reads[t.index()] += colour(inst) as u32;
+            if colour(inst) {
+                for t in inst.used_temps() {
+                    colour_reads[t.index()] += 1;
+                }
             }
         }
     }

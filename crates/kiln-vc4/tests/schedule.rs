@@ -225,14 +225,24 @@ fn emitted(code: Vec<Instr>, uniforms: Vec<Uniform>) -> Emitted {
 /// the simulator ends in the registers the unscheduled code ends in (`what` names the case).
 /// Returns the scheduled instructions and their listing.
 fn scheduled_agrees(code: Vec<Instr>, what: &str) -> (Vec<Instr>, String) {
-    let expected = run(&code, &[]);
-    let s = schedule_with(&emitted(code, Vec::new()), OBSERVED).unwrap();
+    let (s, listing) = scheduled_agrees_with(code, Vec::new(), what);
+    (s.instrs, listing)
+}
+
+/// [`scheduled_agrees`] of `code` reading `uniforms`: the scheduled program and its listing.
+fn scheduled_agrees_with(
+    code: Vec<Instr>,
+    uniforms: Vec<Uniform>,
+    what: &str,
+) -> (Emitted, String) {
+    let expected = run(&code, &uniforms);
+    let s = schedule_with(&emitted(code, uniforms), OBSERVED).unwrap();
     let words: Vec<u64> = s.instrs.iter().map(Instr::encode).collect();
     let listing = kiln_qpu::isa::disasm_program(&words, kiln_qpu::isa::Style::Mesa);
     assert_eq!(validate_instrs(&s.instrs), vec![], "{what}:\n{listing}");
     assert_eq!(validate_mesa(&words), Ok(()), "{what}:\n{listing}");
     assert_eq!(run(&s.instrs, &s.uniforms), expected, "{what}:\n{listing}");
-    (s.instrs, listing)
+    (s, listing)
 }
 
 /// The instructions in branches' delay slots that are copies of the instructions just before
@@ -439,18 +449,15 @@ fn the_bound_counts_one_uniform_read_to_an_instruction() {
     let end = signalled(Signal::ProgramEnd);
     let code = vec![read(0), read(1), read(2), read(3), end, nop, nop];
     let uniforms: Vec<Uniform> = (1..=4).map(Uniform::Constant).collect();
-    let expected = run(&code, &uniforms);
-    let s = schedule_with(&emitted(code, uniforms), OBSERVED).unwrap();
-    let words: Vec<u64> = s.instrs.iter().map(Instr::encode).collect();
-    let listing = kiln_qpu::isa::disasm_program(&words, kiln_qpu::isa::Style::Mesa);
-    assert_eq!(run(&s.instrs, &s.uniforms), expected, "{listing}");
+    let (s, listing) = scheduled_agrees_with(code, uniforms, "four reads");
     assert_eq!(s.bound as usize, s.instrs.len(), "{listing}");
 }
 
 /// The lower bound counts a time window: three products with the uniform stream that wait for
 /// the sum before them share the instructions after it, one each — four in all, though the
 /// critical path is two instructions, the units would take the four operations in two, the
-/// mul unit its three in three and the uniform reads alone in three. The schedule meets the bound it reports.
+/// mul unit its three in three and the uniform reads alone in three. The schedule meets the
+/// bound it reports.
 #[test]
 fn the_bound_counts_the_uniform_reads_that_wait_for_a_result() {
     let nop = Instr::nop();
@@ -465,11 +472,7 @@ fn the_bound_counts_the_uniform_reads_that_wait_for_a_result() {
         nop,
     ];
     let uniforms: Vec<Uniform> = (1..=3).map(Uniform::Constant).collect();
-    let expected = run(&code, &uniforms);
-    let s = schedule_with(&emitted(code, uniforms), OBSERVED).unwrap();
-    let words: Vec<u64> = s.instrs.iter().map(Instr::encode).collect();
-    let listing = kiln_qpu::isa::disasm_program(&words, kiln_qpu::isa::Style::Mesa);
-    assert_eq!(run(&s.instrs, &s.uniforms), expected, "{listing}");
+    let (s, listing) = scheduled_agrees_with(code, uniforms, "three products");
     assert_eq!(s.bound as usize, s.instrs.len(), "{listing}");
 }
 
