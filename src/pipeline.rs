@@ -100,6 +100,9 @@ pub struct Options {
     /// measurement, as `check` is a test: a driver's compile, which `kiln bench compile-cost`
     /// measures, leaves it off.
     pub bound_windows: bool,
+    /// Search steps per scheduling region of the QPU code for a schedule shorter than the
+    /// list scheduler's (`kiln_vc4::schedule::Effort`; 0: none).
+    pub search_steps: u32,
     /// Schedule each block before allocation (`kiln_sched::pressure`; off: the middle end's
     /// order).
     pub pre_schedule: bool,
@@ -127,6 +130,7 @@ impl Default for Options {
             keep: Vec::new(),
             schedule: true,
             bound_windows: true,
+            search_steps: 0,
             clip_distances: 0,
             time_limit: None,
             pre_schedule: true,
@@ -505,7 +509,10 @@ pub fn back_end(
                 kept.record(Stage::Allocated, &allocated);
                 let finish = vc4::Finish {
                     schedule: options.schedule,
-                    bound_windows: options.bound_windows,
+                    effort: kiln_vc4::schedule::Effort {
+                        bound_windows: options.bound_windows,
+                        search_steps: options.search_steps,
+                    },
                     print: options.debug.print,
                     check: options.check,
                 };
@@ -765,7 +772,7 @@ impl Options {
     /// `keep`, `debug`).
     pub fn code_key(&self) -> String {
         format!(
-            "{:?} {:?} {:?} {:?} {:?} {:?} {} {} {} {}",
+            "{:?} {:?} {:?} {:?} {:?} {:?} {} {} {} {} {}",
             self.allocator,
             self.threads,
             self.output,
@@ -775,7 +782,8 @@ impl Options {
             self.schedule,
             self.pre_schedule,
             self.clip_distances,
-            self.bound_windows
+            self.bound_windows,
+            self.search_steps
         )
     }
 }

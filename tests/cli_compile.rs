@@ -362,3 +362,21 @@ fn ir_after_stages() {
         "{err}"
     );
 }
+
+/// `--search-steps`: where the search finds shorter schedules the program is shorter, and it
+/// still runs as the interpreter says.
+#[test]
+fn a_search_for_shorter_schedules_shortens_a_program() {
+    let shader = "../shared/corpus/wgsl/skia/325.frag.wgsl";
+    let length = |extra: &[&str]| {
+        let mut args = vec!["compile", shader, "--json", "--check", "--no-cache"];
+        args.extend(extra);
+        let (ok, out, err) = kiln(&args);
+        assert!(ok, "{err}");
+        assert!(out.contains("simulator agrees"), "{out}");
+        let json: serde_json::Value = serde_json::from_str(out.lines().next().unwrap()).unwrap();
+        json["instructions"].as_u64().unwrap()
+    };
+    let (listed, searched) = (length(&[]), length(&["--search-steps", "1000"]));
+    assert!(searched < listed, "{searched} against {listed}");
+}

@@ -53,6 +53,10 @@ pub struct CompileArgs {
     /// Leave each block in the middle end's order before allocation (no pre-RA scheduler).
     #[arg(long)]
     pub no_pre_sched: bool,
+    /// Search steps per scheduling region for a schedule shorter than the list scheduler's
+    /// (a region of at most 64 instructions; 0: none, a driver's compile).
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub search_steps: u32,
     /// A fragment shader discards where one of this many user clip distances (varyings after
     /// its own, written by the vertex shader's `gl_ClipDistance`) is negative (at most 8).
     #[arg(long, value_name = "N", default_value_t = 0)]
@@ -80,6 +84,7 @@ fn compile_on_this_thread(args: CompileArgs) -> miette::Result<String> {
         keep: args.ir.clone().unwrap_or_default(),
         schedule: !args.no_sched,
         pre_schedule: !args.no_pre_sched,
+        search_steps: args.search_steps,
         check: args.check || Options::default().check,
         clip_distances: args.clip_distances,
         ..Options::default()
@@ -209,6 +214,9 @@ pub struct CorpusCompileArgs {
     /// No pre-RA scheduler.
     #[arg(long)]
     pub no_pre_sched: bool,
+    /// Search steps per scheduling region for a shorter schedule (0: none).
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub search_steps: u32,
     /// Seconds an entry point may take: a compile past it fails (`over the time limit`) when
     /// its current stage ends, and the run goes on; 0: no limit.
     #[arg(long, value_name = "SECONDS", default_value_t = 10.0)]
@@ -245,6 +253,7 @@ pub fn corpus_compile(args: CorpusCompileArgs) -> miette::Result<()> {
         allocator: args.allocator,
         schedule: !args.no_sched,
         pre_schedule: !args.no_pre_sched,
+        search_steps: args.search_steps,
         check: args.check || Options::default().check,
         time_limit: time_limit(args.time_limit)?,
         ..Options::default()

@@ -7,6 +7,7 @@
 pub mod bound;
 pub mod dag;
 pub mod list;
+pub mod optimal;
 pub mod pressure;
 
 pub use dag::{Access, Dag, Edge};

@@ -179,8 +179,8 @@ pub fn allocate(
 pub struct Finish {
     /// Schedule the emitted code (`crate::schedule`).
     pub schedule: bool,
-    /// Count the schedule's lower bound over every time window (`crate::schedule::Bound`).
-    pub bound_windows: bool,
+    /// How hard the scheduler works beyond its list schedules.
+    pub effort: crate::schedule::Effort,
     /// Print the code as emitted and as scheduled on standard error (`KILN_DEBUG=print`).
     pub print: bool,
     /// Run both validators on the program.
@@ -206,8 +206,7 @@ pub fn emit(
         eprintln!("# QPU code as emitted\n{}", listing(&emitted));
     }
     if finish.schedule {
-        emitted =
-            crate::schedule::schedule_bounded(&emitted, 0, finish.bound_windows).map_err(failed)?;
+        emitted = crate::schedule::schedule_bounded(&emitted, 0, finish.effort).map_err(failed)?;
         if finish.print {
             eprintln!("# QPU code as scheduled\n{}", listing(&emitted));
         }

@@ -16,7 +16,7 @@
 
 use crate::emit::{EmitError, Emitted, Origin};
 use kiln_qpu::isa::effects::{self, Effect, Resource};
-use kiln_qpu::isa::merge::{Pairable, Units, merge_pairable};
+use kiln_qpu::isa::merge::{Pairable, PortRead, Units, merge_pairable};
 use kiln_qpu::isa::{AddOp, AluInstr, Instr, Mux, Signal};
 use kiln_qpu::isa::{latency, waddr};
 use kiln_sched::{Access, Dag};
@@ -33,15 +33,31 @@ pub fn schedule(e: &Emitted) -> Result<Emitted, EmitError> {
 /// Schedules an emitted program after which registers `live_at_end` (bits as
 /// [`crate::rename`] numbers them: file A 0–31, file B 32–63, r0–r3 64–67) are still read.
 pub fn schedule_with(e: &Emitted, live_at_end: u128) -> Result<Emitted, EmitError> {
-    schedule_bounded(e, live_at_end, true)
+    let effort = Effort {
+        bound_windows: true,
+        search_steps: 0,
+    };
+    schedule_bounded(e, live_at_end, effort)
 }
 
-/// [`schedule_with`], the lower bound (`Emitted::bound`) counted over every time window of a
-/// region (`windows`) or over the whole region ([`Bound`]): the same code either way.
+/// How hard the scheduler works beyond its list schedules.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Effort {
+    /// Count the lower bound (`Emitted::bound`) over every time window of a region, and where
+    /// the list schedule is above that, search [`PROOF_STEPS`] steps for a higher one
+    /// (`kiln_sched::optimal`); else over the whole region ([`Bound`]). The same code either
+    /// way.
+    pub bound_windows: bool,
+    /// Search steps per region of at most `kiln_sched::optimal::MOST_NODES` instructions for a
+    /// schedule shorter than the list scheduler's, where that is above the bound (0: none).
+    pub search_steps: u32,
+}
+
+/// [`schedule_with`] as hard as `effort` says.
 pub fn schedule_bounded(
     e: &Emitted,
     live_at_end: u128,
-    windows: bool,
+    effort: Effort,
 ) -> Result<Emitted, EmitError> {
     let n = e.instrs.len();
     let mut instrs = e.instrs.clone();
@@ -131,7 +147,7 @@ pub fn schedule_bounded(
         written: vec![None; Resource::COUNT],
         effects: Vec::new(),
         excess: 0,
-        windows,
+        effort,
     };
     // No TLB access or scoreboard wait in the first two instructions.
     s.write_at[Resource::Tlb.index()] = 2;
@@ -480,6 +496,10 @@ fn end_nop() -> Instr {
 /// not shaders.
 const RENAMED_REGION: usize = 8192;
 
+/// The search steps (`kiln_sched::optimal`) for a region's bound where it is counted over
+/// every time window ([`Effort::bound_windows`]) and the list schedule is above that.
+pub const PROOF_STEPS: u64 = 20_000;
+
 /// How far [`Scheduler::hoist`] looks for an instruction to move (a bound on its cost).
 const HOIST_WINDOW: usize = 16;
 
@@ -574,8 +594,8 @@ struct Scheduler<'a> {
     effects: Vec<Effect>,
     /// The regions' instructions beyond their lower bounds ([`Bound`]).
     excess: usize,
-    /// Whether the bounds count every time window ([`Bound::windows`]).
-    windows: bool,
+    /// How hard to work beyond the list schedules.
+    effort: Effort,
 }
 
 /// A placed instruction taken back: the instruction, its origins and what it was.
@@ -1131,7 +1151,8 @@ impl Scheduler<'_> {
         if idx.is_empty() {
             return Ok(());
         }
-        let (base, windows) = (self.base, self.windows);
+        let (base, effort) = (self.base, self.effort);
+        let windows = effort.bound_windows;
         // Each instruction's accesses, in one vector: `accesses[at[k]..at[k + 1]]`.
         let mut accesses: Vec<Access> = Vec::with_capacity(4 * idx.len());
         let mut at = Vec::with_capacity(idx.len() + 1);
@@ -1190,11 +1211,11 @@ impl Scheduler<'_> {
             let mut bound = Bound::new(&dag, &earliest, &pairable, windows);
             let slots = list_schedule(&dag, &plan, None, &mut bound)
                 .ok_or_else(|| internal("a schedule with no register limit"))?;
-            let bound = bound.for_schedule(slots.len());
-            Ok::<_, EmitError>((slots, bound))
+            Ok::<_, EmitError>((dag, slots, bound))
         };
+        // The renamed order: its DAG and bound, and the schedule with the instructions renamed.
         let mut renamed = None;
-        let mut renamed_bound = None;
+        let mut renamed_dag = None;
         // (A region longer than `RENAMED_REGION` keeps its accumulators as allocated: three
         // schedules of it, the safe one to its checks' budget, cost more than they find.)
         if values.any_free() && original.len() <= RENAMED_REGION {
@@ -1205,50 +1226,93 @@ impl Scheduler<'_> {
                 values.resources(),
             );
             let regs = values.registers();
-            let bound = renamed_bound.insert(Bound::new(&dag, &earliest, &pairable, windows));
+            let mut bound = Bound::new(&dag, &earliest, &pairable, windows);
             // Greedy first; the safe order where it finds no way on (its checks' budget keeps it
             // linear in the region past 512 instructions).
             for safe in [false, true] {
                 let limit = Some((&values, &regs, safe));
-                let Some(slots) = list_schedule(&dag, &plan, limit, bound) else {
+                let Some(slots) = list_schedule(&dag, &plan, limit, &mut bound) else {
                     continue;
                 };
-                let mut cycle = vec![0; original.len()];
-                for (c, slot) in slots.iter().enumerate() {
-                    for &n in slot.iter().flatten() {
-                        cycle[n as usize] = c as u32;
-                    }
-                }
                 let mut named = original.clone();
-                if values.assign(&cycle, &mut named) {
+                if values.assign(&cycles(&slots, original.len()), &mut named) {
                     renamed = Some((slots, named, safe));
                     break;
                 }
             }
+            renamed_dag = Some((dag, bound));
         }
-        // (The instructions, and whether they are the original ones, whose `pairable` holds.)
-        // (The physical order's bound where no renamed one was tried: the renamed DAG's is a
+        // The schedule, its instructions, and whether they are the original ones (whose
+        // `pairable` holds); the DAG it keeps with its bound. (The renamed DAG's bound is a
         // bound for the physical order too, which has its edges and more.)
-        let mut physical_bound = None;
-        let (slots, instrs, as_given) = match renamed {
-            Some((slots, named, false)) => (slots, named, false),
+        let (mut slots, mut instrs, as_given, mut searched) = match renamed {
+            Some((slots, named, false)) => (slots, named, false, None),
             Some((slots, named, true)) => {
-                let (other, _) = physical()?;
+                let (dag, other, bound) = physical()?;
                 if slots.len() <= other.len() {
-                    (slots, named, false)
+                    (slots, named, false, None)
                 } else {
-                    (other, original.clone(), true)
+                    (other, original.clone(), true, Some((dag, bound)))
                 }
             }
             None => {
-                let (slots, bound) = physical()?;
-                physical_bound = Some(bound);
-                (slots, original.clone(), true)
+                let (dag, slots, bound) = physical()?;
+                (slots, original.clone(), true, Some((dag, bound)))
             }
         };
-        let bound = match renamed_bound.as_mut() {
-            Some(b) => Some(b.for_schedule(slots.len())),
-            None => physical_bound,
+        // Above its bound, a shorter schedule by search (`kiln_sched::optimal`): of the
+        // physical order, or of the renamed one where its registers can be assigned.
+        let mut need = Vec::new();
+        let small = original.len() <= kiln_sched::optimal::MOST_NODES;
+        if small && effort.search_steps > 0 {
+            let (dag, bound) = match (&mut searched, &mut renamed_dag) {
+                (Some((dag, bound)), _) | (None, Some((dag, bound))) => (&*dag, bound),
+                (None, None) => unreachable!("a schedule of some order"),
+            };
+            let rename = (!as_given).then_some(&values);
+            let mut budget = effort.search_steps as u64;
+            while !bound.met_by(slots.len()) {
+                if need.is_empty() {
+                    need = needs(&pairable, true).collect();
+                }
+                let range = (slots.len() - 1, slots.len());
+                let found = search(dag, &plan, rename, &need, range, &mut budget);
+                let Some(shorter) = found.schedule else {
+                    // (Below `range.0`, where the search starts, nothing was ruled out.)
+                    if found.bound > range.0 {
+                        bound.proven(found.bound);
+                    }
+                    break;
+                };
+                let mut named = original.clone();
+                if !as_given && !values.assign(&cycles(&shorter, original.len()), &mut named) {
+                    break;
+                }
+                (slots, instrs) = (shorter, named);
+            }
+        }
+        // Where the bound is counted over the windows, also the bound a longer search proves,
+        // on the renamed order where there is one (its edges are the physical order's or
+        // fewer, its pairs more, its registers unlimited: a bound for both).
+        if small && windows {
+            let rename = renamed_dag.is_some().then_some(&values);
+            let (dag, bound) = match (&mut renamed_dag, &mut searched) {
+                (Some((dag, bound)), _) | (None, Some((dag, bound))) => (&*dag, bound),
+                (None, None) => unreachable!("a schedule of some order"),
+            };
+            if !bound.met_by(slots.len()) {
+                if need.is_empty() {
+                    need = needs(&pairable, true).collect();
+                }
+                let range = (bound.windows(), slots.len());
+                let mut budget = PROOF_STEPS;
+                let found = search(dag, &plan, rename, &need, range, &mut budget);
+                bound.proven(found.bound);
+            }
+        }
+        let bound = match (&mut renamed_dag, &mut searched) {
+            (Some((_, b)), _) | (None, Some((_, b))) => Some(b.for_schedule(slots.len())),
+            (None, None) => None,
         };
         // What the bound's uniform term rests on: one uniform read to an instruction, and
         // nothing beside an instruction that is not an operation.
@@ -1320,9 +1384,9 @@ fn list_schedule(
         earliest,
         classes,
         instrs,
-        pairable,
         branch,
         sets_flags,
+        ..
     } = *plan;
     let mut prio = dag.critical_path();
     if let (Some(Instr::Branch(b)), Some(f)) = (branch, sets_flags)
@@ -1331,24 +1395,11 @@ fn list_schedule(
         // The branch and its three slots hang off the last flags write.
         raise_path(dag, &mut prio, f, 4);
     }
-    let merge = |a: u32, b: u32| match (&pairable[a as usize], &pairable[b as usize]) {
-        (Some(x), Some(y)) if x.units_allow(y) => {
-            merge_pairable(x, y).is_some()
-                // Values that are to take their registers after scheduling: apart.
-                || renaming.is_some_and(|(values, ..)| {
-                    let (a, b) = (a as usize, b as usize);
-                    let taken = crate::accumulators::Values::written(&instrs[a]);
-                    values
-                        .apart(&instrs[b], b, taken)
-                        .and_then(|moved| Pairable::new(&moved))
-                        .is_some_and(|y| merge_pairable(x, &y).is_some())
-                })
-        }
-        _ => false,
+    let rule = PairRule {
+        plan,
+        renaming: renaming.map(|(values, ..)| values),
     };
-    // The tile buffer's accesses stay at the end: one is a partner only for another.
-    let pairs =
-        |a: u32, b: u32| (classes[b as usize] != 0 || classes[a as usize] == 0) && merge(a, b);
+    let pairs = |a, b| rule.pairs(a, b);
     let run = |prio: &[u32]| match renaming {
         Some((_, regs, safe)) => {
             kiln_sched::schedule_within(dag, earliest, classes, prio, &pairs, regs, safe)
@@ -1382,6 +1433,78 @@ fn list_schedule(
     }
 }
 
+/// Which two instructions of a region a schedule may issue together: their fields merge, or,
+/// with `renaming` (the accumulator values that take their registers after scheduling), they
+/// merge with those values apart; the tile buffer's accesses stay at the end, so one is a
+/// partner only for another (the first of the two issues before the second in the slot).
+#[derive(Clone, Copy)]
+struct PairRule<'a> {
+    plan: &'a Plan<'a>,
+    renaming: Option<&'a crate::accumulators::Values>,
+}
+
+impl PairRule<'_> {
+    /// (Inlined into the schedulers' loops.)
+    #[inline(always)]
+    fn pairs(&self, a: u32, b: u32) -> bool {
+        let Plan {
+            classes,
+            instrs,
+            pairable,
+            ..
+        } = *self.plan;
+        if classes[b as usize] == 0 && classes[a as usize] != 0 {
+            return false;
+        }
+        let (Some(x), Some(y)) = (&pairable[a as usize], &pairable[b as usize]) else {
+            return false;
+        };
+        if !x.units_allow(y) {
+            return false;
+        }
+        if merge_pairable(x, y).is_some() {
+            return true;
+        }
+        // Values that are to take their registers after scheduling: apart.
+        let Some(values) = self.renaming else {
+            return false;
+        };
+        let (a, b) = (a as usize, b as usize);
+        let taken = crate::accumulators::Values::written(&instrs[a]);
+        match values.apart(&instrs[b], b, taken) {
+            Some(moved) => Pairable::new(&moved).is_some_and(|y| merge_pairable(x, &y).is_some()),
+            None => false,
+        }
+    }
+}
+
+/// [`kiln_sched::optimal::shortest`] of a region of at most its `MOST_NODES` instructions, by
+/// [`PairRule`].
+fn search(
+    dag: &Dag,
+    plan: &Plan,
+    renaming: Option<&crate::accumulators::Values>,
+    need: &[[u32; NEEDS]],
+    range: (usize, usize),
+    budget: &mut u64,
+) -> kiln_sched::optimal::Found {
+    let rule = PairRule { plan, renaming };
+    let pairs = |a, b| rule.pairs(a, b);
+    kiln_sched::optimal::shortest(dag, plan.earliest, need, ALPHA, pairs, range, budget)
+        .expect("a region small enough to search")
+}
+
+/// Per instruction of a region, the cycle a schedule issues it in.
+fn cycles(slots: &[kiln_sched::Slot], n: usize) -> Vec<u32> {
+    let mut cycle = vec![0; n];
+    for (c, slot) in slots.iter().enumerate() {
+        for &v in slot.iter().flatten() {
+            cycle[v as usize] = c as u32;
+        }
+    }
+    cycle
+}
+
 /// What [`Scheduler::hoist`] may move: flag-setting operations (`flags`), accumulator
 /// writers with their value moved to a file register (`into_file`); with `commit` false it
 /// only counts.
@@ -1410,7 +1533,7 @@ struct Bound {
     /// Per node, what it needs of an instruction: its operations (two to an instruction; a
     /// whole instruction and one on both units are two), the add unit, the mul unit (a whole
     /// instruction takes both) and the uniform stream.
-    need: Vec<[u32; 4]>,
+    need: Vec<[u32; NEEDS]>,
     /// The critical path and the whole region's window.
     region: usize,
     /// With every window, once counted; the whole region's alone where they are not to be
@@ -1420,7 +1543,10 @@ struct Bound {
 
 /// Per resource of [`Bound::need`], `alpha`: a window's `alpha · (h + t) + Σ need` is
 /// `alpha` times its bound plus `alpha` (two operations to an instruction).
-const ALPHA: [u32; 4] = [2, 1, 1, 1];
+const ALPHA: [u32; NEEDS] = [2, 1, 1, 1, 1, 1, 2];
+
+/// What [`Bound::need`] counts.
+const NEEDS: usize = 7;
 
 impl Bound {
     fn new(dag: &Dag, earliest: &[u32], pairable: &[Option<Pairable>], windows: bool) -> Bound {
@@ -1446,29 +1572,12 @@ impl Bound {
                 }
             }
         }
-        let need = pairable.iter().map(|p| match p {
-            None => [2, 1, 1, 1],
-            Some(p) => {
-                let units = p.units();
-                let on = |u: Units| (units == u || units == Units::Both) as u32;
-                let operations = match units {
-                    Units::Both => 2,
-                    Units::Add | Units::Mul | Units::Either => 1,
-                    Units::None => 0,
-                };
-                [
-                    operations,
-                    on(Units::Add),
-                    on(Units::Mul),
-                    p.takes_uniform() as u32,
-                ]
-            }
-        });
+        let need = needs(pairable, windows);
         // (Kept per node only for the windows.)
-        let mut total = [0u64; 4];
-        let need: Vec<[u32; 4]> = need
+        let mut total = [0u64; NEEDS];
+        let need: Vec<[u32; NEEDS]> = need
             .inspect(|x| {
-                for k in 0..4 {
+                for k in 0..NEEDS {
                     total[k] += x[k] as u64;
                 }
             })
@@ -1484,7 +1593,7 @@ impl Bound {
         let region = if n == 0 {
             0
         } else {
-            (0..4)
+            (0..NEEDS)
                 .map(|k| window_bound(ALPHA[k] as u64 * corner as u64 + total[k], k))
                 .fold(critical as usize, usize::max)
         };
@@ -1497,6 +1606,12 @@ impl Bound {
         }
     }
 
+    /// A bound found otherwise (by search): the windows' where that is higher.
+    fn proven(&mut self, bound: usize) {
+        let windows = self.windows();
+        self.windows = Some(windows.max(bound));
+    }
+
     /// Whether no schedule is shorter than one of `len` instructions.
     fn met_by(&mut self, len: usize) -> bool {
         len <= self.region || len <= self.windows()
@@ -1507,7 +1622,7 @@ impl Bound {
         let (head, tail, need, region) = (&self.head, &self.tail, &self.need, self.region);
         *self.windows.get_or_insert_with(|| {
             let densest = kiln_sched::bound::densest_window(head, tail, need, ALPHA);
-            (0..4)
+            (0..NEEDS)
                 .map(|k| densest.map_or(0, |d| window_bound(d[k], k)))
                 .fold(region, usize::max)
         })
@@ -1522,6 +1637,53 @@ impl Bound {
             self.windows()
         }
     }
+}
+
+/// Per instruction of a region, what [`Bound::need`] counts: its operations (two to an
+/// instruction; a whole instruction and one on both units are two), the add unit, the mul unit
+/// (a whole instruction takes both), the uniform stream, and the register files' read ports:
+/// file A's, file B's, both (`Pairable::reads`; a register or small immediate at its first
+/// reader only, as instructions reading it together share the port) — the ports counted only
+/// with `ports` (the bound then says no more than where the list schedule meets it anyway).
+fn needs(pairable: &[Option<Pairable>], ports: bool) -> impl Iterator<Item = [u32; NEEDS]> + '_ {
+    let mut seen = 0u128;
+    pairable.iter().map(move |p| match p {
+        None => [2, 1, 1, 1, 1, 1, 2],
+        Some(p) => {
+            let reads = if ports { p.reads() } else { [None; 2] };
+            let mut ports = [0u32; 3];
+            for read in reads.into_iter().flatten() {
+                if let PortRead::Shared(k) = read {
+                    if seen & 1 << k != 0 {
+                        continue;
+                    }
+                    seen |= 1 << k;
+                }
+                match read.port() {
+                    Some(Mux::A) => ports[0] += 1,
+                    Some(_) => ports[1] += 1,
+                    None => {}
+                }
+                ports[2] += 1;
+            }
+            let units = p.units();
+            let on = |u: Units| (units == u || units == Units::Both) as u32;
+            let operations = match units {
+                Units::Both => 2,
+                Units::Add | Units::Mul | Units::Either => 1,
+                Units::None => 0,
+            };
+            [
+                operations,
+                on(Units::Add),
+                on(Units::Mul),
+                p.takes_uniform() as u32,
+                ports[0],
+                ports[1],
+                ports[2],
+            ]
+        }
+    })
 }
 
 /// The instructions resource `k`'s window of `alpha · (h + t) + Σ need` = `f` needs.

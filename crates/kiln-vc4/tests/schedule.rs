@@ -13,7 +13,7 @@ use kiln_qpu::isa::{
 };
 use kiln_qpu::sim::{Machine, Program};
 use kiln_vc4::emit::{Emitted, Origin};
-use kiln_vc4::schedule::{schedule, schedule_with};
+use kiln_vc4::schedule::{Effort, schedule, schedule_with};
 use kiln_vc4::uniforms::Uniform;
 
 /// The registers a test looks at after the program ends, as `schedule_with` numbers them:
@@ -278,6 +278,8 @@ fn scheduled_programs_end_in_the_same_registers() {
         Census::default(),
     );
     let mut jumps_to_next = 0;
+    // Programs the search made shorter; instructions with the list schedules and with it.
+    let (mut shortened, mut listed, mut found) = (0, 0, 0);
     for seed in 0..400 {
         let (code, uniforms) = program(seed);
         assert_eq!(
@@ -297,9 +299,35 @@ fn scheduled_programs_end_in_the_same_registers() {
         let words: Vec<u64> = s.instrs.iter().map(Instr::encode).collect();
         let listing = kiln_qpu::isa::disasm_program(&words, kiln_qpu::isa::Style::Mesa);
         // The bound over the whole regions only: the same code, a bound no higher.
-        let whole = kiln_vc4::schedule::schedule_bounded(&e, OBSERVED, false).unwrap();
+        let whole = kiln_vc4::schedule::schedule_bounded(&e, OBSERVED, Effort::default()).unwrap();
         assert_eq!(whole.instrs, s.instrs, "seed {seed}:\n{listing}");
         assert!(whole.bound <= s.bound, "seed {seed}:\n{listing}");
+        // With a search for shorter schedules: valid, the same results.
+        let effort = Effort {
+            bound_windows: true,
+            search_steps: 2000,
+        };
+        let searched = kiln_vc4::schedule::schedule_bounded(&e, OBSERVED, effort).unwrap();
+        let searched_words: Vec<u64> = searched.instrs.iter().map(Instr::encode).collect();
+        let searched_listing =
+            kiln_qpu::isa::disasm_program(&searched_words, kiln_qpu::isa::Style::Mesa);
+        assert_eq!(
+            validate_instrs(&searched.instrs),
+            vec![],
+            "seed {seed}:\n{searched_listing}"
+        );
+        assert_eq!(
+            validate_mesa(&searched_words),
+            Ok(()),
+            "seed {seed}:\n{searched_listing}"
+        );
+        assert_eq!(
+            run(&searched.instrs, &searched.uniforms),
+            expected,
+            "seed {seed}:\n{searched_listing}"
+        );
+        shortened += (searched.instrs.len() < s.instrs.len()) as usize;
+        (listed, found) = (listed + s.instrs.len(), found + searched.instrs.len());
         assert_eq!(
             validate_instrs(&s.instrs),
             vec![],
@@ -338,6 +366,11 @@ fn scheduled_programs_end_in_the_same_registers() {
         copies += copied;
         jumps_to_next += jumps;
     }
+    // The search found shorter schedules, and no program is longer for it overall.
+    assert!(
+        shortened > 0 && found < listed,
+        "{shortened}: {found} of {listed}"
+    );
     // The scheduler did its work: paired, without most `nop`s.
     assert!(jumps_to_next > 0);
     assert!(

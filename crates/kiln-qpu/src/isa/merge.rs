@@ -42,6 +42,27 @@ pub enum Units {
     Both,
 }
 
+/// One read through a register file's port ([`Pairable::reads`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PortRead {
+    /// What two instructions may read through one port together: register `k` of file A
+    /// (`k` < 32), register `k − 32` of file B, small immediate `k − 64` (file B's port).
+    Shared(u8),
+    /// An I/O read (a FIFO's, never shared) through file A's port, file B's, or either (`None`).
+    Io(Option<Mux>),
+}
+
+impl PortRead {
+    /// The port the read takes: file A's, file B's, or either (`None`).
+    pub fn port(self) -> Option<Mux> {
+        match self {
+            PortRead::Shared(k) if k < 32 => Some(Mux::A),
+            PortRead::Shared(_) => Some(Mux::B),
+            PortRead::Io(port) => port,
+        }
+    }
+}
+
 /// One way of encoding an instruction, with what pairing looks at first.
 #[derive(Clone, Copy, Debug)]
 struct Variant {
@@ -109,6 +130,30 @@ impl Pairable {
     /// Whether the instruction takes an entry of the uniform stream (`effects::takes_uniform`).
     pub fn takes_uniform(&self) -> bool {
         self.uniform
+    }
+
+    /// What the instruction reads through the register files' two read ports, whatever its
+    /// encoding: [`merge`] shares a port between two instructions only for one register or one
+    /// small immediate, so a schedule's instructions hold, per port, the distinct registers
+    /// (and small immediates) read through it and every I/O read.
+    pub fn reads(&self) -> [Option<PortRead>; 2] {
+        let first = &self.variants[0];
+        // A uniform or varying some variant reads through the other port may take either.
+        let moves = self.variants()[1..]
+            .iter()
+            .any(|v| v.port_a.is_some() != first.port_a.is_some());
+        let a = first.port_a.map(|r| match r {
+            r if r < 32 => PortRead::Shared(r),
+            _ if moves => PortRead::Io(None),
+            _ => PortRead::Io(Some(Mux::A)),
+        });
+        let b = first.port_b.map(|r| match r {
+            Ok(r) if r < 32 => PortRead::Shared(32 + r),
+            Err(code) => PortRead::Shared(64 + code),
+            Ok(_) if moves => PortRead::Io(None),
+            Ok(_) => PortRead::Io(Some(Mux::B)),
+        });
+        [a, b]
     }
 
     /// Whether some encodings of the two use different units and they take at most one
@@ -487,6 +532,92 @@ mod tests {
         let (add, mov) = (asm("fadd r0, r1, r2 ; nop"), asm("or r3, r1, r1 ; nop"));
         assert!(merge(&add, &mov).is_some());
         assert!(merge(&add, &asm("fsub r3, r1, r2 ; nop")).is_none());
+    }
+
+    /// Wherever two instructions merge, their reads ([`Pairable::reads`], a register or small
+    /// immediate once) fit the two ports: one through file A's, one through file B's, two in
+    /// all — what the scheduler's bound counts. Random instructions over a few read
+    /// addresses and operands, so that many pairs merge.
+    #[test]
+    fn merged_reads_fit_the_ports() {
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        const RADDR: [u8; 7] = [
+            0,
+            1,
+            2,
+            raddr::UNIFORM,
+            raddr::VARYING,
+            raddr::VPM,
+            raddr::NOP,
+        ];
+        let mut random =
+            |unit: u64| -> Option<Instr> {
+                let Instr::Alu(mut a) = decode(next() & !(0xf << 60)) else {
+                    return None;
+                };
+                let r = next();
+                a.sig = if r & 7 == 0 {
+                    Signal::SmallImm
+                } else {
+                    Signal::None
+                };
+                a.unpack = Unpack::None;
+                a.w.pack = 0;
+                a.raddr_a = RADDR[(r >> 3) as usize % RADDR.len()];
+                a.raddr_b = RADDR[(r >> 6) as usize % RADDR.len()]
+                    .min(if a.sig == Signal::SmallImm { 40 } else { 63 });
+                for (k, m) in [&mut a.add_a, &mut a.add_b, &mut a.mul_a, &mut a.mul_b]
+                    .into_iter()
+                    .enumerate()
+                {
+                    *m = Mux::ALL[(r >> (12 + 3 * k)) as usize % 8];
+                }
+                match unit {
+                    0 => a.op_mul = MulOp::Nop,
+                    _ => a.op_add = AddOp::Nop,
+                }
+                Some(Instr::Alu(a))
+            };
+        let mut merged = 0;
+        for _ in 0..200_000 {
+            let (Some(x), Some(y)) = (random(0), random(1)) else {
+                continue;
+            };
+            let (Some(p), Some(q)) = (Pairable::new(&x), Pairable::new(&y)) else {
+                continue;
+            };
+            if merge_pairable(&p, &q).is_none() {
+                continue;
+            }
+            merged += 1;
+            let mut shared = Vec::new();
+            let (mut a, mut b, mut all) = (0, 0, 0);
+            for read in p.reads().into_iter().chain(q.reads()).flatten() {
+                if let PortRead::Shared(k) = read {
+                    if shared.contains(&k) {
+                        continue;
+                    }
+                    shared.push(k);
+                }
+                match read.port() {
+                    Some(Mux::A) => a += 1,
+                    Some(_) => b += 1,
+                    None => {}
+                }
+                all += 1;
+            }
+            assert!(
+                a <= 1 && b <= 1 && all <= 2,
+                "{x:?} with {y:?}: {a} {b} {all}"
+            );
+        }
+        assert!(merged > 1000, "{merged} pairs merged");
     }
 
     /// `units_allow`, read from the variants' unit sets, is the test over every pair of
