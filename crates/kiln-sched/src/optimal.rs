@@ -21,8 +21,9 @@ use smallvec::SmallVec;
 /// The most nodes a block may have for [`shortest`].
 pub const MOST_NODES: usize = 64;
 
-/// What [`shortest`] found: a schedule shorter than the one it was given, if any (then
-/// a shortest one), and a lower bound on every schedule's length.
+/// What [`shortest`] found: a schedule shorter than `upper`, if any, and a bound on every
+/// schedule's length — with `lower` one, the found schedule is a shortest one and its length
+/// the bound.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Found {
     pub schedule: Option<Vec<Slot>>,
@@ -32,9 +33,11 @@ pub struct Found {
 /// The search for a schedule of `dag` shorter than `upper` cycles: node v issues no sooner than
 /// `earliest[v]`, and a cycle's nodes need of each resource k `need[v][k]`, at most `alpha[k]` a
 /// cycle; `pairs(a, b)` says whether a and b issue together (either way round, `a` first in the
-/// slot). Lengths from `lower` up, each searched to the end or until `budget` search steps are
-/// spent: the bound is the first length not ruled out (`upper` where every shorter one is).
-/// `None` for a block of more than [`MOST_NODES`] nodes.
+/// slot). Lengths from `lower` (a lower bound, or where the search is to start) up, each searched
+/// to the end or until `budget` search steps are spent: the bound is the first length not ruled
+/// out (`upper` where every shorter one is). A state that fails with some cycles left fails
+/// with fewer too, so what failed at one length prunes the next. `None` for a block of more
+/// than [`MOST_NODES`] nodes.
 pub fn shortest<const K: usize>(
     dag: &Dag,
     earliest: &[u32],
@@ -51,7 +54,6 @@ pub fn shortest<const K: usize>(
     let mut s = Search::new(dag, earliest, need, alpha, pairs);
     let mut bound = lower;
     while bound < upper {
-        s.memo.clear();
         match s.dfs(0, bound as u32, 0, budget) {
             Some(true) => {
                 return Some(Found {

@@ -1262,7 +1262,6 @@ impl Scheduler<'_> {
         };
         // Above its bound, a shorter schedule by search (`kiln_sched::optimal`): of the
         // physical order, or of the renamed one where its registers can be assigned.
-        let mut need = Vec::new();
         let small = original.len() <= kiln_sched::optimal::MOST_NODES;
         if small && effort.search_steps > 0 {
             let (dag, bound) = match (&mut searched, &mut renamed_dag) {
@@ -1272,11 +1271,9 @@ impl Scheduler<'_> {
             let rename = (!as_given).then_some(&values);
             let mut budget = effort.search_steps as u64;
             while !bound.met_by(slots.len()) {
-                if need.is_empty() {
-                    need = needs(&pairable, true).collect();
-                }
                 let range = (slots.len() - 1, slots.len());
-                let found = search(dag, &plan, rename, &need, range, &mut budget);
+                let need = bound.need(&pairable);
+                let found = search(dag, &plan, rename, need, range, &mut budget);
                 let Some(shorter) = found.schedule else {
                     // (Below `range.0`, where the search starts, nothing was ruled out.)
                     if found.bound > range.0 {
@@ -1301,12 +1298,16 @@ impl Scheduler<'_> {
                 (None, None) => unreachable!("a schedule of some order"),
             };
             if !bound.met_by(slots.len()) {
-                if need.is_empty() {
-                    need = needs(&pairable, true).collect();
-                }
                 let range = (bound.windows(), slots.len());
                 let mut budget = PROOF_STEPS;
-                let found = search(dag, &plan, rename, &need, range, &mut budget);
+                let found = search(
+                    dag,
+                    &plan,
+                    rename,
+                    bound.need(&pairable),
+                    range,
+                    &mut budget,
+                );
                 bound.proven(found.bound);
             }
         }
@@ -1530,9 +1531,8 @@ struct Hoist {
 struct Bound {
     head: Vec<u32>,
     tail: Vec<u32>,
-    /// Per node, what it needs of an instruction: its operations (two to an instruction; a
-    /// whole instruction and one on both units are two), the add unit, the mul unit (a whole
-    /// instruction takes both) and the uniform stream.
+    /// Per node, what it needs of an instruction ([`needs`]): kept for the windows, or once a
+    /// search asks ([`Bound::need`]).
     need: Vec<[u32; NEEDS]>,
     /// The critical path and the whole region's window.
     region: usize,
@@ -1604,6 +1604,14 @@ impl Bound {
             region,
             windows: (!windows).then_some(region),
         }
+    }
+
+    /// What each node needs ([`needs`], the read ports counted), for a search.
+    fn need(&mut self, pairable: &[Option<Pairable>]) -> &[[u32; NEEDS]] {
+        if self.need.is_empty() {
+            self.need = needs(pairable, true).collect();
+        }
+        &self.need
     }
 
     /// A bound found otherwise (by search): the windows' where that is higher.
