@@ -498,7 +498,7 @@ const RENAMED_REGION: usize = 8192;
 
 /// The search steps (`kiln_sched::optimal`) for a region's bound where it is counted over
 /// every time window ([`Effort::bound_windows`]) and the list schedule is above that.
-pub const PROOF_STEPS: u64 = 20_000;
+pub const PROOF_STEPS: u32 = 20_000;
 
 /// How far [`Scheduler::hoist`] looks for an instruction to move (a bound on its cost).
 const HOIST_WINDOW: usize = 16;
@@ -1299,7 +1299,7 @@ impl Scheduler<'_> {
             };
             if !bound.met_by(slots.len()) {
                 let range = (bound.windows(), slots.len());
-                let mut budget = PROOF_STEPS;
+                let mut budget = PROOF_STEPS as u64;
                 let found = search(
                     dag,
                     &plan,
@@ -1536,8 +1536,8 @@ struct Bound {
     need: Vec<[u32; NEEDS]>,
     /// The critical path and the whole region's window.
     region: usize,
-    /// With every window, once counted; the whole region's alone where they are not to be
-    /// counted.
+    /// With every window, once counted, and raised to what a search proved
+    /// ([`Bound::proven`]); the whole region's alone where the windows are not counted.
     windows: Option<usize>,
 }
 
@@ -1625,7 +1625,7 @@ impl Bound {
         len <= self.region || len <= self.windows()
     }
 
-    /// The bound with every window.
+    /// The bound with every window (and what a search proved).
     fn windows(&mut self) -> usize {
         let (head, tail, need, region) = (&self.head, &self.tail, &self.need, self.region);
         *self.windows.get_or_insert_with(|| {
@@ -1652,13 +1652,17 @@ impl Bound {
 /// (a whole instruction takes both), the uniform stream, and the register files' read ports:
 /// file A's, file B's, both (`Pairable::reads`; a register or small immediate at its first
 /// reader only, as instructions reading it together share the port) — the ports counted only
-/// with `ports` (the bound then says no more than where the list schedule meets it anyway).
-fn needs(pairable: &[Option<Pairable>], ports: bool) -> impl Iterator<Item = [u32; NEEDS]> + '_ {
+/// with `count_ports` (without, a weaker bound: a driver's compile asks of it only whether the
+/// list schedule meets it, to skip a second order that could not be shorter).
+fn needs(
+    pairable: &[Option<Pairable>],
+    count_ports: bool,
+) -> impl Iterator<Item = [u32; NEEDS]> + '_ {
     let mut seen = 0u128;
     pairable.iter().map(move |p| match p {
         None => [2, 1, 1, 1, 1, 1, 2],
         Some(p) => {
-            let reads = if ports { p.reads() } else { [None; 2] };
+            let reads = if count_ports { p.reads() } else { [None; 2] };
             let mut ports = [0u32; 3];
             for read in reads.into_iter().flatten() {
                 if let PortRead::Shared(k) = read {
