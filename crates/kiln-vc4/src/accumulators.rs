@@ -144,6 +144,8 @@ impl Values {
     /// was named: for the test of whether it pairs with an instruction writing those — two
     /// values written in one cycle get different registers anyway. `None` where nothing
     /// changes.
+    // (Inlined into `schedule::PairRule::pairs`, which the list scheduler's loop asks.)
+    #[inline(always)]
     pub(crate) fn apart(&self, ins: &Instr, n: usize, taken: u8) -> Option<Instr> {
         let Instr::Alu(mut a) = *ins else {
             return None;
