@@ -134,6 +134,38 @@ impl Dag {
     }
 }
 
+/// A random node's accesses, for tests: a few of `resources` resources read or written
+/// (reads first, one write of each), latencies 1–3, a write after a read in the read's cycle
+/// or the next.
+#[cfg(test)]
+pub(crate) fn random_node(
+    resources: u32,
+) -> impl proptest::strategy::Strategy<Value = Vec<Access>> {
+    use proptest::prelude::*;
+    prop::collection::vec((0..resources, any::<bool>(), 1u8..4, 0u8..2), 0..4).prop_map(|v| {
+        let mut reads: Vec<Access> = Vec::new();
+        let mut writes: Vec<Access> = Vec::new();
+        for (resource, write, latency, war) in v {
+            if !write {
+                reads.push(Access::Read { resource, after: 0 });
+            } else if !writes
+                .iter()
+                .any(|a| matches!(a, Access::Write { resource: r, .. } if *r == resource))
+            {
+                writes.push(Access::Write {
+                    resource,
+                    latency,
+                    waw: 1,
+                    war,
+                    delay: 0,
+                });
+            }
+        }
+        reads.extend(writes);
+        reads
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

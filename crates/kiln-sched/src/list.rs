@@ -378,32 +378,7 @@ mod tests {
 
     /// A random block: each node reads and writes a few of 6 resources with latencies 1–3.
     fn block() -> impl Strategy<Value = Vec<Vec<Access>>> {
-        prop::collection::vec(
-            prop::collection::vec((0u32..6, any::<bool>(), 1u8..4, 0u8..2), 0..4).prop_map(|v| {
-                let mut reads: Vec<Access> = Vec::new();
-                let mut writes: Vec<Access> = Vec::new();
-                for (resource, write, latency, war) in v {
-                    if write {
-                        if !writes.iter().any(
-                            |a| matches!(a, Access::Write { resource: r, .. } if *r == resource),
-                        ) {
-                            writes.push(Access::Write {
-                                resource,
-                                latency,
-                                waw: 1,
-                                war,
-                                delay: 0,
-                            });
-                        }
-                    } else {
-                        reads.push(Access::Read { resource, after: 0 });
-                    }
-                }
-                reads.extend(writes);
-                reads
-            }),
-            0..40,
-        )
+        prop::collection::vec(crate::dag::random_node(6), 0..40)
     }
 
     proptest! {

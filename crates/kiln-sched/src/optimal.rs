@@ -346,40 +346,15 @@ mod tests {
     /// the first kind's nodes issuing at most two to a cycle and the second's one.
     fn block(most: usize) -> impl Strategy<Value = (Vec<Vec<Access>>, Vec<[u32; 2]>, Vec<u32>)> {
         prop::collection::vec(
-            (
-                prop::collection::vec((0u32..5, any::<bool>(), 1u8..4, 0u8..2), 0..4),
-                0u32..2,
-                0u32..2,
-                0u32..3,
-            ),
+            (crate::dag::random_node(5), 0u32..2, 0u32..2, 0u32..3),
             1..most,
         )
         .prop_map(|nodes| {
             let mut accesses = Vec::new();
             let mut need = Vec::new();
             let mut earliest = Vec::new();
-            for (list, ops, uniform, first) in nodes {
-                let mut reads: Vec<Access> = Vec::new();
-                let mut writes: Vec<Access> = Vec::new();
-                for (resource, write, latency, war) in list {
-                    if write {
-                        if !writes.iter().any(
-                            |a| matches!(a, Access::Write { resource: r, .. } if *r == resource),
-                        ) {
-                            writes.push(Access::Write {
-                                resource,
-                                latency,
-                                waw: 1,
-                                war,
-                                delay: 0,
-                            });
-                        }
-                    } else {
-                        reads.push(Access::Read { resource, after: 0 });
-                    }
-                }
-                reads.extend(writes);
-                accesses.push(reads);
+            for (node, ops, uniform, first) in nodes {
+                accesses.push(node);
                 need.push([1 + ops, uniform]);
                 earliest.push(first);
             }

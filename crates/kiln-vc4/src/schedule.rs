@@ -496,6 +496,9 @@ fn end_nop() -> Instr {
 /// not shaders.
 const RENAMED_REGION: usize = 8192;
 
+/// What a region's schedule always has: the DAG and bound of the order it is of.
+const ORDER: &str = "a schedule of some order";
+
 /// The search steps (`kiln_sched::optimal`) for a region's bound where it is counted over
 /// every time window ([`Effort::bound_windows`]) and the list schedule is above that.
 pub const PROOF_STEPS: u32 = 20_000;
@@ -1264,10 +1267,7 @@ impl Scheduler<'_> {
         // physical order, or of the renamed one where its registers can be assigned.
         let small = original.len() <= kiln_sched::optimal::MOST_NODES;
         if small && effort.search_steps > 0 {
-            let (dag, bound) = match (&mut searched, &mut renamed_dag) {
-                (Some((dag, bound)), _) | (None, Some((dag, bound))) => (&*dag, bound),
-                (None, None) => unreachable!("a schedule of some order"),
-            };
+            let (dag, bound) = searched.as_mut().or(renamed_dag.as_mut()).expect(ORDER);
             let rename = (!as_given).then_some(&values);
             let mut budget = effort.search_steps as u64;
             while !bound.met_by(slots.len()) {
@@ -1293,10 +1293,7 @@ impl Scheduler<'_> {
         // fewer, its pairs more, its registers unlimited: a bound for both).
         if small && windows {
             let rename = renamed_dag.is_some().then_some(&values);
-            let (dag, bound) = match (&mut renamed_dag, &mut searched) {
-                (Some((dag, bound)), _) | (None, Some((dag, bound))) => (&*dag, bound),
-                (None, None) => unreachable!("a schedule of some order"),
-            };
+            let (dag, bound) = renamed_dag.as_mut().or(searched.as_mut()).expect(ORDER);
             if !bound.met_by(slots.len()) {
                 let range = (bound.windows(), slots.len());
                 let mut budget = PROOF_STEPS as u64;
@@ -1311,10 +1308,8 @@ impl Scheduler<'_> {
                 bound.proven(found.bound);
             }
         }
-        let bound = match (&mut renamed_dag, &mut searched) {
-            (Some((_, b)), _) | (None, Some((_, b))) => Some(b.for_schedule(slots.len())),
-            (None, None) => None,
-        };
+        let bound =
+            (renamed_dag.as_mut().or(searched.as_mut())).map(|(_, b)| b.for_schedule(slots.len()));
         // What the bound's uniform term rests on: one uniform read to an instruction, and
         // nothing beside an instruction that is not an operation.
         debug_assert!(slots.iter().all(|slot| {
