@@ -10,11 +10,26 @@ use std::sync::Arc;
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug)]
 pub struct ClassId(pub u32);
 
-/// ⟨Regs, Conflict, Classes⟩ for one target, with memoised q-values.
+/// ⟨Regs, Conflict, Classes⟩ for one target, with memoised q-values. A compile takes a copy
+/// of the model its target's cache holds: the classes' tables are shared between copies
+/// (copied only where a copy interns a class of its own), p and q are the copy's.
 #[derive(Clone, Debug)]
 pub struct RegModel {
     target: Arc<dyn Target>,
-    classes: Vec<RegClass>,
+    classes: Arc<Classes>,
+    /// `p(B)` of each class.
+    p: Vec<u32>,
+    /// `q(B, C)` at `b × classes + c`, [`UNKNOWN`] until computed.
+    q: Vec<u32>,
+}
+
+/// A q-value not computed yet.
+const UNKNOWN: u32 = u32::MAX;
+
+/// The interned classes and their registers.
+#[derive(Clone, Debug, Default)]
+struct Classes {
+    list: Vec<RegClass>,
     ids: HashMap<RegClass, ClassId>,
     /// Allowed start units of each class, ascending.
     starts: Vec<Vec<u32>>,
@@ -22,28 +37,28 @@ pub struct RegModel {
     start_bits: Vec<Vec<u64>>,
     /// `below[c][u]`: how many starts of class c are below unit u (u up to the file's size).
     below: Vec<Vec<u32>>,
-    /// `q[b][c]`, computed on first use.
-    q: Vec<Vec<Option<u32>>>,
 }
 
 impl RegModel {
     pub fn new(target: Arc<dyn Target>) -> RegModel {
         RegModel {
             target,
-            classes: Vec::new(),
-            ids: HashMap::default(),
-            starts: Vec::new(),
-            start_bits: Vec::new(),
-            below: Vec::new(),
+            classes: Arc::default(),
+            p: Vec::new(),
             q: Vec::new(),
         }
     }
 
     /// The id of `class`, interning it (its registers enumerated once: O(file units)).
     pub fn class_id(&mut self, class: RegClass) -> ClassId {
-        if let Some(&id) = self.ids.get(&class) {
+        if let Some(&id) = self.classes.ids.get(&class) {
             return id;
         }
+        self.intern(class)
+    }
+
+    #[cold]
+    fn intern(&mut self, class: RegClass) -> ClassId {
         let units = self
             .target
             .files()
@@ -64,30 +79,35 @@ impl RegModel {
                 n += 1;
             }
         }
-        let id = ClassId(self.classes.len() as u32);
-        self.classes.push(class);
-        self.ids.insert(class, id);
         let mut bits = vec![0u64; (units as usize).div_ceil(64)];
         for &u in &starts {
             bits[u as usize / 64] |= 1 << (u % 64);
         }
-        self.starts.push(starts);
-        self.start_bits.push(bits);
-        self.below.push(below);
-        for row in &mut self.q {
-            row.push(None);
+        let old = self.p.len();
+        self.p.push(starts.len() as u32);
+        let classes = Arc::make_mut(&mut self.classes);
+        let id = ClassId(classes.list.len() as u32);
+        classes.list.push(class);
+        classes.ids.insert(class, id);
+        classes.starts.push(starts);
+        classes.start_bits.push(bits);
+        classes.below.push(below);
+        // The q table one row and one column wider.
+        let mut q = vec![UNKNOWN; (old + 1) * (old + 1)];
+        for b in 0..old {
+            q[b * (old + 1)..b * (old + 1) + old].copy_from_slice(&self.q[b * old..(b + 1) * old]);
         }
-        self.q.push(vec![None; self.classes.len()]);
+        self.q = q;
         id
     }
 
     pub fn class(&self, id: ClassId) -> RegClass {
-        self.classes[id.0 as usize]
+        self.classes.list[id.0 as usize]
     }
 
     /// The registers of a class: its allowed start units.
     pub fn regs(&self, id: ClassId) -> &[u32] {
-        &self.starts[id.0 as usize]
+        &self.classes.starts[id.0 as usize]
     }
 
     /// `p(B)`: how many registers class B has.
@@ -98,17 +118,17 @@ impl RegModel {
 
     /// The allowed start units of a class, ascending.
     pub fn starts(&self, c: ClassId) -> &[u32] {
-        &self.starts[c.0 as usize]
+        &self.classes.starts[c.0 as usize]
     }
 
     /// [`RegModel::starts`] as bits, 64 units to a word (as many words as the file needs).
     pub fn start_bits(&self, c: ClassId) -> &[u64] {
-        &self.start_bits[c.0 as usize]
+        &self.classes.start_bits[c.0 as usize]
     }
 
     #[inline]
     pub fn p(&self, b: ClassId) -> u32 {
-        self.starts[b.0 as usize].len() as u32
+        self.p[b.0 as usize]
     }
 
     /// Whether register `x` of class `a` and register `y` of class `b` share a unit.
@@ -122,9 +142,9 @@ impl RegModel {
     /// table: O(p(C)) the first time, O(1) after.
     #[inline]
     pub fn q(&mut self, b: ClassId, c: ClassId) -> u32 {
-        match self.q[b.0 as usize][c.0 as usize] {
-            Some(v) => v,
-            None => self.compute_q(b, c),
+        match self.q[b.0 as usize * self.p.len() + c.0 as usize] {
+            UNKNOWN => self.compute_q(b, c),
+            v => v,
         }
     }
 
@@ -134,9 +154,9 @@ impl RegModel {
         let v = if cb.file != cc.file {
             0
         } else {
-            let below = &self.below[b.0 as usize];
+            let below = &self.classes.below[b.0 as usize];
             let top = below.len() as u32 - 1;
-            self.starts[c.0 as usize]
+            self.classes.starts[c.0 as usize]
                 .iter()
                 .map(|&y| {
                     let lo = (y + 1).saturating_sub(cb.size as u32).min(top);
@@ -146,7 +166,8 @@ impl RegModel {
                 .max()
                 .unwrap_or(0)
         };
-        self.q[b.0 as usize][c.0 as usize] = Some(v);
+        let n = self.p.len();
+        self.q[b.0 as usize * n + c.0 as usize] = v;
         v
     }
 

@@ -110,7 +110,7 @@ pub fn rename(
     live_at_end: Regs,
 ) -> (Vec<Refs>, Vec<Regs>) {
     let n = code.len();
-    let joins = block_starts(code);
+    let end = walk_ends(&block_starts(code), n);
     let mut live_out = liveness(&refs, succ, live_at_end);
     let allowed = movable(code);
     // Accumulator values first, packed; then file values, into the accumulators left free.
@@ -136,7 +136,7 @@ pub fn rename(
                 let b = whole.trailing_zeros();
                 whole &= whole - 1;
                 if let Some((x, last)) =
-                    new_register(code, i, b, &refs, &joins, &live_out, &last_ref, allowed)
+                    new_register(code, i, b, &refs, &end, &live_out, &last_ref, allowed)
                 {
                     apply(code, &mut refs, &mut live_out, (i, last), b, x);
                 }
@@ -212,6 +212,20 @@ pub(crate) fn liveness(
 /// The longest a renamed value may live, in instructions (a bound on the search).
 const SPAN: usize = 64;
 
+/// Per instruction `i` of `n`, where the walk for a value it writes ends: the next branch
+/// target (`joins`), at most [`SPAN`] instructions on, or the end.
+fn walk_ends(joins: &[bool], n: usize) -> Vec<usize> {
+    let mut end = vec![0; n];
+    let mut next_join = n;
+    for i in (0..n).rev() {
+        end[i] = next_join.min(i + SPAN + 1);
+        if joins[i] {
+            next_join = i;
+        }
+    }
+    end
+}
+
 /// A better register for the value instruction `i` writes whole to register bit `b`, and the
 /// value's last read: its
 /// reads end before any other write to `b`, branch or branch target, and `b` is dead after
@@ -224,27 +238,26 @@ fn new_register(
     i: usize,
     b: u32,
     refs: &[Refs],
-    joins: &[bool],
+    end: &[usize],
     live_out: &[Regs],
     last_ref: &[Option<usize>],
     allowed: Regs,
 ) -> Option<(u32, usize)> {
-    let n = refs.len();
     let mask: Regs = 1 << b;
     let touched = |r: &Refs| r.reads | r.whole | r.part;
     // One walk: the last read, the registers touched from `i` to it, and whether every read
     // is an operation an accumulator can serve (a file-A unpack applies to file-A reads only).
+    // (Past the window, a read left means the register is live after the last one seen.)
     let mut last_use = None;
     let (mut touched_so_far, mut touched_to_last) = (touched(&refs[i]), 0);
     let mut readers_operate = true;
-    let mut k = i + 1;
-    loop {
-        // (Past the window, a read left means the register is live after the last one seen.)
-        if k >= n || k > i + SPAN || joins[k] {
-            break;
+    for (k, r) in refs.iter().enumerate().take(end[i]).skip(i + 1) {
+        let t = touched(r);
+        touched_so_far |= t;
+        // (Most instructions of the walk do not touch `b`: one test for them.)
+        if t & mask == 0 {
+            continue;
         }
-        let r = refs[k];
-        touched_so_far |= touched(&r);
         if r.reads & mask != 0 {
             last_use = Some(k);
             touched_to_last = touched_so_far;
@@ -257,7 +270,6 @@ fn new_register(
         if r.whole & mask != 0 {
             break;
         }
-        k += 1;
     }
     let last_use = last_use?;
     // Dead after its last read, or written anew by it.
