@@ -37,7 +37,6 @@ pub fn remove_with(
 ) -> Vec<Regs> {
     let succ = successors(code);
     let starts = block_starts(code);
-    let mut scratch = Vec::new();
     let mut live_in = vec![live_at_end; code.len() + 1];
     let mut live: Regs = 0;
     for i in (0..code.len()).rev() {
@@ -113,7 +112,7 @@ pub fn remove_with(
         }
         // What is live before the instruction as it is now.
         if code[i] != before {
-            r[i] = refs(&code[i], &mut scratch);
+            r[i] = refs(&code[i]);
         }
         let now = r[i];
         live = now.reads | (live & !now.whole);

@@ -22,7 +22,6 @@ pub fn fold(
     live_at_end: Regs,
 ) {
     let n = code.len();
-    let mut scratch = Vec::new();
     let live_out = liveness(r, succ, live_at_end);
     let joins = block_starts(code);
     for j in 0..n {
@@ -97,8 +96,8 @@ pub fn fold(
         q.w.pack = m.w.pack;
         code[i] = Instr::Alu(q);
         code[j] = Instr::nop();
-        r[i] = refs(&code[i], &mut scratch);
-        r[j] = refs(&code[j], &mut scratch);
+        r[i] = refs(&code[i]);
+        r[j] = refs(&code[j]);
     }
 }
 
@@ -269,9 +268,8 @@ fn move_colour(
             _ => {}
         }
     }
-    let mut scratch = Vec::new();
     for &k in &refs_at {
-        r[k] = refs(&code[k], &mut scratch);
+        r[k] = refs(&code[k]);
     }
 }
 

@@ -103,7 +103,7 @@ pub fn forward(code: &mut [Instr], r: &mut [Refs]) -> usize {
                 *m = Mux::R4;
                 forwarded += 1;
             }
-            r[j] = refs(&code[j], &mut scratch);
+            r[j] = refs(&code[j]);
         }
     }
     forwarded

@@ -852,7 +852,7 @@ impl Scheduler<'_> {
                 vacant &= !(1 << m.register);
                 for (k, reader) in m.readers {
                     self.instrs[k] = reader;
-                    self.refs[k] = crate::rename::refs(&reader, &mut self.effects);
+                    self.refs[k] = crate::rename::refs(&reader);
                 }
                 self.put(m.instr, &[j])?;
             } else if ok {
