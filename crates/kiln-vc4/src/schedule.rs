@@ -1324,13 +1324,13 @@ impl Scheduler<'_> {
             slots.len()
         );
         self.excess += slots.len().saturating_sub(bound.unwrap_or(0));
-        let merge = |a: u32, b: u32| {
-            let (a, b) = (a as usize, b as usize);
-            if as_given {
-                return merge_pairable(pairable[a].as_ref()?, pairable[b].as_ref()?);
-            }
-            merge_pairable(&Pairable::new(&instrs[a])?, &Pairable::new(&instrs[b])?)
+        // (A renamed instruction is found again; most are as given.)
+        let pairable_now = |k: usize| match as_given || instrs[k] == original[k] {
+            true => pairable[k],
+            false => Pairable::new(&instrs[k]),
         };
+        let merge =
+            |a: u32, b: u32| merge_pairable(&pairable_now(a as usize)?, &pairable_now(b as usize)?);
         for slot in slots {
             match slot {
                 [None, _] => self.put(Instr::nop(), &[])?,
