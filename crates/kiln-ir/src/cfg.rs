@@ -17,9 +17,11 @@ pub struct Edges {
 
 impl Edges {
     fn new(n: usize) -> Edges {
+        // (Each list made empty, not cloned from one: `vec![x; n]` clones `x` item by item.)
+        let empty = || (0..n).map(|_| SmallVec::new()).collect();
         Edges {
-            preds: vec![SmallVec::new(); n],
-            succs: vec![SmallVec::new(); n],
+            preds: empty(),
+            succs: empty(),
         }
     }
 

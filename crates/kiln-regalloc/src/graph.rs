@@ -881,7 +881,7 @@ fn build(func: &Function, cfg: &Cfg, lv: &Liveness) -> Graph {
     let insts: usize = func.blocks.iter().map(|b| b.insts.len()).sum();
     // (Room for a few edges and read pairs per instruction before the first growth.)
     let mut edges: Vec<(u32, u32)> = Vec::with_capacity(4 * insts);
-    let mut partners: Vec<Vec<(u32, i32, f64)>> = vec![Vec::new(); n];
+    let mut partners: Vec<Vec<(u32, i32, f64)>> = (0..n).map(|_| Vec::new()).collect();
     let mut read_pairs: Vec<(u32, u32)> = Vec::with_capacity(insts);
     let mut constant_ports = vec![0u8; n];
     let mut length = vec![0u32; n];
