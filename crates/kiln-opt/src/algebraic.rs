@@ -605,6 +605,10 @@ impl Matcher<'_> {
                 if matches!(v, Value::Undef(_)) {
                     return false;
                 }
+                // (A variable bound to another value fails before the dominance test.)
+                if bind[*k].is_some_and(|w| w != v) {
+                    return false;
+                }
                 if let Value::Temp(t) = v
                     && inner
                     && !self.avail.reaches(t, self.block)
