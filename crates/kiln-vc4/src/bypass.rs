@@ -160,7 +160,7 @@ fn unneeded(out: &[Instr], keep: &[bool], p: usize, starts: &[bool]) -> bool {
     latencies_hold(&order)
 }
 
-/// The file register of bit `f` ([`crate::rename::Regs`]' numbering, below 64).
+/// The file register of bit `f` ([`crate::rename::bit`]'s numbering, below 64).
 fn file_register(f: u32) -> Reg {
     if f < 32 {
         Reg::A(f as u8)
@@ -170,7 +170,7 @@ fn file_register(f: u32) -> Reg {
 }
 
 /// At `c`, `W; nop; R` with R reading a file register W writes: the register's bit
-/// ([`crate::rename::Regs`]' numbering).
+/// ([`crate::rename::bit`]'s numbering).
 fn file_write_read(out: &[Instr], c: usize) -> Option<u32> {
     if out[c + 1] != Instr::nop() {
         return None;

@@ -17,12 +17,23 @@
 //! they leave accumulators free for the file values, which go second — into a free
 //! accumulator where their readers allow, else to the file register least recently used.
 
-use kiln_qpu::isa::effects;
+use kiln_qpu::isa::effects::{self, Resource};
 use kiln_qpu::isa::validate::block_starts;
 use kiln_qpu::isa::{AddOp, Cond, Instr, MulOp, Mux, Signal, Unpack, waddr};
 
 /// Registers as bits: file A 0–31, file B 32–63, r0–r3 64–67, r5 68 (never renamed).
 pub type Regs = u128;
+
+/// The register a resource of the effects model is, as a bit of [`Regs`].
+pub(crate) fn bit(r: Resource) -> Option<u32> {
+    match r {
+        Resource::FileA(k) => Some(k as u32),
+        Resource::FileB(k) => Some(32 + k as u32),
+        Resource::Acc(k) if k < 4 => Some(64 + k as u32),
+        Resource::Acc(5) => Some(R5),
+        _ => None,
+    }
+}
 
 /// What an instruction reads, writes whole, and writes in part (a partial write also reads).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -51,21 +62,17 @@ const SCRATCH: Regs = (1 << 14) | (1 << (32 + 14));
 pub(crate) const R5: u32 = 68;
 
 /// What `i` reads, writes whole and writes in part, from its fields: the registers its
-/// operations' muxes read (the effects model's register reads, `effects::effects`, which the
-/// tests check it against) and its writes.
+/// operations' muxes read (`effects::mux_resource` of each) and a rotation's
+/// r5 — the effects model's register reads without the list of every resource, which the
+/// tests check it against — and its writes.
 pub(crate) fn refs(i: &Instr) -> Refs {
     let mut r = Refs::default();
     if let Instr::Alu(a) = i {
+        // (The muxes `effects::used_muxes` lists, without making the list.)
         let mut read = |m: Mux| {
-            let b = match m {
-                Mux::R4 => return,
-                Mux::A if a.raddr_a < 32 => a.raddr_a as u32,
-                Mux::B if a.sig != Signal::SmallImm && a.raddr_b < 32 => 32 + a.raddr_b as u32,
-                Mux::A | Mux::B => return,
-                Mux::R5 => R5,
-                acc => 64 + acc as u32,
-            };
-            r.reads |= 1 << b;
+            if let Some(b) = effects::mux_resource(m, a).and_then(bit) {
+                r.reads |= 1 << b;
+            }
         };
         if a.op_add != AddOp::Nop {
             read(a.add_a);
@@ -77,8 +84,7 @@ pub(crate) fn refs(i: &Instr) -> Refs {
             read(a.mul_a);
             read(a.mul_b);
         }
-        // A rotation by r5 reads it.
-        if a.raddr_b == 48 && effects::is_rotation(a) {
+        if effects::rotates_by_r5(a) {
             r.reads |= 1 << R5;
         }
     }
@@ -435,21 +441,9 @@ pub(crate) fn reread(a: &mut kiln_qpu::isa::AluInstr, b: u32, x: u32) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kiln_qpu::isa::effects::Resource;
-
-    /// The register a resource of the effects model is, as a bit of [`Regs`].
-    fn bit(r: Resource) -> Option<u32> {
-        match r {
-            Resource::FileA(k) => Some(k as u32),
-            Resource::FileB(k) => Some(32 + k as u32),
-            Resource::Acc(k) if k < 4 => Some(64 + k as u32),
-            Resource::Acc(5) => Some(R5),
-            _ => None,
-        }
-    }
 
     /// `refs` reads what the effects model says an instruction reads, on random words (every
-    /// form, every mux, rotations by r5 among them), and writes what `effects::writes` says.
+    /// form, every mux, rotations by r5 among them).
     #[test]
     fn refs_read_what_the_effects_model_reads() {
         let mut s = 0x2545_f491_4f6c_dd1du64;
@@ -467,8 +461,7 @@ mod tests {
             };
             let i = Instr::decode(w);
             if let Instr::Alu(a) = &i
-                && a.raddr_b == 48
-                && effects::is_rotation(a)
+                && effects::rotates_by_r5(a)
             {
                 rotations += 1;
             }

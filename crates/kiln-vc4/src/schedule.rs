@@ -1325,9 +1325,12 @@ impl Scheduler<'_> {
         );
         self.excess += slots.len().saturating_sub(bound.unwrap_or(0));
         // (A renamed instruction is found again; most are as given.)
-        let pairable_now = |k: usize| match as_given || instrs[k] == original[k] {
-            true => pairable[k],
-            false => Pairable::new(&instrs[k]),
+        let pairable_now = |k: usize| {
+            if as_given || instrs[k] == original[k] {
+                pairable[k]
+            } else {
+                Pairable::new(&instrs[k])
+            }
         };
         let merge =
             |a: u32, b: u32| merge_pairable(&pairable_now(a as usize)?, &pairable_now(b as usize)?);

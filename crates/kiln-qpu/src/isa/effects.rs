@@ -90,6 +90,11 @@ pub fn is_rotation(a: &AluInstr) -> bool {
     a.sig == Signal::SmallImm && a.raddr_b >= 48 && a.op_mul != MulOp::Nop
 }
 
+/// Whether `a` rotates by r5 (small immediate 48), which reads r5.
+pub fn rotates_by_r5(a: &AluInstr) -> bool {
+    a.raddr_b == 48 && is_rotation(a)
+}
+
 /// Muxes used by non-nop ops.
 pub fn used_muxes(a: &AluInstr) -> SmallVec<[Mux; 4]> {
     let mut m = SmallVec::new();
@@ -302,7 +307,9 @@ impl Effect {
     }
 }
 
-fn mux_resource(m: Mux, a: &AluInstr) -> Option<Resource> {
+/// What input mux `m` of `a` reads: r4, an accumulator, or the file register its read address
+/// names (`None` for a read address that is no register: a small immediate, an I/O read).
+pub fn mux_resource(m: Mux, a: &AluInstr) -> Option<Resource> {
     match m {
         Mux::R4 => Some(Resource::R4),
         Mux::A if a.raddr_a < 32 => Some(Resource::FileA(a.raddr_a)),
@@ -418,7 +425,7 @@ pub fn effects(i: &Instr, out: &mut Vec<Effect>) {
             mux(a.mul_a, rotation);
             mux(a.mul_b, rotation);
         }
-        if rotation && a.raddr_b == 48 {
+        if rotates_by_r5(a) {
             out.reads.push(Effect {
                 distance: 2,
                 ..Effect::read(Resource::Acc(5))
