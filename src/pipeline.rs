@@ -583,7 +583,14 @@ fn middle(
     kept: &mut Kept,
 ) -> Result<Front, Error> {
     kept.record(Stage::Lowered, &lowered.function);
-    let generic = optimize(lowered.function.clone(), options).map_err(|error| Error::Middle {
+    // (The default pipeline copies the function as its first pass runs; a list of passes, or
+    // the debug output of every pass, starts from a whole copy.)
+    let optimized = if options.passes.is_none() && !options.debug.print && !options.debug.time {
+        kiln_opt::optimize_copy(&lowered.function, options.precision, options.debug)
+    } else {
+        optimize(lowered.function.clone(), options)
+    };
+    let generic = optimized.map_err(|error| Error::Middle {
         name: name.to_string(),
         error,
     })?;

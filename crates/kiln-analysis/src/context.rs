@@ -165,6 +165,13 @@ impl Context {
         }
     }
 
+    /// Gives the context the definition sites of its function, computed on the same
+    /// instructions elsewhere (on the function it is a copy of).
+    pub fn with_def_sites(mut self, sites: DefSites) -> Context {
+        self.def_sites = Some(Arc::new(sites));
+        self
+    }
+
     pub fn func(&self) -> &Function {
         &self.func
     }

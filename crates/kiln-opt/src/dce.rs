@@ -6,13 +6,63 @@
 //! active in, but in SSA form nothing but its own temp can observe them: with no reader it is
 //! dead too. Linear in the instructions.
 
-use kiln_analysis::{Changed, Context, PassError};
+use kiln_analysis::{Changed, Context, DefSites, PassError};
+use kiln_ir::{Block, BlockData, Function};
 
 /// Removes every instruction without side effects whose definitions nothing live reads.
 pub fn dce(cx: &mut Context) -> Result<Changed, PassError> {
     let facts = cx.def_sites();
-    let sites = &facts.sites;
     let func = cx.func_mut();
+    let Some(live) = live(func, &facts.sites) else {
+        return Ok(Changed::Nothing);
+    };
+    for (block, keep) in func.blocks.iter_mut().zip(&live) {
+        let mut k = keep.iter();
+        block
+            .insts
+            .retain(|_| *k.next().expect("one flag per instruction"));
+    }
+    Ok(Changed::Instructions)
+}
+
+/// What [`dce`] leaves of `func`, as a copy: only the instructions that stay are copied (for a
+/// caller that keeps `func`, the copy a pass would otherwise start from, without the dead code
+/// it would then remove); `sites`: the definition sites of `func`. Whether any instruction was
+/// left out.
+pub fn live_copy(func: &Function, sites: &DefSites) -> (Function, Changed) {
+    let Some(live) = live(func, &sites.sites) else {
+        return (func.clone(), Changed::Nothing);
+    };
+    let blocks = func
+        .blocks
+        .iter()
+        .zip(&live)
+        .map(|(block, keep)| {
+            let mut insts = Vec::with_capacity(keep.iter().filter(|&&k| k).count());
+            insts.extend(
+                block
+                    .insts
+                    .iter()
+                    .zip(keep)
+                    .filter(|&(_, &k)| k)
+                    .map(|(inst, _)| inst.clone()),
+            );
+            BlockData { insts }
+        })
+        .collect();
+    let copy = Function {
+        name: func.name.clone(),
+        target: func.target.clone(),
+        blocks,
+        temps: func.temps.clone(),
+        allocated: func.allocated,
+    };
+    (copy, Changed::Instructions)
+}
+
+/// Per block, which instructions stay: those with side effects and, transitively, the
+/// definitions of what they read (`sites`: each temp's). `None` where every one stays.
+fn live(func: &Function, sites: &[Option<(Block, usize)>]) -> Option<Vec<Vec<bool>>> {
     let mut live: Vec<Vec<bool>> = func
         .blocks
         .iter()
@@ -40,23 +90,7 @@ pub fn dce(cx: &mut Context) -> Result<Changed, PassError> {
             }
         }
     }
-    if marked == func.blocks.iter().map(|b| b.insts.len()).sum::<usize>() {
-        return Ok(Changed::Nothing);
-    }
-    let mut removed = 0;
-    for (block, keep) in func.blocks.iter_mut().zip(&live) {
-        let before = block.insts.len();
-        let mut k = keep.iter();
-        block
-            .insts
-            .retain(|_| *k.next().expect("one flag per instruction"));
-        removed += before - block.insts.len();
-    }
-    Ok(if removed > 0 {
-        Changed::Instructions
-    } else {
-        Changed::Nothing
-    })
+    (marked < func.blocks.iter().map(|b| b.insts.len()).sum::<usize>()).then_some(live)
 }
 
 #[cfg(test)]
