@@ -9,7 +9,7 @@ use crate::opcode::Opcode;
 use smallvec::SmallVec;
 
 /// Edges of one CFG.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Edges {
     pub preds: Vec<SmallVec<[Block; 2]>>,
     pub succs: Vec<SmallVec<[Block; 2]>>,
@@ -81,7 +81,7 @@ pub struct IfInfo {
 }
 
 /// Both CFGs, loops and ifs of a function.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Cfg {
     pub logical: Edges,
     pub linear: Edges,

@@ -110,21 +110,22 @@ pub fn schedule(
     budget: Demand,
     order: Order,
 ) -> Outcome {
-    schedule_live(func, target, budget, order).0
+    match Cfg::compute(func) {
+        Ok(cfg) => schedule_live(func, cfg, target, budget, order).0,
+        Err(_) => Outcome::default(),
+    }
 }
 
-/// [`schedule`], and the CFG and liveness of the function it leaves (for the passes after it
-/// that would compute them again); none where the blocks do not form a CFG.
+/// [`schedule`] of `func`, whose CFG `cfg` is, and the CFG and liveness of the function it
+/// leaves (for the passes after it that would compute them again).
 pub fn schedule_live(
     func: &mut Function,
+    cfg: Cfg,
     target: &dyn PreRaTarget,
     budget: Demand,
     order: Order,
-) -> (Outcome, Option<(Cfg, Liveness)>) {
+) -> (Outcome, Cfg, Liveness) {
     let mut outcome = Outcome::default();
-    let Ok(cfg) = Cfg::compute(func) else {
-        return (outcome, None);
-    };
     let mut lv = compute_liveness(func, &cfg);
     // The blocks reordered, and the order each took (instruction k of the new order was
     // instruction order[k]).
@@ -155,7 +156,7 @@ pub fn schedule_live(
         reordered.push((b, order));
     }
     if reordered.is_empty() {
-        return (outcome, Some((cfg, lv)));
+        return (outcome, cfg, lv);
     }
     // A block's order changes neither its live-in nor its live-out: only the reordered blocks
     // are walked again. A block whose demand rose past the budget gets its order back (and is
@@ -181,7 +182,7 @@ pub fn schedule_live(
     if !back.is_empty() {
         lv.rewalk(func, &cfg, &back);
     }
-    (outcome, Some((cfg, lv)))
+    (outcome, cfg, lv)
 }
 
 /// `insts` in the order `order` gives (instruction k of the result is `insts[order[k]]`), or

@@ -328,13 +328,19 @@ pub fn lower(
     // Retarget (threads, execute mask), keep every value out of r4 and, threaded, out of the
     // accumulators across a thread switch.
     func.target = Vc4Target::shared(threads, needs_exec(func, &cfg));
+    // The moves above left every block its terminator: the CFG is the one computed first.
+    debug_assert!(
+        Cfg::compute(func).is_ok_and(|now| now == cfg),
+        "the blocks changed"
+    );
     // The pre-RA scheduler's CFG and liveness (kill flags written) serve class narrowing and
     // the selects' ties; narrowing changes classes only, so they stay valid.
-    let scheduled = pre_schedule.and_then(|order| crate::pre_sched::pre_schedule(func, order).1);
-    let (cfg, lv) = match scheduled {
-        Some(both) => both,
+    let (cfg, lv) = match pre_schedule {
+        Some(order) => {
+            let (_, cfg, lv) = crate::pre_sched::pre_schedule(func, cfg, order);
+            (cfg, lv)
+        }
         None => {
-            let cfg = Cfg::compute(func).map_err(|e| Unsupported(vec![e.message]))?;
             let lv = kiln_analysis::compute_liveness(func, &cfg);
             (cfg, lv)
         }

@@ -71,7 +71,7 @@ impl PreRaTarget for Vc4PreRa {
 /// Schedules every block of `func` (selected for vc4, interface lowered, not allocated)
 /// within the file registers its target leaves to values; with the CFG and liveness of the
 /// result ([`kiln_sched::pressure::schedule_live`]).
-pub fn pre_schedule(func: &mut Function, order: Order) -> (Outcome, Option<(Cfg, Liveness)>) {
+pub fn pre_schedule(func: &mut Function, cfg: Cfg, order: Order) -> (Outcome, Cfg, Liveness) {
     let registers = func
         .target
         .subsets()
@@ -80,5 +80,5 @@ pub fn pre_schedule(func: &mut Function, order: Order) -> (Outcome, Option<(Cfg,
         .map_or(0, |s| s.units.count() as i32);
     let mut budget = Demand::ZERO;
     budget.0[crate::target::Q.index()] = registers;
-    schedule_live(func, &Vc4PreRa, budget, order)
+    schedule_live(func, cfg, &Vc4PreRa, budget, order)
 }
