@@ -449,6 +449,13 @@ impl Kept {
     }
 }
 
+/// The size of an optimised function (its instructions) from which the back end keeps a copy
+/// of the selected function for the thread modes after the first, rather than selecting again
+/// where the first fails: of the corpus's threaded shaders the first mode (two threads) fails
+/// for 3 of 1,862 below 400 instructions, where a copy would mostly go unused, and for 59 of 193
+/// from 400 on, where selecting again costs more than the copies.
+const KEEP_SELECTED: usize = 400;
+
 /// The vc4 back end on an optimised generic function: selection, then for each thread mode
 /// (2 then 1, as Mesa tries them) the interface pass, allocation and emission. A thread mode
 /// that fails to allocate or emit gives way to the next; what the interface pass refuses, it
@@ -482,11 +489,14 @@ pub fn back_end(
     // The register demand of the last order that failed two threads: the pressure order is
     // allocated only where it needs fewer registers (a hopeless retry costs an allocation).
     let mut failed_demand: Option<kiln_ir::Demand> = None;
+    let keep = attempts.len() > 1 && generic.inst_count() >= KEEP_SELECTED;
     for (k, &(threads, pre_schedule)) in attempts.iter().enumerate() {
-        // The first mode takes the selected function itself; a mode after one that failed
-        // selects again (selection is deterministic). The first succeeds for 98 % of the
-        // corpus's threaded shaders, so a copy kept for the next would mostly go unused.
-        let input = if k == 0 {
+        // A small function: the first mode takes the selected function itself, and a mode
+        // after one that failed selects again (selection is deterministic); a large one: each
+        // mode but the last takes a copy ([`KEEP_SELECTED`]).
+        let input = if keep && k + 1 < attempts.len() {
+            selected.func.clone()
+        } else if keep || k == 0 {
             let target = selected.func.target.clone();
             std::mem::replace(&mut selected.func, Function::new(String::new(), target))
         } else {
