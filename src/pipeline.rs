@@ -451,9 +451,9 @@ impl Kept {
 
 /// The size of an optimised function (its instructions) from which the back end keeps a copy
 /// of the selected function for the thread modes after the first, rather than selecting again
-/// where the first fails: of the corpus's threaded shaders the first mode (two threads) fails
-/// for 3 of 1,862 below 400 instructions, where a copy would mostly go unused, and for 59 of 193
-/// from 400 on, where selecting again costs more than the copies.
+/// where the first fails: over the corpus's compiles that try two threads first, that mode
+/// fails for 3 of 1,862 below 400 instructions, where a copy would mostly go unused, and for 59
+/// of 193 from 400 on, where selecting again costs more than the copies.
 const KEEP_SELECTED: usize = 400;
 
 /// The vc4 back end on an optimised generic function: selection, then for each thread mode

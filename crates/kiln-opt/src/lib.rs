@@ -151,8 +151,7 @@ pub fn optimize_copy(
     if changed == Changed::Nothing {
         // (The copy is the whole function: its definitions are where they were.)
         cx = cx.with_def_sites(sites);
-    }
-    if changed != Changed::Nothing && (debug.verify || cfg!(debug_assertions)) {
+    } else if debug.verify || cfg!(debug_assertions) {
         cx.verify("dce")?;
     }
     let mut idle = Idle::default();
