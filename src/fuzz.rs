@@ -107,6 +107,7 @@ impl Case {
                     Some(kiln_vc4::pre_sched::Order::Latency),
                     true,
                 )
+                .map(|(func, _)| func)
                 .map_err(|e| e.to_string())
             }
         }

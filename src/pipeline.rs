@@ -502,12 +502,12 @@ pub fn back_end(
         } else {
             vc4::select(generic, info, options.output)?.func
         };
-        let func = vc4::lower_interface(&selected, input, threads, pre_schedule, options.check)?;
+        let (func, analysed) =
+            vc4::lower_interface(&selected, input, threads, pre_schedule, options.check)?;
+        let demand = analysed.1.max;
         let retry = threads == 2 && pre_schedule == Some(Order::Pressure);
         if retry
-            && failed_demand
-                .zip(demand(&func))
-                .is_some_and(|(failed, now)| !failed.exceeds(now))
+            && failed_demand.is_some_and(|failed| !failed.exceeds(analysed.1.max))
             && k + 1 < attempts.len()
         {
             continue;
@@ -516,21 +516,26 @@ pub fn back_end(
         // The interface pass's function stays the program's SSA form (what the interpreter
         // runs and `--ir interface` shows); its copy becomes the allocated function.
         let mut allocated = func.clone();
-        let attempt =
-            vc4::allocate(&mut allocated, options.allocator, options.check).and_then(|ra| {
-                kept.record(Stage::Allocated, &allocated);
-                let finish = vc4::Finish {
-                    schedule: options.schedule,
-                    effort: kiln_vc4::schedule::Effort {
-                        bound_windows: options.bound_windows,
-                        search_steps: options.search_steps,
-                    },
-                    print: options.debug.print,
-                    check: options.check,
-                };
-                let emitted = vc4::emit(&allocated, &selected.info, selected.output, finish)?;
-                Ok((ra, emitted))
-            });
+        let attempt = vc4::allocate(
+            &mut allocated,
+            options.allocator,
+            options.check,
+            Some(analysed),
+        )
+        .and_then(|ra| {
+            kept.record(Stage::Allocated, &allocated);
+            let finish = vc4::Finish {
+                schedule: options.schedule,
+                effort: kiln_vc4::schedule::Effort {
+                    bound_windows: options.bound_windows,
+                    search_steps: options.search_steps,
+                },
+                print: options.debug.print,
+                check: options.check,
+            };
+            let emitted = vc4::emit(&allocated, &selected.info, selected.output, finish)?;
+            Ok((ra, emitted))
+        });
         result = match attempt {
             Ok((ra, emitted)) => {
                 let stats = Stats::of(&emitted, &ra, threads);
@@ -547,7 +552,7 @@ pub fn back_end(
             }
             Err(e) => {
                 if threads == 2 && !retry {
-                    failed_demand = demand(&func);
+                    failed_demand = Some(demand);
                 }
                 Err(e)
             }

@@ -15,7 +15,7 @@ pub mod spill_everywhere;
 
 pub use regset::RegModel;
 
-use kiln_analysis::compute_liveness;
+use kiln_analysis::{Liveness, compute_liveness};
 use kiln_ir::{Block, Cfg, Def, Demand, Function, Inst, Opcode, Target, print_function};
 use std::fmt;
 use std::time::{Duration, Instant};
@@ -287,6 +287,18 @@ pub fn allocate_with_input(
     func: &mut Function,
     options: &RaOptions,
 ) -> Result<(RaStats, Function), RaError> {
+    allocate_analysed(func, options, None)
+}
+
+/// [`allocate_with_input`] given the CFG and liveness of `func` (its kill flags written), as a
+/// pass before allocation computed them: where the function needs no edge split and no copy
+/// for the assignment (most do not), the allocation starts from them instead of computing
+/// them again.
+pub fn allocate_analysed(
+    func: &mut Function,
+    options: &RaOptions,
+    analysed: Option<(Cfg, Liveness)>,
+) -> Result<(RaStats, Function), RaError> {
     let debug = kiln_analysis::DebugFlags::from_env();
     let (print, verify) = (debug.print, debug.verify);
     let target = func.target.clone();
@@ -297,10 +309,13 @@ pub fn allocate_with_input(
         insts_before: count_insts(func),
         ..RaStats::default()
     };
-    let (split, input_cfg) = split_critical_edges(func)?;
+    let (given_cfg, given_liveness) = analysed.unzip();
+    let (split, input_cfg) = split_critical_edges(func, given_cfg)?;
     stats.split_edges = split.iter().map(Vec::len).sum::<usize>() as u32;
     // (Copies only: the CFG stays the one the split ended with.)
-    to_assignment_form(func, &input_cfg, Opcode::Mov);
+    let (_, copied) = to_assignment_form(func, &input_cfg, Opcode::Mov);
+    // The liveness given holds for the function unchanged.
+    let mut input_liveness = given_liveness.filter(|_| split.is_empty() && !copied);
     let mut input_cfg = Some(input_cfg);
     // The input, unchanged until the result replaces it, and `func` again on failure. An
     // attempt works on a copy — but where nothing can be spilled (a target that cannot spill)
@@ -353,7 +368,20 @@ pub fn allocate_with_input(
                     Err(e) => fail!(structure(e)),
                 },
             };
-            let mut lv = compute_liveness(&mut work, &cfg);
+            let mut lv = match input_liveness.take() {
+                Some(lv) => {
+                    if cfg!(debug_assertions) {
+                        let mut fresh = work.clone();
+                        let now = compute_liveness(&mut fresh, &cfg);
+                        assert!(
+                            same_liveness(&lv, &now) && fresh.blocks == work.blocks,
+                            "the liveness given is the function's"
+                        );
+                    }
+                    lv
+                }
+                None => compute_liveness(&mut work, &cfg),
+            };
             if attempt == 0 {
                 stats.max_demand = per_file(lv.max, &limits);
             }
@@ -439,7 +467,7 @@ pub fn allocate_with_input(
                 versions = Some(v);
                 // Phis the spiller made may sit on edges that need splitting; the checker's copy of
                 // the input gets the same blocks.
-                let (splits, split_cfg) = match split_critical_edges(&mut work) {
+                let (splits, split_cfg) = match split_critical_edges(&mut work, None) {
                     Ok(r) => r,
                     Err(e) => fail!(e),
                 };
@@ -461,7 +489,7 @@ pub fn allocate_with_input(
                 checked_input = Some(checked);
                 // The spiller's phis in blocks of one predecessor become moves of the values
                 // they copy (the checker sees the program before spilling).
-                let copied = to_assignment_form(&mut work, &split_cfg, Opcode::ParallelCopy);
+                let (copied, _) = to_assignment_form(&mut work, &split_cfg, Opcode::ParallelCopy);
                 let v = versions.as_mut().expect("set above");
                 for (dup, t) in copied {
                     while v.len() <= dup.index() {
@@ -659,21 +687,35 @@ fn structure(e: kiln_ir::cfg::StructureError) -> RaError {
     RaError::Structure(format!("{}: {}", e.block, e.message))
 }
 
+/// Whether two liveness results agree (the interference caches aside).
+fn same_liveness(a: &Liveness, b: &Liveness) -> bool {
+    a.live_in == b.live_in
+        && a.live_out == b.live_out
+        && a.linear == b.linear
+        && a.loop_leaving == b.loop_leaving
+        && a.register_demand == b.register_demand
+        && a.block_max == b.block_max
+        && a.max == b.max
+}
+
 /// Puts the SSA function in the form the assignment expects (see each step). Its copies are
 /// `copy`: `mov`, or `parallel_copy` after spilling, when the checker is given the program
 /// before spilling and the copies must be moves of the values they copy. Returns the new temps
 /// that copy another within its file, with the temp each copies (after spilling, versions of
-/// the same input value).
+/// the same input value), and whether it changed the function.
 fn to_assignment_form(
     func: &mut Function,
     cfg: &Cfg,
     copy: Opcode,
-) -> Vec<(kiln_ir::Temp, kiln_ir::Temp)> {
+) -> (Vec<(kiln_ir::Temp, kiln_ir::Temp)>, bool) {
+    let (temps, insts) = (func.temps.len(), count_insts(func));
     let mut copied = Vec::new();
     isolate_exit_operands(func, cfg, copy, &mut copied);
-    single_predecessor_phis(func, cfg, copy);
+    let phis = single_predecessor_phis(func, cfg, copy);
     copy_constrained_operands(func, copy, &mut copied);
-    copied
+    // (Every copy is a new temp and an instruction; a phi made a copy is neither.)
+    let changed = phis || func.temps.len() != temps || count_insts(func) != insts;
+    (copied, changed)
 }
 
 /// Names every temp of an allocated function after the value it copies.
@@ -727,11 +769,17 @@ type SplitRound = Vec<(Block, Block)>;
 /// several successors into a block with several predecessors and phis of that CFG (an `if`
 /// with no else into its endif). A divergent loop's back edge is left (see [`assign`]).
 /// Returns the edges split, round by round, and the CFG of the function that results.
-fn split_critical_edges(func: &mut Function) -> Result<(Vec<SplitRound>, Cfg), RaError> {
+fn split_critical_edges(
+    func: &mut Function,
+    mut given: Option<Cfg>,
+) -> Result<(Vec<SplitRound>, Cfg), RaError> {
     let mut rounds = Vec::new();
     loop {
-        let cfg = Cfg::compute(func)
-            .map_err(|e| RaError::Structure(format!("{}: {}", e.block, e.message)))?;
+        let cfg = match given.take() {
+            Some(cfg) => cfg,
+            None => Cfg::compute(func)
+                .map_err(|e| RaError::Structure(format!("{}: {}", e.block, e.message)))?,
+        };
         let mut found: Vec<(Block, Block)> = Vec::new();
         // A block's splittable edges are one split: one edge per source.
         let mut split_from = vec![false; func.blocks.len()];
@@ -777,7 +825,8 @@ fn split_critical_edges(func: &mut Function) -> Result<(Vec<SplitRound>, Cfg), R
 /// the block — masked for `phi`, in all lanes for `linear_phi` — so that every phi left has its
 /// copies at the ends of its predecessors. (Their operands come from dominating blocks, so the
 /// copies need not be parallel.)
-fn single_predecessor_phis(func: &mut Function, cfg: &Cfg, copy: Opcode) {
+fn single_predecessor_phis(func: &mut Function, cfg: &Cfg, copy: Opcode) -> bool {
+    let mut changed = false;
     for b in (0..func.blocks.len()).map(Block::new) {
         let block = &mut func.blocks[b.index()];
         let nphi = block.phi_count();
@@ -792,6 +841,7 @@ fn single_predecessor_phis(func: &mut Function, cfg: &Cfg, copy: Opcode) {
         if !block.insts[..nphi].iter().any(|i| single(i.op)) {
             continue;
         }
+        changed = true;
         let phis: Vec<Inst> = block.insts.drain(..nphi).collect();
         let (moved, kept): (Vec<Inst>, Vec<Inst>) = phis.into_iter().partition(|i| single(i.op));
         let make = |phi: &Inst| {
@@ -820,6 +870,7 @@ fn single_predecessor_phis(func: &mut Function, cfg: &Cfg, copy: Opcode) {
             insts.splice(end..end, early.iter().map(make));
         }
     }
+    changed
 }
 
 /// Blocks a lane waits through along the logical edge `p → s` that the wave does not take

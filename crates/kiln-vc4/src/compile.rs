@@ -118,15 +118,16 @@ pub fn thread_modes(selected: &Selected, threads: Threads) -> Result<Vec<u32>, C
 
 /// The interface pass for `threads` threads (`crate::interface::lower`) on `func`, the
 /// function of `selected` (or a copy of it, for a mode tried before another), with the pre-RA
-/// scheduler for the order `pre_schedule` names, and the verifier after it when `check` does.
+/// scheduler for the order `pre_schedule` names, and the verifier after it when `check` does;
+/// with the CFG and liveness of the function it leaves ([`allocate`] takes them).
 pub fn lower_interface(
     selected: &Selected,
     mut func: Function,
     threads: u32,
     pre_schedule: Option<kiln_sched::pressure::Order>,
     check: bool,
-) -> Result<Function, CompileError> {
-    crate::interface::lower(
+) -> Result<(Function, Analysed), CompileError> {
+    let analysed = crate::interface::lower(
         &mut func,
         &selected.info,
         selected.output,
@@ -138,8 +139,11 @@ pub fn lower_interface(
             CompileError::Failed(format!("the interface pass broke the function: {}", e[0]))
         })?;
     }
-    Ok(func)
+    Ok((func, analysed))
 }
+
+/// The CFG and liveness of a function (kill flags written).
+pub type Analysed = (kiln_ir::Cfg, kiln_analysis::Liveness);
 
 /// Register allocation with `allocator`, checked when `check` says so. The QPU has no spill
 /// path: the allocator refuses as soon as the register demand exceeds the files
@@ -147,11 +151,13 @@ pub fn lower_interface(
 /// allocator's assignment; where colouring refuses at a lowered budget, the SSA allocator is
 /// tried on the same function — it needs no more than the demand, which colouring may not reach.
 /// On success `func` is the allocated function; on failure it is the input with its critical
-/// edges split, in the assignment's form (the same program).
+/// edges split, in the assignment's form (the same program). `analysed`: the CFG and liveness
+/// of `func`, where known.
 pub fn allocate(
     func: &mut Function,
     allocator: Allocator,
     check: bool,
+    analysed: Option<Analysed>,
 ) -> Result<RaStats, CompileError> {
     let options = |allocator: Allocator| RaOptions {
         allocator,
@@ -164,7 +170,7 @@ pub fn allocate(
         e => CompileError::Failed(format!("allocation: {e}")),
     };
     let full = RaOptions::default().limits(&*func.target);
-    match kiln_regalloc::allocate(func, &options(allocator)) {
+    match kiln_regalloc::allocate_analysed(func, &options(allocator), analysed).map(|(s, _)| s) {
         Err(RaError::WouldSpill { budget, .. })
             if allocator == Allocator::Graph && budget != full =>
         {

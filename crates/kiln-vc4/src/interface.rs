@@ -6,6 +6,7 @@
 use crate::isel::Unsupported;
 use crate::ops::{Hw, Op};
 use crate::target::Vc4Target;
+use kiln_analysis::Liveness;
 use kiln_ir::{Block, Cfg, Function, Inst, Opcode, Temp, Value};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -135,12 +136,14 @@ pub fn masked_blocks(func: &Function, cfg: &Cfg) -> Vec<bool> {
 /// first), so that the allocators put it in that value's register and the emitter writes the
 /// other value alone, in the running lanes where the condition chooses it, with one move
 /// instead of two into a scratch register and a masked third.
-/// The kill flags must be current: they say which values a select may overwrite.
-fn tie_masked_selects(func: &mut Function, cfg: &Cfg) {
+/// The kill flags must be current: they say which values a select may overwrite. Returns the
+/// blocks where it tied a select.
+fn tie_masked_selects(func: &mut Function, cfg: &Cfg) -> Vec<Block> {
+    let mut tied = Vec::new();
     let masked = masked_blocks(func, cfg);
     let any = |b: usize| func.blocks[b].insts.iter().any(|i| i.op == Opcode::Sel);
     if !(0..func.blocks.len()).any(|b| masked[b] && any(b)) {
-        return;
+        return tied;
     }
     let linear = func.linear_temps();
     for (b, block) in func.blocks.iter_mut().enumerate() {
@@ -166,9 +169,13 @@ fn tie_masked_selects(func: &mut Function, cfg: &Cfg) {
                 inst.operands[k]
                     .flags
                     .set(kiln_ir::OperandFlags::CLOBBERED, true);
+                if tied.last() != Some(&Block::new(b)) {
+                    tied.push(Block::new(b));
+                }
             }
         }
     }
+    tied
 }
 
 /// Whether the function has divergent control flow or discards lanes (and so needs the
@@ -189,14 +196,15 @@ pub fn needs_exec(func: &Function, cfg: &Cfg) -> bool {
 /// Lowers the interface of a selected function with outputs written as `output` says, for
 /// `threads` threads (2: a threaded fragment shader, see [`crate::threads::threading`] for when
 /// it can be one), as the module comment says; the function verifies afterwards. Refuses,
-/// changing nothing, what the emitter cannot do.
+/// changing nothing, what the emitter cannot do. Returns the CFG and liveness of the function
+/// it leaves (kill flags written), for the allocator.
 pub fn lower(
     func: &mut Function,
     info: &ShaderInfo,
     output: crate::emit::OutputMode,
     threads: u32,
     pre_schedule: Option<kiln_sched::pressure::Order>,
-) -> Result<(), Unsupported> {
+) -> Result<(Cfg, Liveness), Unsupported> {
     let mut refused = BTreeSet::new();
     if func.target.name() != "vc4" || func.allocated {
         refused.insert("a function that is not selected for vc4 or already allocated".into());
@@ -333,9 +341,10 @@ pub fn lower(
         Cfg::compute(func).is_ok_and(|now| now == cfg),
         "the blocks changed"
     );
-    // The pre-RA scheduler's CFG and liveness (kill flags written) serve class narrowing and
-    // the selects' ties; narrowing changes classes only, so they stay valid.
-    let (cfg, lv) = match pre_schedule {
+    // The pre-RA scheduler's CFG and liveness (kill flags written) serve class narrowing, the
+    // selects' ties and the allocator; narrowing changes classes within their files only, so
+    // they stay valid, and a tie changes what the select needs: its block's demand.
+    let (cfg, mut lv) = match pre_schedule {
         Some(order) => {
             let (_, cfg, lv) = crate::pre_sched::pre_schedule(func, cfg, order);
             (cfg, lv)
@@ -353,8 +362,11 @@ pub fn lower(
         false,
         threads == 2,
     );
-    tie_masked_selects(func, &cfg);
-    Ok(())
+    let tied = tie_masked_selects(func, &cfg);
+    if !tied.is_empty() {
+        lv.rewalk(func, &cfg, &tied);
+    }
+    Ok((cfg, lv))
 }
 
 /// How many operands read each temp.
