@@ -822,13 +822,10 @@ fn rewrite(
     let root_rules = rules.get(&inst.op)?;
     // What each operand is, looked up once for every rule: its constant, or the operation
     // defining it.
-    let shapes: SmallVec<[Shape; 4]> = inst
-        .operands
-        .iter()
-        .map(|o| shape(func, avail, o.value))
-        .collect();
+    let values: SmallVec<[Value; 4]> = inst.operands.iter().map(|o| o.value).collect();
+    let shapes: SmallVec<[Shape; 4]> = values.iter().map(|&v| shape(func, avail, v)).collect();
     let swap = inst.op.info().commutative && shapes.len() == 2;
-    let mut candidates = root_rules.candidates(&shapes, swap);
+    let mut candidates = root_rules.candidates(&shapes, &values, swap);
     while candidates != 0 {
         let c = root_rules.rules[candidates.trailing_zeros() as usize];
         candidates &= candidates - 1;
@@ -1042,7 +1039,13 @@ struct Root {
     constant: [u64; ROOT_ARGS],
     value: [Vec<(u32, u64)>; ROOT_ARGS],
     op: [Vec<(Opcode, u64)>; ROOT_ARGS],
+    /// Per pair of operand positions ([`PAIRS`]): the rules whose operands there are one
+    /// variable, which match only where the two operands are one value (`(fsub a a)`).
+    same: [u64; PAIRS.len()],
 }
+
+/// The pairs of a root's operand positions, for [`Root::same`].
+const PAIRS: [(usize, usize); 3] = [(0, 1), (0, 2), (1, 2)];
 
 impl Root {
     fn push(&mut self, c: &'static Compiled) {
@@ -1058,6 +1061,14 @@ impl Root {
             match list.iter_mut().find(|e| e.0 == key) {
                 Some(e) => e.1 |= bit,
                 None => list.push((key, bit)),
+            }
+        }
+        for (m, &(i, j)) in PAIRS.iter().enumerate() {
+            if let (Some(Pat::Var { k: x, .. }), Some(Pat::Var { k: y, .. })) =
+                (args.get(i), args.get(j))
+                && x == y
+            {
+                self.same[m] |= bit;
             }
         }
         for (k, a) in args.iter().enumerate() {
@@ -1083,12 +1094,19 @@ impl Root {
             }
     }
 
-    /// The rules whose root's operands can be `shapes`, in either order of a commutative pair
-    /// (`swap`): the cheap test of `Matcher::may_match`, before a matcher is made.
-    fn candidates(&self, shapes: &[Shape], swap: bool) -> u64 {
+    /// The rules whose root's operands can be `shapes` (of `values`), in either order of a
+    /// commutative pair (`swap`): the cheap test of `Matcher::may_match`, before a matcher is
+    /// made. (Swapping a pair leaves whether its two operands are one value.)
+    fn candidates(&self, shapes: &[Shape], values: &[Value], swap: bool) -> u64 {
         let Some(&arity) = self.arity.get(shapes.len()) else {
             return 0;
         };
+        let mut arity = arity;
+        for (m, &(i, j)) in PAIRS.iter().enumerate() {
+            if j < values.len() && values[i] != values[j] {
+                arity &= !self.same[m];
+            }
+        }
         let direct = shapes
             .iter()
             .enumerate()
@@ -1331,22 +1349,38 @@ mod tests {
                             .map(|j| shapes[k / shapes.len().pow(j as u32) % shapes.len()])
                             .collect();
                         let swap = swap && n == 2;
-                        let want = root.rules.iter().enumerate().fold(0u64, |m, (r, c)| {
-                            let Pat::Op(_, args) = &c.from else { return m };
-                            let direct = args.len() == n
-                                && args.iter().zip(&operands).all(|(p, &s)| p.fits(s));
-                            let swapped = swap
-                                && args.len() == 2
-                                && args[0].fits(operands[1])
-                                && args[1].fits(operands[0]);
-                            m | ((direct || swapped) as u64) << r
-                        });
-                        assert_eq!(
-                            root.candidates(&operands, swap),
-                            want,
-                            "{op:?} {operands:?}"
-                        );
-                        checked += (want != 0) as usize;
+                        // Operands that are one value, and operands that are all different:
+                        // a variable named twice matches only the first.
+                        for one in [true, false] {
+                            let values: Vec<Value> = (0..n)
+                                .map(|j| Value::Temp(kiln_ir::Temp::new(if one { 0 } else { j })))
+                                .collect();
+                            let want = root.rules.iter().enumerate().fold(0u64, |m, (r, c)| {
+                                let Pat::Op(_, args) = &c.from else { return m };
+                                let direct = args.len() == n
+                                    && args.iter().zip(&operands).all(|(p, &s)| p.fits(s));
+                                let swapped = swap
+                                    && args.len() == 2
+                                    && args[0].fits(operands[1])
+                                    && args[1].fits(operands[0]);
+                                let vars: Vec<usize> = args
+                                    .iter()
+                                    .filter_map(|a| match a {
+                                        Pat::Var { k, .. } => Some(*k),
+                                        _ => None,
+                                    })
+                                    .collect();
+                                let repeats = (1..vars.len()).any(|i| vars[..i].contains(&vars[i]));
+                                let bound = one || !repeats;
+                                m | ((bound && (direct || swapped)) as u64) << r
+                            });
+                            assert_eq!(
+                                root.candidates(&operands, &values, swap),
+                                want,
+                                "{op:?} {operands:?} {values:?}"
+                            );
+                            checked += (want != 0) as usize;
+                        }
                     }
                 }
             }
