@@ -211,8 +211,10 @@ pub fn lower(
     }
     let cfg = Cfg::compute(func).map_err(|e| Unsupported(vec![e.message]))?;
     let last = Block::new(func.blocks.len() - 1);
+    let mut input_count = 0;
     for (b, block) in func.blocks.iter().enumerate() {
         for inst in &block.insts {
+            input_count += (inst.op == Opcode::Input) as usize;
             match inst.op {
                 Opcode::Spill | Opcode::Reload => {
                     refused.insert("spilling".into());
@@ -251,7 +253,82 @@ pub fn lower(
         return Err(Unsupported(refused.into_iter().collect()));
     }
 
-    // Inputs first (one per slot), at the top of the entry block.
+    // Inputs first (one per slot), at the top of the entry block: gl_FragCoord first (its z
+    // reads the payload in rb15 before any input's register is written), then by slot —
+    // where they are not so already.
+    let fragcoord = |i: &Inst| matches!(info.inputs.get(&i.imms[0]), Some(InputKind::FragCoord(_)));
+    let place = |i: &Inst| (!fragcoord(i), i.imms[0]);
+    let entry = &func.blocks[0].insts;
+    let placed = entry.len() >= input_count
+        && entry[..input_count].iter().all(|i| i.op == Opcode::Input)
+        && entry[..input_count]
+            .windows(2)
+            .all(|w| place(&w[0]) < place(&w[1]));
+    if !placed {
+        hoist_inputs(func, info);
+    }
+
+    uniforms_at_uses(func);
+
+    // Outputs just before the return, in their order; a VPM row right after the add- or
+    // mul-unit operation whose one reader it is (with that operation's own uniform read), so
+    // that the operation can write the VPM itself (`emit`). (Not a colour: operations between
+    // the colour's bytes would find ra14, their read-port scratch, taken.)
+    let insts = &func.blocks[last.index()].insts;
+    let first_output = insts
+        .iter()
+        .position(|i| i.op == Opcode::Output)
+        .unwrap_or(insts.len().saturating_sub(1));
+    let outputs_last = insts.len().checked_sub(1).is_some_and(|end| {
+        insts[first_output..end]
+            .iter()
+            .all(|i| i.op == Opcode::Output)
+            && insts[end].op != Opcode::Output
+    });
+    if output == crate::emit::OutputMode::Vpm || !outputs_last {
+        place_outputs(func, last, output);
+    }
+
+    // Retarget (threads, execute mask), keep every value out of r4 and, threaded, out of the
+    // accumulators across a thread switch.
+
+    func.target = Vc4Target::shared(threads, needs_exec(func, &cfg));
+    // The moves above left every block its terminator: the CFG is the one computed first.
+    debug_assert!(
+        Cfg::compute(func).is_ok_and(|now| now == cfg),
+        "the blocks changed"
+    );
+    // The pre-RA scheduler's CFG and liveness (kill flags written) serve class narrowing, the
+    // selects' ties and the allocator; narrowing changes classes within their files only, so
+    // they stay valid, and a tie changes what the select needs: its block's demand.
+    let (cfg, mut lv) = match pre_schedule {
+        Some(order) => {
+            let (_, cfg, lv) = crate::pre_sched::pre_schedule(func, cfg, order);
+            (cfg, lv)
+        }
+        None => {
+            let lv = kiln_analysis::compute_liveness(func, &cfg);
+            (cfg, lv)
+        }
+    };
+    crate::narrow::narrow_classes_live(
+        func,
+        &cfg,
+        &lv.live_out,
+        &lv.loop_leaving,
+        false,
+        threads == 2,
+    );
+    let tied = tie_masked_selects(func, &cfg);
+    if !tied.is_empty() {
+        lv.rewalk(func, &cfg, &tied);
+    }
+    Ok((cfg, lv))
+}
+
+/// Moves the inputs to the top of the entry block, one per slot (a second read of a slot
+/// reads the first), gl_FragCoord first, then by slot.
+fn hoist_inputs(func: &mut Function, info: &ShaderInfo) {
     let mut inputs: BTreeMap<u32, Inst> = BTreeMap::new();
     let mut rename: BTreeMap<Temp, Temp> = BTreeMap::new();
     for block in func.blocks.iter_mut() {
@@ -272,7 +349,6 @@ pub fn lower(
         block.insts = kept;
     }
     let entry = &mut func.blocks[0].insts;
-    // gl_FragCoord first: its z reads the payload in rb15 before any input's register is written.
     let (mut head, rest): (Vec<Inst>, Vec<Inst>) = inputs
         .into_values()
         .partition(|i| matches!(info.inputs.get(&i.imms[0]), Some(InputKind::FragCoord(_))));
@@ -289,13 +365,11 @@ pub fn lower(
             }
         }
     }
+}
 
-    uniforms_at_uses(func);
-
-    // Outputs just before the return, in their order; a VPM row right after the add- or
-    // mul-unit operation whose one reader it is (with that operation's own uniform read), so
-    // that the operation can write the VPM itself (`emit`). (Not a colour: operations between
-    // the colour's bytes would find ra14, their read-port scratch, taken.)
+/// Puts the outputs of block `last` just before its terminator, in their order; a VPM row
+/// right after the operation it alone reads, with that operation's own uniform read.
+fn place_outputs(func: &mut Function, last: Block, output: crate::emit::OutputMode) {
     let uses = use_counts(func);
     let insts = &mut func.blocks[last.index()].insts;
     let (outs, mut rest): (Vec<Inst>, Vec<Inst>) =
@@ -332,41 +406,6 @@ pub fn lower(
     }
     rest.extend(term);
     *insts = rest;
-
-    // Retarget (threads, execute mask), keep every value out of r4 and, threaded, out of the
-    // accumulators across a thread switch.
-    func.target = Vc4Target::shared(threads, needs_exec(func, &cfg));
-    // The moves above left every block its terminator: the CFG is the one computed first.
-    debug_assert!(
-        Cfg::compute(func).is_ok_and(|now| now == cfg),
-        "the blocks changed"
-    );
-    // The pre-RA scheduler's CFG and liveness (kill flags written) serve class narrowing, the
-    // selects' ties and the allocator; narrowing changes classes within their files only, so
-    // they stay valid, and a tie changes what the select needs: its block's demand.
-    let (cfg, mut lv) = match pre_schedule {
-        Some(order) => {
-            let (_, cfg, lv) = crate::pre_sched::pre_schedule(func, cfg, order);
-            (cfg, lv)
-        }
-        None => {
-            let lv = kiln_analysis::compute_liveness(func, &cfg);
-            (cfg, lv)
-        }
-    };
-    crate::narrow::narrow_classes_live(
-        func,
-        &cfg,
-        &lv.live_out,
-        &lv.loop_leaving,
-        false,
-        threads == 2,
-    );
-    let tied = tie_masked_selects(func, &cfg);
-    if !tied.is_empty() {
-        lv.rewalk(func, &cfg, &tied);
-    }
-    Ok((cfg, lv))
 }
 
 /// How many operands read each temp.
@@ -431,17 +470,33 @@ fn uniforms_at_uses(func: &mut Function) {
         return;
     }
     let read = |t: Temp| read_of.get(t.index()).copied().filter(|&r| r != NONE);
+    // The operand that gets a read of its own, if any.
+    let folded = |inst: &Inst| {
+        let first = inst
+            .operands
+            .iter()
+            .position(|o| o.temp_id().is_some_and(|t| read(t).is_some()));
+        first.filter(|_| folds_uniform(inst.op))
+    };
     let mut uses = vec![0u32; func.temps.len()];
     for b in 0..func.blocks.len() {
+        let copies = func.blocks[b]
+            .insts
+            .iter()
+            .filter(|i| folded(i).is_some())
+            .count();
+        if copies == 0 {
+            for t in func.blocks[b].insts.iter().flat_map(|i| i.used_temps()) {
+                if let Some(n) = uses.get_mut(t.index()) {
+                    *n += 1;
+                }
+            }
+            continue;
+        }
         let insts = std::mem::take(&mut func.blocks[b].insts);
-        let mut out = Vec::with_capacity(insts.len());
+        let mut out = Vec::with_capacity(insts.len() + copies);
         for mut inst in insts {
-            let folds = folds_uniform(inst.op);
-            let first = inst
-                .operands
-                .iter()
-                .position(|o| o.temp_id().is_some_and(|t| read(t).is_some()));
-            if folds && let Some(k) = first {
+            if let Some(k) = folded(&inst) {
                 let old = inst.operands[k].temp_id().expect("a temp");
                 let mut copy = reads[read(old).expect("a uniform read") as usize].clone();
                 let t = func.new_temp(func.temps[old.index()]);
