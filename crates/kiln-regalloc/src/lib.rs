@@ -967,11 +967,7 @@ fn copy_constrained_operands(
         let mut k = 0;
         while k < func.blocks[b].insts.len() {
             let inst = &func.blocks[b].insts[k];
-            let tied: Vec<usize> = inst
-                .defs
-                .iter()
-                .filter_map(|d| d.tied.map(usize::from))
-                .collect();
+            let tied = |j: usize| inst.defs.iter().any(|d| d.tied.map(usize::from) == Some(j));
             // The file of each vector: its first per-lane member's.
             let vector_file = |j: usize| {
                 let mut s = j;
@@ -1001,10 +997,14 @@ fn copy_constrained_operands(
                     copies.push((j, func.target.class(file, class.size)));
                 } else if linear[t.index()]
                     && per_lane(class)
-                    && (op.fixed.is_some() || tied.contains(&j) || vector)
+                    && (op.fixed.is_some() || tied(j) || vector)
                 {
                     copies.push((j, class));
                 }
+            }
+            if copies.is_empty() {
+                k += 1;
+                continue;
             }
             let mut movs = Vec::new();
             for (j, class) in copies {
