@@ -74,16 +74,20 @@ pub struct Selected {
 /// shader's colour read through the clamps its pack makes (`crate::colour_clamp`), then vc4
 /// operations for the generic ones (`crate::isel`), then each comparison again at the selects
 /// and branches that read it (`crate::compare_at_use`), the temps numbered without gaps
-/// before and after (`Function::compact_temps`). `output` is where a fragment shader writes.
+/// after, and before where gaps are many (`Function::compact_temps`). `output` is where a
+/// fragment shader writes.
 pub fn select(
     func: &Function,
     info: &ShaderInfo,
     output: OutputMode,
 ) -> Result<Selected, CompileError> {
     let mut func = func.clone();
-    // One number per value the middle end left (and, below, per value selection left): the
-    // back end keeps tables per temp.
-    func.compact_temps();
+    // Selection keeps tables per temp: where the middle end left more numbers than twice its
+    // instructions (a small function keeps up to 64 more, `Context::compact_temps`), one per
+    // value first.
+    if func.temps.len() > 2 * func.inst_count() {
+        func.compact_temps();
+    }
     let (info, output) = match info.stage {
         Stage::Vertex => (
             crate::vertex::lower_vertex_outputs(&mut func, info)?,
@@ -96,6 +100,8 @@ pub fn select(
     }
     crate::isel::select(&mut func)?;
     crate::compare_at_use::compare_at_use(&mut func);
+    // One number per value selection left (the rest of the back end keeps tables per temp),
+    // in their old order.
     func.compact_temps();
     Ok(Selected { func, info, output })
 }
