@@ -15,7 +15,8 @@
 //! (reading the unclamped value beside a clamp that stays would only keep both live).
 
 use crate::interface::{OutputKind, ShaderInfo};
-use kiln_ir::{Function, Inst, Opcode, Value};
+use kiln_ir::{Function, Inst, Opcode, Temp, Value};
+use smallvec::SmallVec;
 
 /// Drops the clamps before `func`'s colour outputs (a generic function, before selection);
 /// returns how many operations went.
@@ -24,6 +25,22 @@ pub fn drop_colour_clamps(func: &mut Function, info: &ShaderInfo) -> usize {
         inst.op == Opcode::Output
             && matches!(info.outputs.get(&inst.imms[0]), Some(OutputKind::Color(_)))
     };
+    // Most shaders write no clamp into a colour: then nothing is looked at further.
+    let outputs: SmallVec<[Temp; 4]> = func
+        .blocks
+        .iter()
+        .flat_map(|b| &b.insts)
+        .filter(|i| colour(i))
+        .filter_map(|i| i.operands[0].temp_id())
+        .collect();
+    let clamped = !outputs.is_empty()
+        && func.blocks.iter().flat_map(|b| &b.insts).any(|i| {
+            matches!(i.op, Opcode::Fmin | Opcode::Fmax)
+                && i.defs.iter().any(|d| outputs.contains(&d.temp))
+        });
+    if !clamped {
+        return 0;
+    }
     // Per temp, its definition, its readers and the colour outputs among them.
     let mut def: Vec<Option<(usize, usize)>> = vec![None; func.temps.len()];
     let mut uses = crate::interface::use_counts(func);

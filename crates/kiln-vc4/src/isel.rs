@@ -441,6 +441,14 @@ fn halves_high(o: Operand) -> Operand {
 /// `qpu_ftoi_pack16 x, y`, where each conversion is read by the insert alone in its block: the
 /// two `ftoi`s write the halves themselves (Mesa's `emit_scaled_viewport_write`).
 fn pack_conversions(func: &mut Function) {
+    if !func
+        .blocks
+        .iter()
+        .flat_map(|b| &b.insts)
+        .any(|i| i.op == Opcode::Bfi)
+    {
+        return;
+    }
     let uses = crate::interface::use_counts(func);
     for block in &mut func.blocks {
         let mut gone = Vec::new();
