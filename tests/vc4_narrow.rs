@@ -1,5 +1,5 @@
-//! Class narrowing and register choice on vc4, on corpus shaders lowered, optimised and
-//! selected as `kiln corpus regalloc` does: the r4 rules hold against liveness by definition
+//! Class narrowing and register choice on vc4, on corpus shaders lowered, optimised,
+//! selected and narrowed (`narrow_classes`, r4 allowed): the r4 rules hold against liveness by definition
 //! (and `kiln_analysis::Interference`, tested against a path oracle, agrees), and the graph-colouring
 //! allocator with the vc4 pick (r4 first, accumulators, A/B interleaved) allocates them
 //! within the narrowed classes, checked.
@@ -9,7 +9,7 @@ use kiln_analysis::{Interference, compute_liveness};
 use kiln_ir::{Cfg, Function, Temp};
 use kiln_regalloc::{Allocator, RaOptions, allocate};
 use kiln_vc4::isel::select;
-use kiln_vc4::narrow::writes_r4;
+use kiln_vc4::narrow::{narrow_classes, writes_r4};
 use kiln_vc4::target::{A0, B0, R4};
 use std::path::Path;
 
@@ -26,6 +26,7 @@ fn selected(files: usize) -> Vec<(String, Function)> {
         let Ok(front) = front else { continue };
         let mut func = front.generic;
         if select(&mut func).is_ok() {
+            narrow_classes(&mut func);
             out.push((name, func));
         }
     }

@@ -486,7 +486,9 @@ fn pack_conversions(func: &mut Function) {
 }
 
 /// Selects vc4 opcodes for every generic op the QPU has, lowers those it lacks, and retargets
-/// `func` to `vc4(threads=1)`. On error `func` is unchanged.
+/// `func` to `vc4(threads=1)`, every value in the whole `q` class: the interface pass narrows
+/// the classes on the final function ([`crate::narrow`]), and nothing before it reads them
+/// (the pre-RA scheduler counts units). On error `func` is unchanged.
 pub fn select(func: &mut Function) -> Result<(), Unsupported> {
     let mut refused = BTreeSet::new();
     if func.allocated {
@@ -623,7 +625,6 @@ pub fn select(func: &mut Function) -> Result<(), Unsupported> {
         }
         func.blocks[b].insts = out;
     }
-    crate::narrow::narrow_classes(func);
     Ok(())
 }
 
