@@ -46,37 +46,40 @@ pub fn narrow_classes_live(
     let n = func.temps.len();
     // Bit R4: the value may sit in r4; bit ACC: in r0–r3.
     let mut bits = vec![if r4 { R4 | ACC } else { ACC }; n];
-    let mut live = vec![false; n];
-    let mut list: Vec<Temp> = Vec::new();
-    for b in func.block_ids() {
-        list.clear();
-        for t in live_out[b.index()].iter() {
-            live[t.index()] = true;
-            list.push(t);
-        }
-        for inst in func.block(b).insts.iter().rev() {
-            let r4 = writes_r4(inst);
-            for d in &inst.defs {
-                live[d.temp.index()] = false;
-                if !r4 {
-                    bits[d.temp.index()] &= !R4;
+    // r4 for r4 writers' results not live across another (the walk takes r4 away only).
+    if r4 {
+        let mut live = vec![false; n];
+        let mut list: Vec<Temp> = Vec::new();
+        for b in func.block_ids() {
+            list.clear();
+            for t in live_out[b.index()].iter() {
+                live[t.index()] = true;
+                list.push(t);
+            }
+            for inst in func.block(b).insts.iter().rev() {
+                let r4 = writes_r4(inst);
+                for d in &inst.defs {
+                    live[d.temp.index()] = false;
+                    if !r4 {
+                        bits[d.temp.index()] &= !R4;
+                    }
+                }
+                if r4 {
+                    list.retain(|t| live[t.index()]);
+                    for &t in &list {
+                        bits[t.index()] &= !R4;
+                    }
+                }
+                for t in inst.used_temps() {
+                    if !live[t.index()] {
+                        live[t.index()] = true;
+                        list.push(t);
+                    }
                 }
             }
-            if r4 {
-                list.retain(|t| live[t.index()]);
-                for &t in &list {
-                    bits[t.index()] &= !R4;
-                }
+            for &t in &list {
+                live[t.index()] = false;
             }
-            for t in inst.used_temps() {
-                if !live[t.index()] {
-                    live[t.index()] = true;
-                    list.push(t);
-                }
-            }
-        }
-        for &t in &list {
-            live[t.index()] = false;
         }
     }
     if threaded {
