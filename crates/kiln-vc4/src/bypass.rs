@@ -76,7 +76,7 @@ pub fn bypass(
                 continue;
             }
         }
-        if out[c] == Instr::nop() && unneeded(out, &keep, c, &starts) {
+        if out[c].is_nop() && unneeded(out, &keep, c, &starts) {
             keep[c] = false;
             removed += 1;
         }
@@ -172,7 +172,7 @@ fn file_register(f: u32) -> Reg {
 /// At `c`, `W; nop; R` with R reading a file register W writes: the register's bit
 /// ([`crate::rename::bit`]'s numbering).
 fn file_write_read(out: &[Instr], c: usize) -> Option<u32> {
-    if out[c + 1] != Instr::nop() {
+    if !out[c + 1].is_nop() {
         return None;
     }
     let (ra, rb) = effects::regfile_reads(&out[c + 2]);

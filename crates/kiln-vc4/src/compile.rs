@@ -301,7 +301,7 @@ impl Stats {
             parallel_copies: ra.parallel_copies,
             copied_units: ra.copied_units,
             spills: ra.spills,
-            nops: count(&|i| *i == Instr::nop()) as u32,
+            nops: count(&|i| i.is_nop()) as u32,
             branches: count(&|i| matches!(i, Instr::Branch(_))) as u32,
             bound: emitted.bound,
         }

@@ -207,7 +207,7 @@ mod tests {
         ];
         let mut out = code.clone();
         remove(&mut out, 0);
-        let gone: Vec<bool> = out.iter().map(|i| *i == Instr::nop()).collect();
+        let gone: Vec<bool> = out.iter().map(|i| i.is_nop()).collect();
         assert_eq!(
             gone,
             vec![false, true, true, true, false, false, false, false],

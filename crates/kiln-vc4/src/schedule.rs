@@ -93,8 +93,8 @@ pub fn schedule_bounded(
             Instr::Semaphore(_) => 1,
             Instr::Alu(a)
                 if matches!(a.sig, Signal::ThreadSwitch | Signal::LastThreadSwitch)
-                    && e.instrs.get(i + 1) == Some(&Instr::nop())
-                    && e.instrs.get(i + 2) == Some(&Instr::nop()) =>
+                    && e.instrs.get(i + 1).is_some_and(Instr::is_nop)
+                    && e.instrs.get(i + 2).is_some_and(Instr::is_nop) =>
             {
                 switch[i] = Some(a.sig);
                 a.sig = Signal::None;
@@ -171,7 +171,7 @@ pub fn schedule_bounded(
             position[i] = Some(s.out.len());
         }
         if let Some(sig) = switch[i] {
-            if s.instrs[i] != Instr::nop() {
+            if !s.instrs[i].is_nop() {
                 region.push(i);
             }
             s.region(&region, None, live_in[i + 1])?;
@@ -203,7 +203,7 @@ pub fn schedule_bounded(
         }
         if fixed[i] {
             s.fixed(i)?;
-        } else if s.instrs[i] != Instr::nop() {
+        } else if !s.instrs[i].is_nop() {
             region.push(i);
         }
         i += 1;
@@ -283,7 +283,7 @@ fn branch_over_jump(instrs: &mut [Instr]) {
             || jump.waddr_add != waddr::NOP
             || jump.waddr_mul != waddr::NOP
             || targeted[i + 4..i + 8].iter().any(|&t| t)
-            || instrs[i + 5..i + 8].iter().any(|x| *x != Instr::nop())
+            || instrs[i + 5..i + 8].iter().any(|x| !x.is_nop())
         {
             continue;
         }
@@ -308,7 +308,7 @@ fn jump_to_next(instrs: &mut [Instr]) {
             && b.imm == 0
             && b.waddr_add == waddr::NOP
             && b.waddr_mul == waddr::NOP
-            && instrs[i + 1..i + 4].iter().all(|x| *x == Instr::nop())
+            && instrs[i + 1..i + 4].iter().all(|x| x.is_nop())
         {
             instrs[i] = Instr::nop();
         }
@@ -384,7 +384,7 @@ fn fill_end_slots(out: &mut Vec<Instr>, origins: &mut Vec<[Origin; 2]>) {
     else {
         return;
     };
-    if end + 3 != n || out[end + 1..].iter().any(|i| *i != Instr::nop()) {
+    if end + 3 != n || out[end + 1..].iter().any(|i| !i.is_nop()) {
         return;
     }
     let quiet = |p: &Instr| {
@@ -706,7 +706,7 @@ impl Scheduler<'_> {
         let Instr::Branch(b) = self.instrs[i] else {
             return Vec::new();
         };
-        if self.instrs[i + 1..i + 4].iter().any(|x| *x != Instr::nop()) {
+        if self.instrs[i + 1..i + 4].iter().any(|x| !x.is_nop()) {
             return Vec::new();
         }
         let conditional = b.cond != kiln_qpu::isa::BranchCond::Always;
@@ -831,7 +831,7 @@ impl Scheduler<'_> {
                 break;
             }
             let ins = self.instrs[j];
-            if ins == Instr::nop() {
+            if ins.is_nop() {
                 continue;
             }
             let (ok, r, w) = self.hoistable(&ins, flags, &writes, (read, written));

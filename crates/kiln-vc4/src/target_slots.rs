@@ -89,7 +89,7 @@ pub fn fill(
         let free = out[b + 1..b + 4]
             .iter()
             .rev()
-            .take_while(|i| **i == Instr::nop())
+            .take_while(|i| i.is_nop())
             .count();
         if free == 0 {
             continue;

@@ -254,6 +254,13 @@ impl Instr {
     pub fn nop() -> Instr {
         Instr::Alu(AluInstr::nop())
     }
+    /// Whether this is [`Instr::nop`]: `*self == Instr::nop()`, the operations asked first
+    /// (what sets most instructions apart).
+    pub fn is_nop(&self) -> bool {
+        matches!(self, Instr::Alu(a) if a.op_add == AddOp::Nop
+            && a.op_mul == MulOp::Nop
+            && *a == AluInstr::nop())
+    }
     /// The write fields of ALU, load-immediate and semaphore forms.
     pub fn write_fields(&self) -> Option<&WriteFields> {
         match self {
@@ -404,6 +411,16 @@ mod tests {
         fn decode_encode_identity_by_sig(sig in 0u64..16, low in any::<u64>()) {
             let w = (sig << 60) | (low & ((1u64 << 60) - 1));
             prop_assert_eq!(encode(&decode(w)), w);
+        }
+        /// `is_nop` is the comparison with `Instr::nop()`, on any word and on the nop with one
+        /// field changed (what the cheap first tests let through).
+        #[test]
+        fn is_nop_is_equality_with_the_nop(w in any::<u64>(), bit in 0u32..64) {
+            let i = decode(w);
+            prop_assert_eq!(i.is_nop(), i == Instr::nop());
+            let near = decode(0x100009e7009e7000 ^ (1u64 << bit));
+            prop_assert_eq!(near.is_nop(), near == Instr::nop());
+            prop_assert!(Instr::nop().is_nop());
         }
     }
 }
