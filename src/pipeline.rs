@@ -536,28 +536,28 @@ pub fn back_end(
             let emitted = vc4::emit(&allocated, &selected.info, selected.output, finish)?;
             Ok((ra, emitted))
         });
-        result = match attempt {
+        match attempt {
             Ok((ra, emitted)) => {
                 let stats = Stats::of(&emitted, &ra, threads);
-                Ok(Compiled {
+                return Ok(Compiled {
                     ssa: func,
                     allocated,
                     words: emitted.words(),
                     emitted,
                     ra,
                     stats,
-                    info: selected.info.clone(),
+                    info: selected.info,
                     output: selected.output,
-                })
+                });
             }
             Err(e) => {
                 if threads == 2 && !retry {
                     failed_demand = Some(demand);
                 }
-                Err(e)
+                result = Err(e);
             }
-        };
-        if result.is_ok() || k + 1 == attempts.len() {
+        }
+        if k + 1 == attempts.len() {
             break;
         }
     }
