@@ -291,7 +291,6 @@ pub fn lower(
 
     // Retarget (threads, execute mask), keep every value out of r4 and, threaded, out of the
     // accumulators across a thread switch.
-
     func.target = Vc4Target::shared(threads, needs_exec(func, &cfg));
     // The moves above left every block its terminator: the CFG is the one computed first.
     debug_assert!(
