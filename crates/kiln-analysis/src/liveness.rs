@@ -31,6 +31,20 @@ pub struct Liveness {
     pub(crate) all_lanes_neighbours: std::sync::OnceLock<Vec<Vec<u32>>>,
 }
 
+/// Two results are equal where their sets and demands are: the caches of queries made on one
+/// are not part of what it says.
+impl PartialEq for Liveness {
+    fn eq(&self, other: &Liveness) -> bool {
+        self.live_in == other.live_in
+            && self.live_out == other.live_out
+            && self.linear == other.linear
+            && self.loop_leaving == other.loop_leaving
+            && self.register_demand == other.register_demand
+            && self.block_max == other.block_max
+            && self.max == other.max
+    }
+}
+
 impl Liveness {
     /// Demand of the live-in set of a block (its first instruction's stage 0).
     pub fn live_in_demand(&self, func: &Function, b: Block) -> Demand {

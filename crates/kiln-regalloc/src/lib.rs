@@ -374,7 +374,7 @@ pub fn allocate_analysed(
                         let mut fresh = work.clone();
                         let now = compute_liveness(&mut fresh, &cfg);
                         assert!(
-                            same_liveness(&lv, &now) && fresh.blocks == work.blocks,
+                            lv == now && fresh.blocks == work.blocks,
                             "the liveness given is the function's"
                         );
                     }
@@ -685,17 +685,6 @@ fn colour_and_spill(
 
 fn structure(e: kiln_ir::cfg::StructureError) -> RaError {
     RaError::Structure(format!("{}: {}", e.block, e.message))
-}
-
-/// Whether two liveness results agree (the interference caches aside).
-fn same_liveness(a: &Liveness, b: &Liveness) -> bool {
-    a.live_in == b.live_in
-        && a.live_out == b.live_out
-        && a.linear == b.linear
-        && a.loop_leaving == b.loop_leaving
-        && a.register_demand == b.register_demand
-        && a.block_max == b.block_max
-        && a.max == b.max
 }
 
 /// Puts the SSA function in the form the assignment expects (see each step). Its copies are
