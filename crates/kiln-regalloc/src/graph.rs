@@ -663,31 +663,9 @@ impl<'g> Sets<'g> {
         // Starts as bits, 64 units to a word: blocked, free, and free of the read ports taken.
         let (mut blocked, mut free, mut open) = (Vec::new(), Vec::new(), Vec::new());
         let mut taken: Vec<(u32, u8)> = Vec::new();
-        // The units of every read port of every file (`Target::read_port`), found once per
-        // colouring rather than once per start tried.
-        let port_bits: Vec<Vec<Vec<u64>>> = model
-            .target()
-            .files()
-            .iter()
-            .enumerate()
-            .map(|(f, file)| {
-                let mut bits: Vec<Vec<u64>> = Vec::new();
-                for u in 0..file.units {
-                    if let Some(p) = model.target().read_port(kiln_ir::FileId(f as u8), u) {
-                        if bits.len() <= p as usize {
-                            bits.resize(
-                                p as usize + 1,
-                                vec![0; (file.units as usize).div_ceil(64)],
-                            );
-                        }
-                        bits[p as usize][u as usize / 64] |= 1 << (u % 64);
-                    }
-                }
-                bits
-            })
-            .collect();
+        // The units of every read port (`RegModel::port_bits`, found once per model).
         let port_of = |file: kiln_ir::FileId, u: u32| {
-            port_bits[file.index()].iter().position(|bits| {
+            model.port_bits(file).iter().position(|bits| {
                 bits.get(u as usize / 64)
                     .is_some_and(|w| w >> (u % 64) & 1 != 0)
             })
@@ -754,7 +732,7 @@ impl<'g> Sets<'g> {
                 open.clear();
                 open.extend_from_slice(&free);
                 for &(offset, ports) in &taken {
-                    for (p, bits) in port_bits[class.file.index()].iter().enumerate() {
+                    for (p, bits) in model.port_bits(class.file).iter().enumerate() {
                         if ports & (1 << p) != 0 {
                             clear_shifted(&mut open, bits, offset);
                         }

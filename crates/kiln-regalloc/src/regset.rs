@@ -2,7 +2,7 @@
 //! `util/register_allocate.c` builds it, derived from any kiln [`Target`], with the p and q
 //! values of the pq test. The design is in `docs/regalloc.md` ("Seed 002's register model").
 
-use kiln_ir::{PhysReg, RegClass, Target};
+use kiln_ir::{FileId, PhysReg, RegClass, Target};
 use rustc_hash::FxHashMap as HashMap;
 use std::sync::Arc;
 
@@ -21,6 +21,8 @@ pub struct RegModel {
     p: Vec<u32>,
     /// `q(B, C)` at `b × classes + c`, [`UNKNOWN`] until computed.
     q: Vec<u32>,
+    /// Per file, per read port (`Target::read_port`), the port's units as bits, 64 to a word.
+    ports: Arc<Vec<Vec<Vec<u64>>>>,
 }
 
 /// A q-value not computed yet.
@@ -41,12 +43,39 @@ struct Classes {
 
 impl RegModel {
     pub fn new(target: Arc<dyn Target>) -> RegModel {
+        let ports = target
+            .files()
+            .iter()
+            .enumerate()
+            .map(|(f, file)| {
+                let mut bits: Vec<Vec<u64>> = Vec::new();
+                for u in 0..file.units {
+                    if let Some(p) = target.read_port(FileId(f as u8), u) {
+                        if bits.len() <= p as usize {
+                            bits.resize(
+                                p as usize + 1,
+                                vec![0; (file.units as usize).div_ceil(64)],
+                            );
+                        }
+                        bits[p as usize][u as usize / 64] |= 1 << (u % 64);
+                    }
+                }
+                bits
+            })
+            .collect();
         RegModel {
             target,
             classes: Arc::default(),
             p: Vec::new(),
             q: Vec::new(),
+            ports: Arc::new(ports),
         }
+    }
+
+    /// The read ports of `file` (`Target::read_port`): per port, its units as bits, 64 units
+    /// to a word.
+    pub fn port_bits(&self, file: FileId) -> &[Vec<u64>] {
+        self.ports.get(file.index()).map_or(&[], |p| p)
     }
 
     /// The id of `class`, interning it (its registers enumerated once: O(file units)).
