@@ -14,16 +14,20 @@ const BYTES: std::ops::RangeInclusive<u8> = 4..=7;
 
 /// Folds pack moves into their producers in `code` (a folded move becomes a `nop`, which the
 /// scheduler drops); `r` is what each instruction reads and writes ([`refs`], kept current),
-/// `succ` the control flow, `live_at_end` as for [`crate::rename::rename`].
+/// `succ` the control flow, `live_at_end` as for [`crate::rename::rename`]. `known`: the
+/// registers live after each instruction ([`liveness`]) where a pass before found them and
+/// changed nothing since; found here at the first pack move, and kept for the next pass where
+/// nothing folds.
 pub fn fold(
     code: &mut [Instr],
     r: &mut [Refs],
     succ: &[kiln_qpu::isa::validate::Successors],
     live_at_end: Regs,
+    known: &mut Option<Vec<Regs>>,
 ) {
     let n = code.len();
-    let live_out = liveness(r, succ, live_at_end);
-    let joins = block_starts(code);
+    let mut joins = None;
+    let mut folded = false;
     for j in 0..n {
         let Instr::Alu(m) = code[j] else { continue };
         let is_pack_move = m.op_add == AddOp::Nop
@@ -47,9 +51,12 @@ pub fn fold(
         };
         let dst: u32 = if m.w.ws { 0 } else { 32 } + m.w.waddr_mul as u32;
         let (s, d): (Regs, Regs) = (1 << src, 1 << dst);
+        // (Liveness from before the first fold: a fold leaves what the others read alone.)
+        let live_out = known.get_or_insert_with(|| liveness(r, succ, live_at_end));
         if live_out[j] & s != 0 {
             continue;
         }
+        let joins = joins.get_or_insert_with(|| block_starts(code));
         // Its producer: the last write before, in the same straight-line code, with nothing
         // else reading the value and nothing reading or wholly writing the colour between.
         // (Other bytes of the colour packed between are fine: they write other bytes.)
@@ -98,6 +105,11 @@ pub fn fold(
         code[j] = Instr::nop();
         r[i] = refs(&code[i]);
         r[j] = refs(&code[j]);
+        folded = true;
+    }
+    if folded {
+        // (What `known` holds stays the fold's own: the liveness of the code before it.)
+        *known = None;
     }
 }
 
@@ -129,8 +141,9 @@ pub fn colour_in_accumulator(
     r: &mut [Refs],
     succ: &[kiln_qpu::isa::validate::Successors],
     live_at_end: Regs,
+    known: &mut Option<Vec<Regs>>,
 ) {
-    move_colour(code, r, succ, live_at_end, false);
+    move_colour(code, r, succ, live_at_end, false, known);
 }
 
 /// [`colour_in_accumulator`], and where no accumulator can hold the colour (a thread switch
@@ -144,23 +157,24 @@ pub fn colour_out_of_register_14(
     succ: &[kiln_qpu::isa::validate::Successors],
     live_at_end: Regs,
 ) {
-    move_colour(code, r, succ, live_at_end, true);
+    move_colour(code, r, succ, live_at_end, true, &mut None);
 }
 
 /// The colour's writes and its read moved from ra14 to an accumulator, or with `to_file` a
-/// file-A register where no accumulator fits.
+/// file-A register where no accumulator fits; `known` as for [`fold`].
 fn move_colour(
     code: &mut [Instr],
     r: &mut [Refs],
     succ: &[kiln_qpu::isa::validate::Successors],
     live_at_end: Regs,
     to_file: bool,
+    known: &mut Option<Vec<Regs>>,
 ) {
     let colour: Regs = 1 << COLOUR;
     let Some((t, _)) = colour_write(code) else {
         return;
     };
-    let live_out = liveness(r, succ, live_at_end);
+    let live_out = known.get_or_insert_with(|| liveness(r, succ, live_at_end));
     let joins = block_starts(code);
     if live_out[t] & colour != 0 {
         return;
@@ -242,6 +256,7 @@ fn move_colour(
         (to_file && free != 0).then(|| free.trailing_zeros() as u8)
     };
     let Some(to) = acc.or_else(file) else { return };
+    *known = None;
     for &k in &refs_at {
         match &mut code[k] {
             Instr::Alu(a) if k == t => {
@@ -305,7 +320,7 @@ mod tests {
         let mut code = vec![fmul(Reg::Acc(3)), pack(0)];
         code.extend(end);
         let (mut r, succ) = facts(&code);
-        fold(&mut code, &mut r, &succ, 1 << 14);
+        fold(&mut code, &mut r, &succ, 1 << 14, &mut None);
         let Instr::Alu(p) = code[0] else { panic!() };
         assert_eq!(
             (p.op_mul, p.w.waddr_mul, p.w.ws, p.w.pm, p.w.pack),
@@ -321,7 +336,7 @@ mod tests {
         code.extend(end);
         let before = code.clone();
         let (mut r, succ) = facts(&code);
-        fold(&mut code, &mut r, &succ, 1 << 14);
+        fold(&mut code, &mut r, &succ, 1 << 14, &mut None);
         assert_eq!(code, before);
     }
 
@@ -355,7 +370,7 @@ mod tests {
         };
         let mut code = program(false);
         let (mut r, succ) = facts(&code);
-        colour_in_accumulator(&mut code, &mut r, &succ, 0);
+        colour_in_accumulator(&mut code, &mut r, &succ, 0, &mut None);
         // r1 is read by the packs: r0 is the free accumulator.
         for (k, i) in code[1..5].iter().enumerate() {
             let Instr::Alu(a) = i else { panic!() };
@@ -372,7 +387,7 @@ mod tests {
         let mut code = program(true);
         let before = code.clone();
         let (mut r, succ) = facts(&code);
-        colour_in_accumulator(&mut code, &mut r, &succ, 0);
+        colour_in_accumulator(&mut code, &mut r, &succ, 0, &mut None);
         assert_eq!(code, before);
         // After scheduling, a file-A register other than 14 holds it across the switch: ra0,
         // the lowest free one a threaded shader's value may move to.

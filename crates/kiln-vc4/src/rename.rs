@@ -119,17 +119,25 @@ pub fn refs_of(code: &[Instr]) -> Vec<Refs> {
 /// Renames registers in `code`, whose instructions read and write what `refs` says
 /// ([`refs_of`]) and flow as `succ` says (`isa::validate::successors`); `live_at_end` are
 /// registers read after the program ends (none for a shader; a test that looks at registers
-/// names them). Returns what the renamed code's instructions read and write and the registers
-/// live after each ([`liveness`]), kept exact through the renaming.
+/// names them); `known`: the registers live after each instruction ([`liveness`]) where a pass
+/// before found them. Returns what the renamed code's instructions read and write and the
+/// registers live after each, kept exact through the renaming.
 pub fn rename(
     code: &mut [Instr],
     mut refs: Vec<Refs>,
     succ: &[kiln_qpu::isa::validate::Successors],
     live_at_end: Regs,
+    known: Option<Vec<Regs>>,
 ) -> (Vec<Refs>, Vec<Regs>) {
     let n = code.len();
     let end = walk_ends(&block_starts(code), n);
-    let mut live_out = liveness(&refs, succ, live_at_end);
+    debug_assert!(
+        known
+            .as_ref()
+            .is_none_or(|k| *k == liveness(&refs, succ, live_at_end)),
+        "the liveness known is the code's"
+    );
+    let mut live_out = known.unwrap_or_else(|| liveness(&refs, succ, live_at_end));
     let allowed = movable(code);
     // Accumulator values first, packed; then file values, into the accumulators left free.
     for kind in [0xfu128 << 64, !(0xfu128 << 64)] {

@@ -67,10 +67,15 @@ pub fn schedule_bounded(
     // that change instructions (none changes the control flow).
     let mut refs = crate::rename::refs_of(&instrs);
     let succ = kiln_qpu::isa::validate::successors(&instrs);
-    crate::pack_fold::fold(&mut instrs, &mut refs, &succ, live_at_end);
-    crate::pack_fold::colour_in_accumulator(&mut instrs, &mut refs, &succ, live_at_end);
-    crate::r4_forward::forward(&mut instrs, &mut refs);
-    let (mut refs, live_out) = crate::rename::rename(&mut instrs, refs, &succ, live_at_end);
+    // The registers live after each instruction, found once for the passes that read them
+    // and kept while none changes the code.
+    let mut known = None;
+    crate::pack_fold::fold(&mut instrs, &mut refs, &succ, live_at_end, &mut known);
+    crate::pack_fold::colour_in_accumulator(&mut instrs, &mut refs, &succ, live_at_end, &mut known);
+    if crate::r4_forward::forward(&mut instrs, &mut refs) > 0 {
+        known = None;
+    }
+    let (mut refs, live_out) = crate::rename::rename(&mut instrs, refs, &succ, live_at_end, known);
     let live_in = crate::dead_writes::remove_with(&mut instrs, &mut refs, &live_out, live_at_end);
     let mut label = vec![false; n + 1];
     let mut fixed = vec![false; n];
