@@ -97,6 +97,20 @@ macro_rules! opcodes {
             /// targets' own).
             pub const ALL: &'static [Opcode] = &[$(Opcode::$variant,)*];
 
+            /// The position of a special or generic opcode in [`Opcode::ALL`] (`None` for a
+            /// target's): a dense index for tables by operation.
+            pub const fn generic_index(self) -> Option<usize> {
+                /// The opcodes without their targets' one, numbered in declaration order.
+                #[allow(dead_code)]
+                enum Plain {
+                    $($variant,)*
+                }
+                match self {
+                    $(Opcode::$variant => Some(Plain::$variant as usize),)*
+                    Opcode::Target(_) => None,
+                }
+            }
+
             /// The static facts of this opcode.
             pub const fn info(self) -> &'static OpInfo {
                 match self {
@@ -303,6 +317,13 @@ mod tests {
     fn names_are_unique_and_round_trip() {
         for &op in Opcode::ALL {
             assert_eq!(Opcode::from_name(op.name()), Some(op), "{op:?}");
+        }
+    }
+
+    #[test]
+    fn generic_indices_are_positions_in_all() {
+        for (k, &op) in Opcode::ALL.iter().enumerate() {
+            assert_eq!(op.generic_index(), Some(k), "{op:?}");
         }
     }
 

@@ -10,7 +10,6 @@ use crate::util::{Avail, is_free_operand, set_value};
 use kiln_analysis::{Changed, Context, PassError};
 use kiln_ir::semantics::eval_scalar;
 use kiln_ir::{Block, Def, Function, Inst, InstFlags, Opcode, Operand, OperandFlags, Value};
-use rustc_hash::FxHashMap;
 use smallvec::SmallVec;
 use std::sync::OnceLock;
 
@@ -819,7 +818,7 @@ fn rewrite(
     {
         return None;
     }
-    let root_rules = rules.get(&inst.op)?;
+    let root_rules = rules.get(inst.op.generic_index()?)?.as_ref()?;
     // What each operand is, looked up once for every rule: its constant, or the operation
     // defining it.
     let values: SmallVec<[Value; 4]> = inst.operands.iter().map(|o| o.value).collect();
@@ -1019,8 +1018,9 @@ fn readers(func: &Function) -> Vec<u32> {
     uses
 }
 
-/// Rules by the operation at the root of their search pattern, in order.
-type Rules = FxHashMap<Opcode, Root>;
+/// Rules by the operation at the root of their search pattern (indexed by the operation's
+/// number), in order.
+type Rules = Vec<Option<Root>>;
 
 /// The most root operands the index of [`Root`] looks at (`ffma`, `sel`).
 const ROOT_ARGS: usize = 3;
@@ -1129,13 +1129,14 @@ fn rules_at(precision: Precision) -> &'static Rules {
         Precision::Relaxed => &RELAXED,
     };
     cell.get_or_init(|| {
-        let mut by_root = Rules::default();
+        let mut by_root: Rules = (0..Opcode::ALL.len()).map(|_| None).collect();
         for c in compiled() {
             if precision == Precision::Exact && c.rule.precision != Precision::Exact {
                 continue;
             }
             if let Pat::Op(op, _) = c.from {
-                by_root.entry(op).or_default().push(c);
+                let k = op.generic_index().expect("rules are of generic operations");
+                by_root[k].get_or_insert_with(Root::default).push(c);
             }
         }
         by_root
@@ -1340,7 +1341,8 @@ mod tests {
         }
         let mut checked = 0;
         for precision in [Precision::Exact, Precision::Relaxed] {
-            for (op, root) in rules_at(precision) {
+            let roots = Opcode::ALL.iter().zip(rules_at(precision));
+            for (op, root) in roots.filter_map(|(op, root)| Some((op, root.as_ref()?))) {
                 let swap = op.info().commutative;
                 for n in 1..=3 {
                     let combos = shapes.len().pow(n as u32);
