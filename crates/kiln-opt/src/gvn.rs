@@ -139,6 +139,8 @@ fn gvn_with(cx: &mut Context, uniforms: bool) -> Result<Changed, PassError> {
     let mut any = false;
     while let Some(step) = stack.pop() {
         let b = match step {
+            // (The root's scope ends the walk: its numbers are not taken out one by one.)
+            Step::Leave(_) if stack.is_empty() => break,
             Step::Leave(mark) => {
                 while undo.len() > mark {
                     let (entered, shadowed) = undo.pop().expect("non-empty");
