@@ -209,27 +209,25 @@ pub(crate) fn liveness(
     let n = refs.len();
     let mut live_in: Vec<Regs> = vec![0; n];
     let mut live_out: Vec<Regs> = vec![0; n];
-    // Without a backward edge one backward pass has seen every successor's final live-in.
-    let forward = succ
-        .iter()
-        .enumerate()
-        .all(|(i, s)| s.iter().all(|&t| t > i));
-    // Backward passes until nothing changes (a loop takes a few).
+    // Backward passes until the live-in each backward edge read is its target's at the pass's
+    // end: a forward edge reads what this pass found, so every equation then holds, and the
+    // iteration from nothing live has reached the least solution (one pass without a backward
+    // edge, two for most loops — not a third only to see nothing change).
+    let mut read_back: Vec<(usize, Regs)> = Vec::new();
     loop {
-        let mut changed = false;
+        read_back.clear();
         for i in (0..n).rev() {
             let mut out = if succ[i].is_empty() { live_at_end } else { 0 };
             for &s in &succ[i] {
                 out |= live_in[s];
+                if s <= i {
+                    read_back.push((s, live_in[s]));
+                }
             }
-            let inn = refs[i].reads | (out & !refs[i].whole);
-            if out != live_out[i] || inn != live_in[i] {
-                live_out[i] = out;
-                live_in[i] = inn;
-                changed = true;
-            }
+            live_out[i] = out;
+            live_in[i] = refs[i].reads | (out & !refs[i].whole);
         }
-        if !changed || forward {
+        if read_back.iter().all(|&(s, seen)| live_in[s] == seen) {
             return live_out;
         }
     }
@@ -449,6 +447,60 @@ pub(crate) fn reread(a: &mut kiln_qpu::isa::AluInstr, b: u32, x: u32) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// The liveness is the least solution of its equations, as passes until nothing
+        /// changes find it, on random reads, writes and edges (backward ones, loops, among
+        /// them).
+        #[test]
+        fn liveness_is_the_fixed_point_of_repeated_passes(
+            code in proptest::collection::vec(
+                (0u8..16, 0u8..16, proptest::collection::vec(0usize..64, 0..3)),
+                1..40,
+            ),
+            live_at_end in 0u8..16,
+        ) {
+            let n = code.len();
+            let refs: Vec<Refs> = code
+                .iter()
+                .map(|&(reads, whole, _)| Refs { reads: reads as Regs, whole: whole as Regs, part: 0 })
+                .collect();
+            let succ: Vec<kiln_qpu::isa::validate::Successors> = code
+                .iter()
+                .enumerate()
+                .map(|(i, (_, _, to))| {
+                    if i + 1 == n && to.is_empty() {
+                        return Default::default();
+                    }
+                    let mut s: kiln_qpu::isa::validate::Successors =
+                        to.iter().map(|&t| t % n).collect();
+                    if s.is_empty() {
+                        s.push(i + 1);
+                    }
+                    s
+                })
+                .collect();
+            let end = live_at_end as Regs;
+            let (mut live_in, mut want) = (vec![0 as Regs; n], vec![0 as Regs; n]);
+            loop {
+                let mut changed = false;
+                for i in (0..n).rev() {
+                    let mut out = if succ[i].is_empty() { end } else { 0 };
+                    for &s in &succ[i] {
+                        out |= live_in[s];
+                    }
+                    let inn = refs[i].reads | (out & !refs[i].whole);
+                    changed |= out != want[i] || inn != live_in[i];
+                    (want[i], live_in[i]) = (out, inn);
+                }
+                if !changed {
+                    break;
+                }
+            }
+            prop_assert_eq!(liveness(&refs, &succ, end), want);
+        }
+    }
 
     /// `refs` reads what the effects model says an instruction reads, on random words (every
     /// form, every mux, rotations by r5 among them).
