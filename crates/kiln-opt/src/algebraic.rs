@@ -809,6 +809,8 @@ fn rewrite(
     i: usize,
 ) -> Option<Vec<Inst>> {
     let inst = &func.block(b).insts[i];
+    // (Most operations are the root of no rule: the cheapest test first.)
+    let root_rules = rules.get(inst.op.generic_index()?)?.as_ref()?;
     // The rewrite replaces the root's operation and operands: its register constraints would
     // name operands it no longer has.
     if inst.defs.len() != 1
@@ -818,7 +820,6 @@ fn rewrite(
     {
         return None;
     }
-    let root_rules = rules.get(inst.op.generic_index()?)?.as_ref()?;
     // What each operand is, looked up once for every rule: its constant, or the operation
     // defining it.
     let values: SmallVec<[Value; 4]> = inst.operands.iter().map(|o| o.value).collect();
