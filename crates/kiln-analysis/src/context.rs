@@ -89,7 +89,7 @@ impl DebugFlags {
 
 /// Where each temp is defined and which temps are linear: what value-based passes look up
 /// first (one walk of the function).
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct DefSites {
     /// (block, instruction index) of each temp's definition; `None` for numbers nothing
     /// defines.
@@ -127,6 +127,9 @@ pub struct Context {
     /// The CFG cached is the one [`Context::replace_func`] was given for the function as it
     /// is (no [`Context::func_mut`] since): the pass running keeps it past its end.
     cfg_given: bool,
+    /// Definition sites the pass running found for the function as it leaves it
+    /// ([`Context::give_def_sites`]), kept past its end.
+    sites_given: Option<Arc<DefSites>>,
     pub debug: DebugFlags,
     /// (pass, time) of every pass run, in order.
     pub timings: Vec<(&'static str, Duration)>,
@@ -159,6 +162,7 @@ impl Context {
             divergence: None,
             def_sites: None,
             cfg_given: false,
+            sites_given: None,
             debug,
             // A middle end runs a few dozen passes.
             timings: Vec::with_capacity(64),
@@ -191,6 +195,12 @@ impl Context {
         self.invalidate(Changed::Cfg);
         self.cfg = Some(Arc::new(cfg));
         self.cfg_given = true;
+    }
+
+    /// Gives the context the definition sites of its function as the pass running leaves it
+    /// (found by its last walk, which changed nothing): they stay past the end of the pass.
+    pub fn give_def_sites(&mut self, sites: Arc<DefSites>) {
+        self.sites_given = Some(sites);
     }
 
     /// Numbers the function's temps without gaps (`Function::compact_temps`): the blocks stay,
@@ -308,6 +318,7 @@ impl Context {
     ) -> Result<Changed, PassError> {
         let start = Instant::now();
         self.cfg_given = false;
+        self.sites_given = None;
         let changed = pass(self)?;
         let took = start.elapsed();
         let given = (changed == Changed::Cfg && self.cfg_given)
@@ -315,6 +326,13 @@ impl Context {
             .flatten();
         self.invalidate(changed);
         self.cfg = self.cfg.take().or(given);
+        if let Some(sites) = self.sites_given.take() {
+            debug_assert!(
+                *sites == DefSites::compute(&self.func),
+                "{name}: the definition sites given are the function's"
+            );
+            self.def_sites = Some(sites);
+        }
         self.timings.push((name, took));
         if self.debug.time {
             let what = match changed {

@@ -1198,6 +1198,7 @@ pub fn rounds(
     // Reads from each temp's definition to the nearest change (`FAR`: none within reach).
     let mut near: Vec<u8> = Vec::new();
     let mut taken = 0;
+    let mut last_sites = None;
     for _ in 0..ROUNDS {
         taken += 1;
         let avail = match facts.take() {
@@ -1269,10 +1270,15 @@ pub fn rounds(
         }
         insert_all(func, inserts);
         if !round {
+            // This round's walk found nothing: its definition sites are the function's.
+            last_sites = Some(avail.def_sites().clone());
             break;
         }
         changed = true;
         before = Some((uses, booleans));
+    }
+    if changed && let Some(sites) = last_sites {
+        cx.give_def_sites(sites);
     }
     let changed = if changed {
         Changed::Instructions

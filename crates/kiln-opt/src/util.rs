@@ -125,6 +125,11 @@ impl<'a> Avail<'a> {
         }
     }
 
+    /// The definition sites this availability reads.
+    pub fn def_sites(&self) -> &std::sync::Arc<kiln_analysis::DefSites> {
+        &self.facts
+    }
+
     /// Where each temp is defined.
     pub fn sites(&self) -> &[Option<(Block, usize)>] {
         &self.facts.sites
