@@ -657,14 +657,12 @@ impl Scheduler<'_> {
     fn push(&mut self, i: Instr, origins: [Origin; 2], from: Option<usize>) {
         let at = self.out.len();
         self.effects.clear();
-        effects::effects(&i, &mut self.effects);
+        effects::write_effects(&i, &mut self.effects);
         for e in &self.effects {
             let r = e.resource.index();
-            if e.write {
-                self.written[r] = Some(at);
-                self.read_at[r] = self.read_at[r].max(at + e.distance as usize);
-                self.write_at[r] = self.write_at[r].max(at + waw(e) as usize);
-            }
+            self.written[r] = Some(at);
+            self.read_at[r] = self.read_at[r].max(at + e.distance as usize);
+            self.write_at[r] = self.write_at[r].max(at + waw(e) as usize);
         }
         self.origins.push(origins);
         self.from.push(from);

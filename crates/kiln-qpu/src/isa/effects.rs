@@ -321,17 +321,19 @@ pub fn mux_resource(m: Mux, a: &AluInstr) -> Option<Resource> {
 
 /// An instruction's effects as they are found: reads go straight to the caller's list, writes
 /// wait here and follow them (reads first, each kind in the order found — what a stable sort
-/// by `write` would give, without sorting).
-struct Found<'a> {
+/// by `write` would give, without sorting). Without `READS`, the reads are not kept.
+struct Found<'a, const READS: bool> {
     reads: &'a mut Vec<Effect>,
     writes: [Effect; 16],
     n: usize,
 }
 
-impl Found<'_> {
+impl<const READS: bool> Found<'_, READS> {
     #[inline]
     fn read(&mut self, resource: Resource) {
-        self.reads.push(Effect::read(resource));
+        if READS {
+            self.reads.push(Effect::read(resource));
+        }
     }
 
     #[inline]
@@ -343,7 +345,7 @@ impl Found<'_> {
 
 /// A read address's effects beyond a register read: the uniform stream, FIFOs, the mutex.
 #[inline]
-fn raddr_effects(r: u8, out: &mut Found) {
+fn raddr_effects<const READS: bool>(r: u8, out: &mut Found<READS>) {
     match r {
         raddr::UNIFORM => out.read(Resource::Uniforms),
         raddr::VARYING => {
@@ -359,7 +361,7 @@ fn raddr_effects(r: u8, out: &mut Found) {
 
 /// A write address's resource and the distance its readers keep.
 #[inline]
-fn waddr_effects(waddr: u8, file_a: bool, cond: Cond, out: &mut Found) {
+fn waddr_effects<const READS: bool>(waddr: u8, file_a: bool, cond: Cond, out: &mut Found<READS>) {
     let (resource, distance) = match waddr {
         0..=31 if file_a => (Resource::FileA(waddr), latency::REGFILE),
         0..=31 => (Resource::FileB(waddr), latency::REGFILE),
@@ -396,7 +398,19 @@ fn waddr_effects(waddr: u8, file_a: bool, cond: Cond, out: &mut Found) {
 /// thread signals have effects on control that no resource describes: schedulers keep them
 /// in place.
 pub fn effects(i: &Instr, out: &mut Vec<Effect>) {
-    let mut found = Found {
+    collect::<true>(i, out);
+}
+
+/// The writes of [`effects`] alone, in its order, appended to `out`: what a scheduler records
+/// of an instruction it has placed.
+pub fn write_effects(i: &Instr, out: &mut Vec<Effect>) {
+    collect::<false>(i, out);
+}
+
+/// [`effects`], or with `READS` false its writes alone.
+#[inline]
+fn collect<const READS: bool>(i: &Instr, out: &mut Vec<Effect>) {
+    let mut found = Found::<READS> {
         reads: out,
         writes: [Effect::read(Resource::Host); 16],
         n: 0,
@@ -405,31 +419,33 @@ pub fn effects(i: &Instr, out: &mut Vec<Effect>) {
     if let Instr::Alu(a) = i {
         // A rotation (a mul with small immediate 48–63) reads its accumulators, and r5 for a
         // rotation by r5, no sooner than the second instruction after their write.
-        let rotation = is_rotation(a);
-        let mut mux = |m: Mux, rotated: bool| {
-            if let Some(resource) = mux_resource(m, a) {
-                let mut e = Effect::read(resource);
-                if rotated && matches!(resource, Resource::Acc(_)) {
-                    e.distance = 2;
+        if READS {
+            let rotation = is_rotation(a);
+            let mut mux = |m: Mux, rotated: bool| {
+                if let Some(resource) = mux_resource(m, a) {
+                    let mut e = Effect::read(resource);
+                    if rotated && matches!(resource, Resource::Acc(_)) {
+                        e.distance = 2;
+                    }
+                    out.reads.push(e);
                 }
-                out.reads.push(e);
+            };
+            if a.op_add != AddOp::Nop {
+                mux(a.add_a, false);
+                if !a.op_add.is_unary() {
+                    mux(a.add_b, false);
+                }
             }
-        };
-        if a.op_add != AddOp::Nop {
-            mux(a.add_a, false);
-            if !a.op_add.is_unary() {
-                mux(a.add_b, false);
+            if a.op_mul != MulOp::Nop {
+                mux(a.mul_a, rotation);
+                mux(a.mul_b, rotation);
             }
-        }
-        if a.op_mul != MulOp::Nop {
-            mux(a.mul_a, rotation);
-            mux(a.mul_b, rotation);
-        }
-        if rotates_by_r5(a) {
-            out.reads.push(Effect {
-                distance: 2,
-                ..Effect::read(Resource::Acc(5))
-            });
+            if rotates_by_r5(a) {
+                out.reads.push(Effect {
+                    distance: 2,
+                    ..Effect::read(Resource::Acc(5))
+                });
+            }
         }
         raddr_effects(a.raddr_a, out);
         if a.sig != Signal::SmallImm {
@@ -488,5 +504,27 @@ mod tests {
             }
         }
         assert!(alu > 1000, "{alu} ALU instructions");
+    }
+
+    /// `write_effects` is the writes of `effects`, in their order, on decoded random words of
+    /// every kind.
+    #[test]
+    fn write_effects_are_the_writes_of_effects() {
+        let mut s = 0x2545_f491_4f6c_dd1du64;
+        let (mut all, mut some) = (Vec::new(), Vec::new());
+        let mut writing = 0;
+        for _ in 0..50_000 {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            let i = decode(s);
+            (all.clear(), some.clear());
+            effects(&i, &mut all);
+            write_effects(&i, &mut some);
+            let writes: Vec<Effect> = all.iter().copied().filter(|e| e.write).collect();
+            assert_eq!(some, writes, "{s:#x}");
+            writing += !some.is_empty() as u32;
+        }
+        assert!(writing > 10_000, "{writing} instructions that write");
     }
 }
