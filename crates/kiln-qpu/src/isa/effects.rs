@@ -518,7 +518,8 @@ mod tests {
             s ^= s >> 7;
             s ^= s << 17;
             let i = decode(s);
-            (all.clear(), some.clear());
+            all.clear();
+            some.clear();
             effects(&i, &mut all);
             write_effects(&i, &mut some);
             let writes: Vec<Effect> = all.iter().copied().filter(|e| e.write).collect();
