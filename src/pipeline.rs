@@ -513,16 +513,17 @@ pub fn back_end(
             continue;
         }
         kept.record(Stage::Interface, &func);
-        // The interface pass's function stays the program's SSA form (what the interpreter
-        // runs and `--ir interface` shows); its copy becomes the allocated function.
-        let mut allocated = func.clone();
+        // The interface pass's function becomes the allocated one; the allocator gives back
+        // the SSA form it allocated (the interface pass's, with its critical edges split and
+        // in the assignment's form where allocation needed either), what the interpreter runs.
+        let mut allocated = func;
         let attempt = vc4::allocate(
             &mut allocated,
             options.allocator,
             options.check,
             Some(analysed),
         )
-        .and_then(|ra| {
+        .and_then(|(ra, ssa)| {
             kept.record(Stage::Allocated, &allocated);
             let finish = vc4::Finish {
                 schedule: options.schedule,
@@ -534,13 +535,13 @@ pub fn back_end(
                 check: options.check,
             };
             let emitted = vc4::emit(&allocated, &selected.info, selected.output, finish)?;
-            Ok((ra, emitted))
+            Ok((ra, ssa, emitted))
         });
         match attempt {
-            Ok((ra, emitted)) => {
+            Ok((ra, ssa, emitted)) => {
                 let stats = Stats::of(&emitted, &ra, threads);
                 return Ok(Compiled {
-                    ssa: func,
+                    ssa,
                     allocated,
                     words: emitted.words(),
                     emitted,

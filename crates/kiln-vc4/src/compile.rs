@@ -156,15 +156,16 @@ pub type Analysed = (kiln_ir::Cfg, kiln_analysis::Liveness);
 /// (`RaOptions::refuse_spilling`), and graph colouring that cannot colour gives way to the SSA
 /// allocator's assignment; where colouring refuses at a lowered budget, the SSA allocator is
 /// tried on the same function — it needs no more than the demand, which colouring may not reach.
-/// On success `func` is the allocated function; on failure it is the input with its critical
-/// edges split, in the assignment's form (the same program). `analysed`: the CFG and liveness
-/// of `func`, where known.
+/// On success `func` is the allocated function, and the result holds the SSA function it is an
+/// allocation of (the input, with its critical edges split and in the assignment's form where
+/// the allocation needed either: the same program); on failure `func` is that SSA function.
+/// `analysed`: the CFG and liveness of `func`, where known.
 pub fn allocate(
     func: &mut Function,
     allocator: Allocator,
     check: bool,
     analysed: Option<Analysed>,
-) -> Result<RaStats, CompileError> {
+) -> Result<(RaStats, Function), CompileError> {
     let options = |allocator: Allocator| RaOptions {
         allocator,
         budget: Vec::new(),
@@ -176,11 +177,11 @@ pub fn allocate(
         e => CompileError::Failed(format!("allocation: {e}")),
     };
     let full = RaOptions::default().limits(&*func.target);
-    match kiln_regalloc::allocate_analysed(func, &options(allocator), analysed).map(|(s, _)| s) {
+    match kiln_regalloc::allocate_analysed(func, &options(allocator), analysed) {
         Err(RaError::WouldSpill { budget, .. })
             if allocator == Allocator::Graph && budget != full =>
         {
-            kiln_regalloc::allocate(func, &options(Allocator::Ssa)).map_err(refused)
+            kiln_regalloc::allocate_with_input(func, &options(Allocator::Ssa)).map_err(refused)
         }
         result => result.map_err(refused),
     }
@@ -324,7 +325,9 @@ impl fmt::Display for Stats {
 /// A compiled shader.
 #[derive(Clone, Debug)]
 pub struct Compiled {
-    /// The selected, interface-lowered SSA function (what the interpreter compares against).
+    /// The selected, interface-lowered SSA function (what the interpreter compares against),
+    /// with its critical edges split and in the assignment's form where the allocation needed
+    /// either (`allocate`).
     pub ssa: Function,
     pub allocated: Function,
     pub emitted: Emitted,
