@@ -171,39 +171,51 @@ const IDEMPOTENT: &[&str] = &["dce", "if_convert"];
 /// their count leaves out fewer dead ones than the pass removes, so it wakes.)
 const UNWOKEN_BY_DCE: &[&str] = &["copy_prop", "gvn", "gvn_keep_uniform_loads", "fold"];
 
-/// The passes that would find nothing to do: a pass that changed nothing on a version of the
-/// function (versions count the changes) changes nothing on it again, so it is not run; nor
-/// after a change that cannot give it work ([`UNWOKEN_BY_DCE`]).
+/// The passes that would find nothing to do: a pass that changed nothing on the function as it
+/// is changes nothing on it again, so it is not run before the function changes; nor after a
+/// change that cannot give it work ([`UNWOKEN_BY_DCE`]). A bit per pass of [`PASSES`].
 #[derive(Default)]
 struct Idle {
-    version: u32,
-    idle: Vec<(&'static str, u32)>,
+    idle: u64,
+}
+
+// (Every pass has a bit of `Idle::idle`.)
+const _: () = assert!(PASSES.len() <= 64);
+
+/// The bit of [`Idle::idle`] for pass `name` (none for a name that is no pass).
+fn pass_bit(name: &str) -> u64 {
+    PASSES
+        .iter()
+        .position(|(n, _)| *n == name)
+        .map_or(0, |k| 1 << k)
 }
 
 impl Idle {
-    /// Runs pass `name` unless it found nothing on this version; whether it changed anything.
+    /// Runs pass `name` unless it found nothing in the function as it is; whether it changed
+    /// anything.
     fn run(&mut self, cx: &mut Context, name: &'static str) -> Result<bool, PassError> {
-        if self.idle.contains(&(name, self.version)) {
+        let k = PASSES
+            .iter()
+            .position(|(n, _)| *n == name)
+            .ok_or_else(|| PassError::Failed {
+                pass: name.to_string(),
+                message: "no such pass".into(),
+            })?;
+        if self.idle & (1 << k) != 0 {
             return Ok(false);
         }
-        let pass = pass_by_name(name).ok_or_else(|| PassError::Failed {
-            pass: name.to_string(),
-            message: "no such pass".into(),
-        })?;
-        let changed = cx.run(name, pass)?;
+        let changed = cx.run(name, PASSES[k].1)?;
         Ok(self.ran(cx, name, changed))
     }
 
-    /// Records that pass `name` ran with `changed`: a new version of the function where it
-    /// changed it (its temps made one per value again if gaps have grown), the passes it
-    /// leaves idle; whether it changed anything.
+    /// Records that pass `name` ran with `changed`: where it changed the function (its temps
+    /// made one per value again if gaps have grown), the passes it leaves idle; whether it
+    /// changed anything.
     fn ran(&mut self, cx: &mut Context, name: &'static str, changed: Changed) -> bool {
         if changed == Changed::Nothing {
-            self.idle.push((name, self.version));
+            self.idle |= pass_bit(name);
             return false;
         }
-        self.version += 1;
-        let version = self.version;
         // What removed instructions defined leaves gaps in the temps, and every pass keeps
         // tables per temp: where the numbers are more than twice the instructions, they are
         // made one per value again (a walk of the function, so not after every change).
@@ -211,17 +223,15 @@ impl Idle {
         if func.temps.len() > 2 * func.inst_count() + 64 {
             cx.compact_temps();
         }
-        if name == "dce" {
-            self.idle.retain_mut(|(pass, v)| {
-                *v += 1;
-                *v == version && UNWOKEN_BY_DCE.contains(pass)
-            });
+        self.idle = if name == "dce" {
+            let unwoken = UNWOKEN_BY_DCE.iter().fold(0, |m, n| m | pass_bit(n));
+            self.idle & unwoken
         } else {
-            self.idle.clear();
-        }
+            0
+        };
         // A pass that runs to its own fixed point finds nothing in what it left.
         if IDEMPOTENT.contains(&name) {
-            self.idle.push((name, self.version));
+            self.idle |= pass_bit(name);
         }
         true
     }
