@@ -184,23 +184,17 @@ const _: () = assert!(PASSES.len() <= 64);
 
 /// The bit of [`Idle::idle`] for pass `name` (none for a name that is no pass).
 fn pass_bit(name: &str) -> u64 {
-    PASSES
-        .iter()
-        .position(|(n, _)| *n == name)
-        .map_or(0, |k| 1 << k)
+    pass_index(name).map_or(0, |k| 1 << k)
 }
 
 impl Idle {
     /// Runs pass `name` unless it found nothing in the function as it is; whether it changed
     /// anything.
     fn run(&mut self, cx: &mut Context, name: &'static str) -> Result<bool, PassError> {
-        let k = PASSES
-            .iter()
-            .position(|(n, _)| *n == name)
-            .ok_or_else(|| PassError::Failed {
-                pass: name.to_string(),
-                message: "no such pass".into(),
-            })?;
+        let k = pass_index(name).ok_or_else(|| PassError::Failed {
+            pass: name.to_string(),
+            message: "no such pass".into(),
+        })?;
         if self.idle & (1 << k) != 0 {
             return Ok(false);
         }
@@ -339,7 +333,12 @@ pub fn optimize_within_demand(
 
 /// The pass called `name`.
 pub fn pass_by_name(name: &str) -> Option<Pass> {
-    PASSES.iter().find(|(n, _)| *n == name).map(|&(_, p)| p)
+    pass_index(name).map(|k| PASSES[k].1)
+}
+
+/// The position of the pass called `name` in [`PASSES`].
+fn pass_index(name: &str) -> Option<usize> {
+    PASSES.iter().position(|(n, _)| *n == name)
 }
 
 /// Runs the passes named in `names` once each, in order.

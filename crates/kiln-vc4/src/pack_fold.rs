@@ -108,7 +108,7 @@ pub fn fold(
         folded = true;
     }
     if folded {
-        // (What `known` holds stays the fold's own: the liveness of the code before it.)
+        // (What `known` holds is the liveness of the code before the folds.)
         *known = None;
     }
 }
