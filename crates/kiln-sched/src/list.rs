@@ -48,7 +48,8 @@ impl Registers {
 
     /// Issues node `n` against the users `left` of each value and the `live` count: the values
     /// it starts begin, those it is the last user of end (a value no node uses is live in its
-    /// own cycle only).
+    /// own cycle only). (Inlined into the scheduler's loop.)
+    #[inline(always)]
     fn step(&self, n: u32, left: &mut [u32], live: &mut u32) {
         *live += self.starts[n as usize] as u32;
         for &v in self.uses(n) {
@@ -78,12 +79,140 @@ struct Live<'a> {
     newest: usize,
     /// Per node k, whether the original order stays within the limit from node k on.
     tail_fits: Vec<bool>,
-    /// The values a completion check took a user from, to give them back.
-    undo: Vec<u32>,
+    /// The completion in original order, kept for the safe check.
+    completion: Completion,
     /// Node steps that check may still take: each is linear in the nodes from the oldest not
     /// issued to the newest issued, and most nodes are checked, so a block costs O(n²) up to
     /// this bound, 4·n·min(n, 512), which keeps large blocks linear — and gives up on them.
     budget: usize,
+}
+
+/// The nodes not issued yet in their original order, as what each changes the live count by
+/// when it issues in that order: the values it starts, less those whose last user not issued
+/// it is (0 for a node issued). A completion check is then a walk of one array, with the
+/// entries of the nodes it issues first changed for it and changed back. Where a node that
+/// issues was the last user of a value, the value's death moves to the user before it not
+/// issued; a value's last user only moves back, so finding them costs O(users) in all.
+#[derive(Default)]
+struct Completion {
+    /// Per node, the change in the live count when it issues in the completion.
+    delta: Vec<i32>,
+    /// Per value that dies (not [`Registers::FOREVER`], every user listed), its users in
+    /// node order, one value after another.
+    user_node: Vec<u32>,
+    /// Per value, the index in `user_node` of its last user not issued (`NONE`: none, or a
+    /// value that does not die); the value's users before it start at `first[v]`.
+    last: Vec<u32>,
+    first: Vec<u32>,
+    /// Entries a check changed, with what they were.
+    saved: Vec<(u32, i32)>,
+}
+
+const NONE: u32 = u32::MAX;
+
+impl Completion {
+    fn new(regs: &Registers) -> Completion {
+        // `first` counts each value's users listed, then is where its users begin; `last`
+        // where the next one is placed, then where its last one is.
+        let mut first = vec![0u32; regs.users.len()];
+        for &v in &regs.uses {
+            first[v as usize] += 1;
+        }
+        let mut total = 0;
+        for (v, at) in first.iter_mut().enumerate() {
+            // A value dies at its last user only where every user is listed (as the step
+            // counts them).
+            let users = regs.users[v];
+            if users != Registers::FOREVER && users == *at && users > 0 {
+                (*at, total) = (total, total + users);
+            } else {
+                *at = NONE;
+            }
+        }
+        let mut last = first.clone();
+        let mut user_node = vec![0; total as usize];
+        let mut delta: Vec<i32> = regs.starts.iter().map(|&s| s as i32).collect();
+        for node in 0..delta.len() {
+            for &v in regs.uses(node as u32) {
+                let at = &mut last[v as usize];
+                if *at != NONE {
+                    user_node[*at as usize] = node as u32;
+                    *at += 1;
+                }
+            }
+        }
+        for at in &mut last {
+            if *at != NONE {
+                *at -= 1;
+                delta[user_node[*at as usize] as usize] -= 1;
+            }
+        }
+        Completion {
+            delta,
+            user_node,
+            last,
+            first,
+            saved: Vec::new(),
+        }
+    }
+
+    /// The user of value `v` before index `at` that `skip` does not skip (`NONE`: none).
+    fn before(&self, v: usize, mut at: u32, skip: impl Fn(u32) -> bool) -> u32 {
+        while at > self.first[v] {
+            at -= 1;
+            if !skip(self.user_node[at as usize]) {
+                return at;
+            }
+        }
+        NONE
+    }
+
+    /// Node `n` issues (`issued` marks it and those before): it leaves the completion, and a
+    /// value whose last user it was dies at the one before it not issued (or has died).
+    #[inline(never)]
+    fn issue(&mut self, regs: &Registers, n: u32, issued: &[bool]) {
+        self.delta[n as usize] = 0;
+        for &v in regs.uses(n) {
+            let (v, at) = (v as usize, self.last[v as usize]);
+            if at == NONE || self.user_node[at as usize] != n {
+                continue;
+            }
+            let p = self.before(v, at, |m| issued[m as usize]);
+            self.last[v] = p;
+            if p != NONE {
+                self.delta[self.user_node[p as usize] as usize] -= 1;
+            }
+        }
+    }
+
+    /// The entries as they are with nodes `issue` issued first: theirs 0, and the deaths at
+    /// them moved to the last user issued by neither (undone by [`Completion::restore`]).
+    fn without(&mut self, regs: &Registers, issue: &[u32], issued: &[bool]) {
+        for &n in issue {
+            self.saved.push((n, self.delta[n as usize]));
+            self.delta[n as usize] = 0;
+        }
+        for &n in issue {
+            for &v in regs.uses(n) {
+                let (v, at) = (v as usize, self.last[v as usize]);
+                if at == NONE || self.user_node[at as usize] != n {
+                    continue;
+                }
+                let p = self.before(v, at, |m| issued[m as usize] || issue.contains(&m));
+                if p != NONE {
+                    let m = self.user_node[p as usize];
+                    self.saved.push((m, self.delta[m as usize]));
+                    self.delta[m as usize] -= 1;
+                }
+            }
+        }
+    }
+
+    fn restore(&mut self) {
+        while let Some((n, d)) = self.saved.pop() {
+            self.delta[n as usize] = d;
+        }
+    }
 }
 
 impl<'a> Live<'a> {
@@ -93,6 +222,7 @@ impl<'a> Live<'a> {
         // before that point and has a user after it, so the original order holds it too — the
         // completion fits wherever the original order does.
         let mut tail_fits = vec![true; n + 1];
+        let mut completion = Completion::default();
         if safe {
             let mut left = regs.users.clone();
             let mut live = regs.live;
@@ -104,6 +234,7 @@ impl<'a> Live<'a> {
             for k in (0..n).rev() {
                 tail_fits[k] = within[k] && tail_fits[k + 1];
             }
+            completion = Completion::new(regs);
         }
         Live {
             regs,
@@ -114,30 +245,8 @@ impl<'a> Live<'a> {
             oldest: 0,
             newest: 0,
             tail_fits,
-            undo: Vec::new(),
+            completion,
             budget: 4 * n * n.min(512),
-        }
-    }
-
-    /// [`Registers::step`] on the users left, each user taken logged for [`Live::restore`].
-    fn step_logged(&mut self, n: u32, live: &mut u32) {
-        *live += self.regs.starts[n as usize] as u32;
-        for &v in self.regs.uses(n) {
-            let l = &mut self.left[v as usize];
-            if *l != Registers::FOREVER {
-                *l -= 1;
-                self.undo.push(v);
-                if *l == 0 {
-                    *live -= 1;
-                }
-            }
-        }
-    }
-
-    /// Gives back the users a check took.
-    fn restore(&mut self) {
-        for v in self.undo.drain(..) {
-            self.left[v as usize] += 1;
         }
     }
 
@@ -163,7 +272,8 @@ impl<'a> Live<'a> {
     /// order fits, so an order that keeps such a completion never ends where no node fits.
     /// `None` where the budget of steps for the check is spent.
     fn fits(&mut self, issue: &[u32]) -> Option<bool> {
-        if self.peak(issue) > self.regs.limit {
+        let peak = self.peak(issue);
+        if peak > self.regs.limit {
             return Some(false);
         }
         // Nodes that start no value only end values early: what fitted still fits.
@@ -184,29 +294,29 @@ impl<'a> Live<'a> {
             n
         };
         self.budget = self.budget.checked_sub(end - self.oldest + issue.len())?;
-        let mut live = self.live;
-        for &node in issue {
-            self.step_logged(node, &mut live);
-        }
-        // The live values after each node issues (in its cycle too: what dies there is free).
-        let mut fits = true;
-        for node in self.oldest as u32..end as u32 {
-            if !self.issued[node as usize] && !issue.contains(&node) {
-                self.step_logged(node, &mut live);
-                if live > self.regs.limit {
-                    fits = false;
-                    break;
-                }
-            }
-        }
-        self.restore();
+        // The live values after each node of the completion issues (in its cycle too: what
+        // dies there is free), from those after `issue`; a node issued, or in `issue`, changes
+        // nothing, and what the count is before the first one that does is `peak`.
+        self.completion.without(self.regs, issue, &self.issued);
+        let limit = self.regs.limit as i32;
+        let mut live = peak as i32;
+        let fits = self.completion.delta[self.oldest..end].iter().all(|&d| {
+            live += d;
+            live <= limit
+        });
+        self.completion.restore();
         Some(fits)
     }
 
+    /// (Inlined into the scheduler's loop; the completion's part is not.)
+    #[inline(always)]
     fn issue(&mut self, n: u32) {
         self.issued[n as usize] = true;
         self.newest = self.newest.max(n as usize);
         self.regs.step(n, &mut self.left, &mut self.live);
+        if self.safe {
+            self.completion.issue(self.regs, n, &self.issued);
+        }
     }
 }
 
@@ -574,6 +684,66 @@ mod tests {
                 for (c, live) in live_per_cycle(&regs, &start_node, &slots).into_iter().enumerate() {
                     prop_assert!(live <= regs.limit, "cycle {c}: {live} live, limit {}", regs.limit);
                 }
+            }
+        }
+    }
+
+    /// The completion check as a walk of the nodes not issued, stepping each value's users
+    /// left (the oracle for [`Live::fits`]'s array).
+    fn completion_fits(live: &Live, issue: &[u32]) -> bool {
+        let regs = live.regs;
+        let mut left = live.left.clone();
+        let mut count = live.live;
+        for &n in issue {
+            regs.step(n, &mut left, &mut count);
+        }
+        let newest = issue.iter().fold(live.newest, |m, &n| m.max(n as usize));
+        let end = if live.tail_fits[newest + 1] {
+            newest + 1
+        } else {
+            live.issued.len()
+        };
+        (0..end as u32)
+            .filter(|&n| !live.issued[n as usize] && !issue.contains(&n))
+            .all(|n| {
+                regs.step(n, &mut left, &mut count);
+                count <= regs.limit
+            })
+    }
+
+    proptest! {
+        /// The safe check agrees with the walk of the completion on every node and pair
+        /// ready (the values they use started), as nodes issue in any such order.
+        #[test]
+        fn completion_check_agrees_with_the_walk(
+            (_, mut regs, start_node) in block_with_values(),
+            order in prop::collection::vec(any::<prop::sample::Index>(), 40),
+            tighter in 0u32..2,
+        ) {
+            let n = regs.starts.len();
+            regs.limit = regs.limit.saturating_sub(tighter);
+            let mut live = Live::new(&regs, n, true);
+            live.budget = usize::MAX;
+            for pick in order.iter().take(n) {
+                let ready: Vec<u32> = (0..n as u32)
+                    .filter(|&m| {
+                        !live.issued[m as usize]
+                            && regs.uses(m).iter().all(|&v| {
+                                let s = start_node[v as usize];
+                                s == m || live.issued[s as usize]
+                            })
+                    })
+                    .collect();
+                for (i, &a) in ready.iter().enumerate() {
+                    for &b in &ready[i..] {
+                        let issue: &[u32] = if a == b { &[a] } else { &[a, b] };
+                        let want = live.peak(issue) <= regs.limit
+                            && (issue.iter().all(|&m| regs.starts[m as usize] == 0)
+                                || completion_fits(&live, issue));
+                        prop_assert_eq!(live.fits(issue), Some(want), "{:?}", issue);
+                    }
+                }
+                live.issue(ready[pick.index(ready.len())]);
             }
         }
     }
