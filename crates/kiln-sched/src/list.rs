@@ -366,8 +366,12 @@ fn run(
     let n = dag.len();
     let mut at: Vec<u32> = earliest.to_vec();
     let mut preds = dag.preds.clone();
-    let key = |v: u32| (class[v as usize], prio[v as usize], Reverse(v));
-    let mut ready: BinaryHeap<(u8, u32, Reverse<u32>)> = BinaryHeap::new();
+    // The order of (class, priority, earlier node) as one integer: one comparison per step
+    // of the heap.
+    let key =
+        |v: u32| (class[v as usize] as u128) << 64 | (prio[v as usize] as u128) << 32 | !v as u128;
+    let node = |k: u128| !(k as u32);
+    let mut ready: BinaryHeap<u128> = BinaryHeap::new();
     let mut waiting: BinaryHeap<Reverse<(u32, u32)>> = BinaryHeap::new();
     for v in 0..n as u32 {
         if preds[v as usize] == 0 {
@@ -389,7 +393,7 @@ fn run(
         // The best ready node whose values fit (any, without a limit).
         let mut first = None;
         while tried.len() < PARTNERS
-            && let Some((_, _, Reverse(v))) = ready.pop()
+            && let Some(v) = ready.pop().map(node)
         {
             match live.as_mut().map(|l| l.fits(&[v])) {
                 Some(None) => return None,
@@ -411,8 +415,8 @@ fn run(
             let oldest = (l.oldest..l.issued.len())
                 .find(|&o| !l.issued[o])
                 .map(|o| o as u32);
-            if ready.iter().any(|k| Some(k.2.0) == oldest) {
-                ready.retain(|k| Some(k.2.0) != oldest);
+            if ready.iter().any(|&k| Some(node(k)) == oldest) {
+                ready.retain(|&k| Some(node(k)) != oldest);
                 first = oldest;
             }
         }
@@ -449,7 +453,7 @@ fn run(
         }
         let mut partner = None;
         while tried.len() < PARTNERS
-            && let Some((_, _, Reverse(b))) = ready.pop()
+            && let Some(b) = ready.pop().map(node)
         {
             if pairs(first, b)
                 && live
