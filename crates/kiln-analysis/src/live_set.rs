@@ -48,8 +48,14 @@ impl LiveSet {
         keep: impl Fn(u32) -> bool,
         scratch: &mut Vec<u32>,
     ) {
+        if other.0.is_empty() {
+            return;
+        }
         scratch.clear();
         let (a, b) = (&self.0, &other.0);
+        // The merge's size at most: one allocation, not one per doubling (the buffer is the
+        // set swapped out last time, whose capacity is that set's).
+        scratch.reserve(a.len() + b.len());
         let (mut i, mut j) = (0, 0);
         while i < a.len() || j < b.len() {
             if j == b.len() || (i < a.len() && a[i] < b[j]) {
@@ -79,6 +85,7 @@ impl LiveSet {
     ) -> bool {
         scratch.clear();
         let (g, o, d) = (&gen_.0, &out.0, &defs.0);
+        scratch.reserve(g.len() + o.len());
         let (mut i, mut j, mut k) = (0, 0, 0);
         while i < g.len() || j < o.len() {
             // Next candidate from `out`, skipping definitions.
