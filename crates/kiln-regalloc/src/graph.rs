@@ -229,13 +229,16 @@ impl<'g> Sets<'g> {
         let total = class.len();
         let pressure = (0..n)
             .map(|t| match class[t] {
-                Some(b) => graph
-                    .adj
-                    .of(t)
-                    .iter()
-                    .filter_map(|&u| class[u as usize])
-                    .map(|c| model.q(b, c))
-                    .sum(),
+                Some(b) => {
+                    let q = model.q_row(b);
+                    graph
+                        .adj
+                        .of(t)
+                        .iter()
+                        .filter_map(|&u| class[u as usize])
+                        .map(|c| q[c.0 as usize])
+                        .sum()
+                }
                 None => 0,
             })
             .chain(std::iter::repeat_n(0, total - n))
@@ -373,13 +376,14 @@ impl<'g> Sets<'g> {
             // until there are that many).
             let briggs = {
                 let limit = model.p(co);
+                let q = model.q_row(co);
                 let mut significant = 0;
                 for u in union() {
                     let Some(c) = self.class[u as usize] else {
                         continue;
                     };
                     if self.pressure[u as usize] >= model.p(c) {
-                        significant += model.q(co, c);
+                        significant += q[c.0 as usize];
                         if significant >= limit {
                             break;
                         }
@@ -424,10 +428,11 @@ impl<'g> Sets<'g> {
             if let Some(b) = self.class[s]
                 && self.stale[s]
             {
+                let q = model.q_row(b);
                 self.pressure[s] = list_of(&self.own, self.base, s)
                     .iter()
                     .filter_map(|&u| self.class[u as usize])
-                    .map(|c| model.q(b, c))
+                    .map(|c| q[c.0 as usize])
                     .sum();
             }
         }
@@ -485,22 +490,24 @@ impl<'g> Sets<'g> {
             self.class[outer as usize].expect("a node"),
             self.class[inner as usize].expect("a node"),
         );
+        let (q_inner, q_outer) = (model.q_against(ci), model.q_against(co));
         for (&u, &both) in adj_inner.iter().zip(shared) {
             if u == outer {
                 continue;
             }
             // Its list names `inner`, which is `outer` from now on.
             self.stale[u as usize] = true;
-            let cu = self.class[u as usize].expect("a neighbour in the graph");
-            self.pressure[u as usize] -= model.q(cu, ci);
+            let cu = self.class[u as usize].expect("a neighbour in the graph").0 as usize;
+            self.pressure[u as usize] -= q_inner[cu];
             if !both {
-                self.pressure[u as usize] += model.q(cu, co);
+                self.pressure[u as usize] += q_outer[cu];
             }
         }
+        let q = model.q_row(co);
         self.pressure[outer as usize] = merged
             .iter()
             .filter_map(|&u| self.class[u as usize])
-            .map(|c| model.q(co, c))
+            .map(|c| q[c.0 as usize])
             .sum();
         self.own[outer as usize] = Some(merged);
         self.own[inner as usize] = Some(Vec::new());
@@ -626,14 +633,14 @@ impl<'g> Sets<'g> {
             removed[t as usize] = true;
             left -= 1;
             stack.push(t);
-            let c = self.class[t as usize].expect("a node");
+            let q = model.q_against(self.class[t as usize].expect("a node"));
             for &u in list_of(&self.own, self.base, t as usize) {
                 let u = u as usize;
                 let Some(b) = self.class[u] else { continue };
                 if removed[u] {
                     continue;
                 }
-                self.pressure[u] = self.pressure[u].saturating_sub(model.q(b, c));
+                self.pressure[u] = self.pressure[u].saturating_sub(q[b.0 as usize]);
                 if !queued[u] && self.pressure[u] < model.p(b) {
                     queued[u] = true;
                     ready.push(u as u32);

@@ -10,23 +10,18 @@ use std::sync::Arc;
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug)]
 pub struct ClassId(pub u32);
 
-/// ⟨Regs, Conflict, Classes⟩ for one target, with memoised q-values. A compile takes a copy
-/// of the model its target's cache holds: the classes' tables are shared between copies
-/// (copied only where a copy interns a class of its own), p and q are the copy's.
+/// ⟨Regs, Conflict, Classes⟩ for one target, with the p and q values of its classes. A compile
+/// takes a copy of the model its target's cache holds: the classes' tables are shared between
+/// copies (copied only where a copy interns a class of its own).
 #[derive(Clone, Debug)]
 pub struct RegModel {
     target: Arc<dyn Target>,
     classes: Arc<Classes>,
     /// `p(B)` of each class.
     p: Vec<u32>,
-    /// `q(B, C)` at `b × classes + c`, [`UNKNOWN`] until computed.
-    q: Vec<u32>,
     /// Per file, per read port (`Target::read_port`), the port's units as bits, 64 to a word.
     ports: Arc<Vec<Vec<Vec<u64>>>>,
 }
-
-/// A q-value not computed yet.
-const UNKNOWN: u32 = u32::MAX;
 
 /// The interned classes and their registers.
 #[derive(Clone, Debug, Default)]
@@ -39,6 +34,34 @@ struct Classes {
     start_bits: Vec<Vec<u64>>,
     /// `below[c][u]`: how many starts of class c are below unit u (u up to the file's size).
     below: Vec<Vec<u32>>,
+    /// `q(B, C)` at `b × classes + c`, every pair's: a class's row and column are found when it
+    /// is interned, so that the colouring's loops read q with no check.
+    q: Vec<u32>,
+    /// The same at `c × classes + b`: the q of every class against one.
+    q_against: Vec<u32>,
+}
+
+impl Classes {
+    /// `q(B, C)`, the most registers of B one register of C blocks: for each register y of C
+    /// the blocked starts of B lie in `[y − size(B) + 1, y + size(C))`, counted from the
+    /// prefix table `below`. O(p(C)).
+    fn compute_q(&self, b: usize, c: usize) -> u32 {
+        let (cb, cc) = (self.list[b], self.list[c]);
+        if cb.file != cc.file {
+            return 0;
+        }
+        let below = &self.below[b];
+        let top = below.len() as u32 - 1;
+        self.starts[c]
+            .iter()
+            .map(|&y| {
+                let lo = (y + 1).saturating_sub(cb.size as u32).min(top);
+                let hi = (y + cc.size as u32).min(top);
+                below[hi as usize] - below[lo as usize]
+            })
+            .max()
+            .unwrap_or(0)
+    }
 }
 
 impl RegModel {
@@ -67,7 +90,6 @@ impl RegModel {
             target,
             classes: Arc::default(),
             p: Vec::new(),
-            q: Vec::new(),
             ports: Arc::new(ports),
         }
     }
@@ -121,12 +143,25 @@ impl RegModel {
         classes.starts.push(starts);
         classes.start_bits.push(bits);
         classes.below.push(below);
-        // The q table one row and one column wider.
-        let mut q = vec![UNKNOWN; (old + 1) * (old + 1)];
+        // The q table one row and one column wider: the old entries, then the new class's
+        // column and row (O(classes × units)).
+        let k = old + 1;
+        let mut q = vec![0; k * k];
         for b in 0..old {
-            q[b * (old + 1)..b * (old + 1) + old].copy_from_slice(&self.q[b * old..(b + 1) * old]);
+            q[b * k..b * k + old].copy_from_slice(&classes.q[b * old..(b + 1) * old]);
         }
-        self.q = q;
+        for b in 0..k {
+            q[b * k + old] = classes.compute_q(b, old);
+            q[old * k + b] = classes.compute_q(old, b);
+        }
+        let mut against = vec![0; k * k];
+        for b in 0..k {
+            for c in 0..k {
+                against[c * k + b] = q[b * k + c];
+            }
+        }
+        classes.q = q;
+        classes.q_against = against;
         id
     }
 
@@ -166,54 +201,38 @@ impl RegModel {
         ca.file == cb.file && x < y + cb.size as u32 && y < x + ca.size as u32
     }
 
-    /// `q(B, C)`: the most registers of B one register of C blocks. For each register c of C
-    /// the blocked starts of B lie in `[c − size(B) + 1, c + size(C))`, counted from a prefix
-    /// table: O(p(C)) the first time, O(1) after.
+    /// `q(B, C)`: the most registers of B one register of C blocks ([`Classes::compute_q`]).
     #[inline]
-    pub fn q(&mut self, b: ClassId, c: ClassId) -> u32 {
-        match self.q[b.0 as usize * self.p.len() + c.0 as usize] {
-            UNKNOWN => self.compute_q(b, c),
-            v => v,
-        }
+    pub fn q(&self, b: ClassId, c: ClassId) -> u32 {
+        self.q_row(b)[c.0 as usize]
     }
 
-    #[cold]
-    fn compute_q(&mut self, b: ClassId, c: ClassId) -> u32 {
-        let (cb, cc) = (self.class(b), self.class(c));
-        let v = if cb.file != cc.file {
-            0
-        } else {
-            let below = &self.classes.below[b.0 as usize];
-            let top = below.len() as u32 - 1;
-            self.classes.starts[c.0 as usize]
-                .iter()
-                .map(|&y| {
-                    let lo = (y + 1).saturating_sub(cb.size as u32).min(top);
-                    let hi = (y + cc.size as u32).min(top);
-                    below[hi as usize] - below[lo as usize]
-                })
-                .max()
-                .unwrap_or(0)
-        };
-        let n = self.p.len();
-        self.q[b.0 as usize * n + c.0 as usize] = v;
-        v
+    /// `q(B, C)` of every class C, indexed by C's id: for a loop over one class's neighbours.
+    #[inline]
+    pub fn q_row(&self, b: ClassId) -> &[u32] {
+        let k = self.p.len();
+        &self.classes.q[b.0 as usize * k..(b.0 as usize + 1) * k]
     }
 
-    /// Computes q for every pair of `classes` now (Mesa's `ra_set_finalize`).
+    /// `q(B, C)` of every class B, indexed by B's id: for a loop over the neighbours of one
+    /// class C.
+    #[inline]
+    pub fn q_against(&self, c: ClassId) -> &[u32] {
+        let k = self.p.len();
+        &self.classes.q_against[c.0 as usize * k..(c.0 as usize + 1) * k]
+    }
+
+    /// Interns every class of `classes` now (Mesa's `ra_set_finalize`).
     pub fn finalize(&mut self, classes: &[RegClass]) {
-        let ids: Vec<ClassId> = classes.iter().map(|&c| self.class_id(c)).collect();
-        for &b in &ids {
-            for &c in &ids {
-                self.q(b, c);
-            }
+        for &c in classes {
+            self.class_id(c);
         }
     }
 
     /// The pq test: a node of class `b` whose neighbours have the classes `neighbours` can be
     /// coloured whatever registers they take.
     pub fn trivially_colourable(
-        &mut self,
+        &self,
         b: ClassId,
         neighbours: impl IntoIterator<Item = ClassId>,
     ) -> bool {
