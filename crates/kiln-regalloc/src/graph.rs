@@ -404,7 +404,9 @@ impl<'g> Sets<'g> {
             if !briggs && !george {
                 continue;
             }
-            let merged: Vec<u32> = union().collect();
+            // (Room for both lists at once: a filtered chain's collect grows by doublings.)
+            let mut merged = Vec::with_capacity(adj_outer.len() + adj_inner.len());
+            merged.extend(union());
             self.merge(model, (outer, inner, inner_at), merged, &adj_inner, &shared);
             stats.coalesced += 1;
             stats.coalesced_george += george as u32;
@@ -570,16 +572,13 @@ impl<'g> Sets<'g> {
         stats: &mut ColourStats,
     ) -> Vec<u32> {
         let n = self.rep.len();
-        let nodes: Vec<u32> = (0..n as u32)
-            .filter(|&t| self.class[t as usize].is_some())
-            .collect();
-        let mut ready: Vec<u32> = nodes
-            .iter()
-            .copied()
-            .filter(|&t| {
-                self.pressure[t as usize] < model.p(self.class[t as usize].expect("a node"))
-            })
-            .collect();
+        let mut nodes = Vec::with_capacity(n);
+        nodes.extend((0..n as u32).filter(|&t| self.class[t as usize].is_some()));
+        // Every node is pushed at most once.
+        let mut ready = Vec::with_capacity(nodes.len());
+        ready.extend(nodes.iter().copied().filter(|&t| {
+            self.pressure[t as usize] < model.p(self.class[t as usize].expect("a node"))
+        }));
         // `ready` is a stack: what leaves the graph first colours last.
         if model.target().short_ranges_first() {
             ready.sort_unstable_by_key(|&t| self.length[t as usize]);
