@@ -371,8 +371,9 @@ fn run(
     let key =
         |v: u32| (class[v as usize] as u128) << 64 | (prio[v as usize] as u128) << 32 | !v as u128;
     let node = |k: u128| !(k as u32);
-    let mut ready: BinaryHeap<u128> = BinaryHeap::new();
-    let mut waiting: BinaryHeap<Reverse<(u32, u32)>> = BinaryHeap::new();
+    // (Each node is in each heap at most once.)
+    let mut ready: BinaryHeap<u128> = BinaryHeap::with_capacity(n);
+    let mut waiting: BinaryHeap<Reverse<(u32, u32)>> = BinaryHeap::with_capacity(n);
     for v in 0..n as u32 {
         if preds[v as usize] == 0 {
             waiting.push(Reverse((at[v as usize], v)));
