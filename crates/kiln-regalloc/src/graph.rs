@@ -215,11 +215,22 @@ impl<'g> Sets<'g> {
     /// members join by coalescing.
     fn new(func: &Function, model: &mut RegModel, graph: &'g Graph) -> Sets<'g> {
         let n = func.temps.len();
+        // (Most temps share a class with the one before: its id is looked up once a run.)
+        let mut last: Option<(RegClass, ClassId)> = None;
         let mut class: Vec<Option<ClassId>> = func
             .temps
             .iter()
             .zip(&graph.order)
-            .map(|(&c, &at)| (!c.is_none() && at != u32::MAX).then(|| model.class_id(c)))
+            .map(|(&c, &at)| {
+                (!c.is_none() && at != u32::MAX).then(|| match last {
+                    Some((l, id)) if l == c => id,
+                    _ => {
+                        let id = model.class_id(c);
+                        last = Some((c, id));
+                        id
+                    }
+                })
+            })
             .collect();
         for (v, _) in &graph.groups {
             class.push(Some(
@@ -900,9 +911,13 @@ fn build(func: &Function, cfg: &Cfg, lv: &Liveness) -> Graph {
             }
             // Definitions interfere with what is live after them and with each other.
             for (i, d) in inst.defs.iter().enumerate() {
-                for &t in live.list() {
-                    add(d.temp, Temp(t), &mut edges);
-                }
+                let (dt, df) = (d.temp.0, file_of(d.temp));
+                edges.extend(
+                    live.list()
+                        .iter()
+                        .filter(|&&t| t != dt && func.temps[t as usize].file == df)
+                        .map(|&t| (dt, t)),
+                );
                 for e in &inst.defs[..i] {
                     add(d.temp, e.temp, &mut edges);
                 }
