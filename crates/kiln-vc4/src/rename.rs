@@ -191,13 +191,9 @@ pub(crate) fn movable(code: &[Instr]) -> Regs {
             Some(Signal::ThreadSwitch | Signal::LastThreadSwitch)
         )
     });
-    let mut allowed: Regs = 0xf << 64;
-    for k in 0..32u32 {
-        if !(13..=15).contains(&k) && (!threaded || k < 16) {
-            allowed |= (1 << k) | (1 << (32 + k));
-        }
-    }
-    allowed
+    // Of each file's 32: all but 13–15, or in a threaded shader 0–12.
+    let file: Regs = if threaded { 0x0000_1fff } else { 0xffff_1fff };
+    (0xf << 64) | file | (file << 32)
 }
 
 /// Per instruction, the registers live after it.
