@@ -155,7 +155,7 @@ pub fn optimize_copy(
         cx.verify("dce")?;
     }
     let mut idle = Idle::default();
-    idle.ran(&mut cx, "dce", changed);
+    idle.ran(&mut cx, DCE, changed);
     run_from(&mut cx, idle, &pipeline[1..], precision, false)?;
     Ok(cx.into_func())
 }
@@ -182,10 +182,24 @@ struct Idle {
 // (Every pass has a bit of `Idle::idle`.)
 const _: () = assert!(PASSES.len() <= 64);
 
-/// The bit of [`Idle::idle`] for pass `name` (none for a name that is no pass).
-fn pass_bit(name: &str) -> u64 {
-    pass_index(name).map_or(0, |k| 1 << k)
+/// The bits of [`Idle::idle`] for the passes `names` (none for a name that is no pass), found
+/// when the crate is built.
+const fn pass_bits(names: &[&str]) -> u64 {
+    let mut bits = 0;
+    let mut i = 0;
+    while i < names.len() {
+        if let Some(k) = pass_index(names[i]) {
+            bits |= 1 << k;
+        }
+        i += 1;
+    }
+    bits
 }
+
+/// [`UNWOKEN_BY_DCE`] and [`IDEMPOTENT`] as bits, and dead code elimination's position.
+const UNWOKEN_BITS: u64 = pass_bits(UNWOKEN_BY_DCE);
+const IDEMPOTENT_BITS: u64 = pass_bits(IDEMPOTENT);
+const DCE: usize = pass_index("dce").expect("a pass");
 
 impl Idle {
     /// Runs pass `name` unless it found nothing in the function as it is; whether it changed
@@ -199,15 +213,15 @@ impl Idle {
             return Ok(false);
         }
         let changed = cx.run(name, PASSES[k].1)?;
-        Ok(self.ran(cx, name, changed))
+        Ok(self.ran(cx, k, changed))
     }
 
-    /// Records that pass `name` ran with `changed`: where it changed the function (its temps
-    /// made one per value again if gaps have grown), the passes it leaves idle; whether it
-    /// changed anything.
-    fn ran(&mut self, cx: &mut Context, name: &'static str, changed: Changed) -> bool {
+    /// Records that pass `k` of [`PASSES`] ran with `changed`: where it changed the function
+    /// (its temps made one per value again if gaps have grown), the passes it leaves idle;
+    /// whether it changed anything.
+    fn ran(&mut self, cx: &mut Context, k: usize, changed: Changed) -> bool {
         if changed == Changed::Nothing {
-            self.idle |= pass_bit(name);
+            self.idle |= 1 << k;
             return false;
         }
         // What removed instructions defined leaves gaps in the temps, and every pass keeps
@@ -217,16 +231,13 @@ impl Idle {
         if func.temps.len() > 2 * func.inst_count() + 64 {
             cx.compact_temps();
         }
-        self.idle = if name == "dce" {
-            let unwoken = UNWOKEN_BY_DCE.iter().fold(0, |m, n| m | pass_bit(n));
-            self.idle & unwoken
+        self.idle = if k == DCE {
+            self.idle & UNWOKEN_BITS
         } else {
             0
         };
         // A pass that runs to its own fixed point finds nothing in what it left.
-        if IDEMPOTENT.contains(&name) {
-            self.idle |= pass_bit(name);
-        }
+        self.idle |= IDEMPOTENT_BITS & (1 << k);
         true
     }
 }
@@ -336,9 +347,27 @@ pub fn pass_by_name(name: &str) -> Option<Pass> {
     pass_index(name).map(|k| PASSES[k].1)
 }
 
-/// The position of the pass called `name` in [`PASSES`].
-fn pass_index(name: &str) -> Option<usize> {
-    PASSES.iter().position(|(n, _)| *n == name)
+/// The position of the pass called `name` in [`PASSES`] (a `const fn`, so that the constant
+/// names' positions are found when the crate is built).
+const fn pass_index(name: &str) -> Option<usize> {
+    let name = name.as_bytes();
+    let mut k = 0;
+    'passes: while k < PASSES.len() {
+        let n = PASSES[k].0.as_bytes();
+        k += 1;
+        if n.len() != name.len() {
+            continue;
+        }
+        let mut i = 0;
+        while i < n.len() {
+            if n[i] != name[i] {
+                continue 'passes;
+            }
+            i += 1;
+        }
+        return Some(k - 1);
+    }
+    None
 }
 
 /// Runs the passes named in `names` once each, in order.
