@@ -227,9 +227,9 @@ impl Distances {
 }
 
 impl NextUses {
-    /// Backward dataflow of minimum distances; each pass visits blocks from the last, and the
-    /// distances only decrease, so a few passes (about the loop nesting depth) reach the
-    /// fixpoint.
+    /// Backward dataflow of minimum distances from the last block; a block is visited again
+    /// when a successor's start distances fell, and they only fall, so the walk ends at the
+    /// fixpoint (after about the loop nesting depth's visits of a loop's blocks).
     fn compute(func: &Function, cfg: &Cfg, lv: &Liveness) -> NextUses {
         let n = func.blocks.len();
         // Per block, the first read of each temp it reads (ascending by temp), and the temps
@@ -269,84 +269,92 @@ impl NextUses {
         };
         let mut start: Vec<Distances> = vec![Distances::default(); n];
         let mut end: Vec<Distances> = vec![Distances::default(); n];
-        let mut changed = true;
-        while changed {
-            changed = false;
-            for b in func.block_ids().rev() {
-                let bi = b.index();
-                // The live sets are ascending, and so are the distances made from them: each
-                // list is read by a cursor that only moves forward (a merge, no searches).
-                let e = {
-                    // Per successor in each CFG: its start distances, a cursor into them and
-                    // the distance added for the loops the edge leaves.
-                    let cursors = |succs: &[Block]| -> SmallVec<[Cursor; 2]> {
-                        succs
-                            .iter()
-                            .map(|&s| {
-                                let extra = LOOP_EXIT.saturating_mul(exits(b, s));
-                                (&start[s.index()].0[..], 0, extra)
-                            })
-                            .collect()
-                    };
-                    let mut logical = cursors(&cfg.logical.succs[bi]);
-                    let mut linear = cursors(&cfg.linear.succs[bi]);
-                    let phis = &phi_ops[bi];
-                    let mut phi_at = 0;
-                    let mut e = Distances(Vec::with_capacity(lv.live_out[bi].len()));
-                    for t in lv.live_out[bi].iter() {
-                        while phi_at < phis.len() && phis[phi_at] < t {
-                            phi_at += 1;
-                        }
-                        let mut d = if phis.get(phi_at) == Some(&t) { 0 } else { INF };
-                        let succs = if lv.linear[t.index()] {
-                            &mut linear
-                        } else {
-                            &mut logical
-                        };
-                        for (list, at, extra) in succs.iter_mut() {
-                            while *at < list.len() && list[*at].0 < t {
-                                *at += 1;
-                            }
-                            if let Some(&(u, x)) = list.get(*at)
-                                && u == t
-                            {
-                                d = d.min(x.saturating_add(*extra));
-                            }
-                        }
-                        e.0.push((t, d));
-                    }
-                    e
-                };
-                let len = func.block(b).insts.len() as u32;
-                let firsts = &first_use[bi].0;
-                let (mut f, mut g) = (0, 0);
-                let st = Distances(
-                    lv.live_in[bi]
+        // Blocks from the last, each again only when a successor's start distances changed
+        // (the single integer worklist of liveness): the fixpoint is the passes' own.
+        let mut dirty = vec![true; n];
+        let mut i = n;
+        while i > 0 {
+            i -= 1;
+            if !std::mem::take(&mut dirty[i]) {
+                continue;
+            }
+            let b = Block::new(i);
+            let bi = i;
+            // The live sets are ascending, and so are the distances made from them: each
+            // list is read by a cursor that only moves forward (a merge, no searches).
+            let e = {
+                // Per successor in each CFG: its start distances, a cursor into them and
+                // the distance added for the loops the edge leaves.
+                let cursors = |succs: &[Block]| -> SmallVec<[Cursor; 2]> {
+                    succs
                         .iter()
-                        .map(|t| {
-                            while f < firsts.len() && firsts[f].0 < t {
-                                f += 1;
-                            }
-                            let d = match firsts.get(f) {
-                                Some(&(u, k)) if u == t => k,
-                                _ => {
-                                    while g < e.0.len() && e.0[g].0 < t {
-                                        g += 1;
-                                    }
-                                    match e.0.get(g) {
-                                        Some(&(u, x)) if u == t => x.saturating_add(len),
-                                        _ => INF,
-                                    }
-                                }
-                            };
-                            (t, d)
+                        .map(|&s| {
+                            let extra = LOOP_EXIT.saturating_mul(exits(b, s));
+                            (&start[s.index()].0[..], 0, extra)
                         })
-                        .collect(),
-                );
-                if st != start[bi] || e != end[bi] {
-                    changed = true;
-                    start[bi] = st;
-                    end[bi] = e;
+                        .collect()
+                };
+                let mut logical = cursors(&cfg.logical.succs[bi]);
+                let mut linear = cursors(&cfg.linear.succs[bi]);
+                let phis = &phi_ops[bi];
+                let mut phi_at = 0;
+                let mut e = Distances(Vec::with_capacity(lv.live_out[bi].len()));
+                for t in lv.live_out[bi].iter() {
+                    while phi_at < phis.len() && phis[phi_at] < t {
+                        phi_at += 1;
+                    }
+                    let mut d = if phis.get(phi_at) == Some(&t) { 0 } else { INF };
+                    let succs = if lv.linear[t.index()] {
+                        &mut linear
+                    } else {
+                        &mut logical
+                    };
+                    for (list, at, extra) in succs.iter_mut() {
+                        while *at < list.len() && list[*at].0 < t {
+                            *at += 1;
+                        }
+                        if let Some(&(u, x)) = list.get(*at)
+                            && u == t
+                        {
+                            d = d.min(x.saturating_add(*extra));
+                        }
+                    }
+                    e.0.push((t, d));
+                }
+                e
+            };
+            let len = func.block(b).insts.len() as u32;
+            let firsts = &first_use[bi].0;
+            let (mut f, mut g) = (0, 0);
+            let st = Distances(
+                lv.live_in[bi]
+                    .iter()
+                    .map(|t| {
+                        while f < firsts.len() && firsts[f].0 < t {
+                            f += 1;
+                        }
+                        let d = match firsts.get(f) {
+                            Some(&(u, k)) if u == t => k,
+                            _ => {
+                                while g < e.0.len() && e.0[g].0 < t {
+                                    g += 1;
+                                }
+                                match e.0.get(g) {
+                                    Some(&(u, x)) if u == t => x.saturating_add(len),
+                                    _ => INF,
+                                }
+                            }
+                        };
+                        (t, d)
+                    })
+                    .collect(),
+            );
+            end[bi] = e;
+            if st != start[bi] {
+                start[bi] = st;
+                for p in cfg.logical.preds[bi].iter().chain(&cfg.linear.preds[bi]) {
+                    dirty[p.index()] = true;
+                    i = i.max(p.index() + 1);
                 }
             }
         }
