@@ -34,9 +34,25 @@ impl LiveSet {
         self.0.iter().map(|&i| Temp(i))
     }
 
-    pub fn insert(&mut self, t: Temp) {
-        if let Err(at) = self.0.binary_search(&t.0) {
-            self.0.insert(at, t.0);
+    /// Adds `t`; whether it was not in the set.
+    pub fn insert(&mut self, t: Temp) -> bool {
+        match self.0.binary_search(&t.0) {
+            Ok(_) => false,
+            Err(at) => {
+                self.0.insert(at, t.0);
+                true
+            }
+        }
+    }
+
+    /// Takes `t` out; whether it was in the set.
+    pub fn remove(&mut self, t: Temp) -> bool {
+        match self.0.binary_search(&t.0) {
+            Ok(at) => {
+                self.0.remove(at);
+                true
+            }
+            Err(_) => false,
         }
     }
 
@@ -213,5 +229,31 @@ impl LiveList {
             self.place[t as usize] = Self::ABSENT;
         }
         self.list.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use std::collections::BTreeSet;
+
+    proptest! {
+        /// Inserting and removing gives the set (and the answers) of std's ordered set, in
+        /// its order.
+        #[test]
+        fn insert_and_remove_agree_with_btreeset(ops in prop::collection::vec((any::<bool>(), 0u32..40), 0..200)) {
+            let (mut set, mut oracle) = (LiveSet::new(), BTreeSet::new());
+            for (insert, t) in ops {
+                let (got, want) = if insert {
+                    (set.insert(Temp(t)), oracle.insert(t))
+                } else {
+                    (set.remove(Temp(t)), oracle.remove(&t))
+                };
+                prop_assert_eq!(got, want);
+                prop_assert_eq!(set.contains(Temp(t)), oracle.contains(&t));
+            }
+            prop_assert_eq!(set.iter().map(|t| t.0).collect::<Vec<_>>(), oracle.into_iter().collect::<Vec<_>>());
+        }
     }
 }

@@ -3,7 +3,7 @@
 //! `aco_spill.cpp` applies it to a GPU IR, with spill and reload placement for SIMT and SSA
 //! reconstruction. The design is in `docs/regalloc.md` ("Spilling").
 
-use kiln_analysis::{InstDemand, Interference, Liveness, compute_liveness};
+use kiln_analysis::{InstDemand, Interference, LiveSet, Liveness, compute_liveness};
 use kiln_ir::{Block, Cfg, Def, Demand, FileId, Function, Inst, Opcode, Operand, Temp};
 use rustc_hash::FxHashMap;
 use smallvec::SmallVec;
@@ -365,7 +365,7 @@ impl NextUses {
 /// The values held in registers, with their demand.
 #[derive(Clone, Default)]
 struct Resident {
-    set: BTreeSet<Temp>,
+    set: LiveSet,
     demand: Demand,
 }
 
@@ -376,7 +376,7 @@ impl Resident {
         }
     }
     fn remove(&mut self, func: &Function, t: Temp) {
-        if self.set.remove(&t) {
+        if self.set.remove(t) {
             self.demand -= Demand::of(func.class(t));
         }
     }
@@ -398,8 +398,8 @@ struct Spiller<'a> {
     /// at the ends of the predecessors, and every use reloads them. Dead phis are dropped the
     /// same way (never reloaded, so never stored).
     memory_phi: Vec<bool>,
-    w_entry: Vec<BTreeSet<Temp>>,
-    w_exit: Vec<BTreeSet<Temp>>,
+    w_entry: Vec<LiveSet>,
+    w_exit: Vec<LiveSet>,
     processed: Vec<bool>,
     /// Per file, the number of blocks before each block index that write a value of that
     /// per-lane file in all lanes, or where spilling may (prefix counts, for
@@ -481,8 +481,8 @@ impl<'a> Spiller<'a> {
             remat,
             spilled: vec![false; func.temps.len()],
             memory_phi: vec![false; func.temps.len()],
-            w_entry: vec![BTreeSet::new(); n],
-            w_exit: vec![BTreeSet::new(); n],
+            w_entry: vec![LiveSet::new(); n],
+            w_exit: vec![LiveSet::new(); n],
             processed: vec![false; n],
             before: func
                 .blocks
@@ -518,7 +518,7 @@ impl<'a> Spiller<'a> {
 
     /// Chooses the values in registers at the entry of `b` (Braun & Hack's `initUsual` and
     /// `initLoopHeader`); the others live into `b` count as spilled.
-    fn choose_entry(&mut self, b: Block, phi_demand: Demand) -> BTreeSet<Temp> {
+    fn choose_entry(&mut self, b: Block, phi_demand: Demand) -> LiveSet {
         let func = self.func;
         let cfg = self.cfg;
         let limit = self.entry_limit - phi_demand;
@@ -534,7 +534,7 @@ impl<'a> Spiller<'a> {
             let pre = &self.w_exit[lp.preheader.index()];
             let mut cands: Vec<(u32, bool, Temp)> = live
                 .iter()
-                .map(|&t| (dist(t), !pre.contains(&t), t))
+                .map(|&t| (dist(t), !pre.contains(t), t))
                 .collect();
             cands.sort_unstable();
             // A value a `continue` edge would carry in a register past blocks that write its
@@ -563,9 +563,7 @@ impl<'a> Spiller<'a> {
                 let preds = preds_of(cfg, lin, b);
                 let has: Vec<bool> = preds
                     .iter()
-                    .map(|&p| {
-                        self.w_exit[p.index()].contains(&t) && !self.clobbered_across(p, b, t)
-                    })
+                    .map(|&p| self.w_exit[p.index()].contains(t) && !self.clobbered_across(p, b, t))
                     .collect();
                 if !preds.is_empty() && has.iter().all(|&h| h) {
                     all.push((dist(t), t));
@@ -590,7 +588,7 @@ impl<'a> Spiller<'a> {
             }
         }
         for &t in &live {
-            if !chosen.set.contains(&t) {
+            if !chosen.set.contains(t) {
                 self.spilled[t.index()] = true;
             }
         }
@@ -639,7 +637,7 @@ impl<'a> Spiller<'a> {
                 shared[k] = true;
                 let mut there = Demand::ZERO;
                 for s in succs.into_iter().filter(|s| self.processed[s.index()]) {
-                    for &t in &self.w_entry[s.index()] {
+                    for t in self.w_entry[s.index()].iter() {
                         there += Demand::of(func.class(t));
                     }
                     let phis = func.block(s).insts.iter().take_while(|i| i.op.is_phi());
@@ -728,11 +726,11 @@ impl<'a> Spiller<'a> {
     /// phis that `p` does not hold.
     fn reconcile(&mut self, p: Block, b: Block) {
         let cfg = self.cfg;
-        let entry: Vec<Temp> = self.w_entry[b.index()].iter().copied().collect();
+        let entry: Vec<Temp> = self.w_entry[b.index()].iter().collect();
         for t in entry {
             let lin = self.linear(t);
             let preds = preds_of(cfg, lin, b);
-            if !preds.contains(&p) || self.w_exit[p.index()].contains(&t) {
+            if !preds.contains(&p) || self.w_exit[p.index()].contains(t) {
                 continue;
             }
             self.spilled[t.index()] = true;
@@ -756,7 +754,7 @@ impl<'a> Spiller<'a> {
                     continue;
                 }
                 if let Some(t) = op.temp_id()
-                    && !self.w_exit[p.index()].contains(&t)
+                    && !self.w_exit[p.index()].contains(t)
                 {
                     self.spilled[t.index()] = true;
                     self.end_reloads[p.index()].push(t);
@@ -775,7 +773,7 @@ impl<'a> Spiller<'a> {
         for op in &inst.operands {
             if let Some(t) = op.temp_id()
                 && op.is_first_kill()
-                && w.set.contains(&t)
+                && w.set.contains(t)
                 && seen.insert(t)
             {
                 live_out -= Demand::of(func.class(t));
@@ -818,7 +816,7 @@ impl<'a> Spiller<'a> {
             self.reconcile(p, b);
         }
         let mut w = Resident::default();
-        for t in entry {
+        for t in entry.iter() {
             w.insert(func, t);
         }
         for inst in &insts[..nphi] {
@@ -841,7 +839,7 @@ impl<'a> Spiller<'a> {
             ops.sort_unstable();
             ops.dedup();
             for &t in &ops {
-                if !w.set.contains(&t) {
+                if !w.set.contains(t) {
                     self.spilled[t.index()] = true;
                     self.before[b.index()][k].push(t);
                     w.insert(func, t);
@@ -858,7 +856,6 @@ impl<'a> Spiller<'a> {
                 let victim = w
                     .set
                     .iter()
-                    .copied()
                     .filter(|t| func.class(*t).file == f && !ops.contains(t))
                     .max_by_key(|&t| (self.distance(&uses, b, k, t), t));
                 let Some(victim) = victim else {
@@ -937,7 +934,7 @@ impl<'a> Spiller<'a> {
                 let preds = preds_of(self.cfg, phi.op == Opcode::LinearPhi, b);
                 for (o, p) in phi.operands.iter().zip(preds) {
                     if let Some(o) = o.temp_id()
-                        && !self.w_exit[p.index()].contains(&o)
+                        && !self.w_exit[p.index()].contains(o)
                         && !self.remat[o.index()]
                     {
                         reloaded[o.index()] = true;
@@ -998,7 +995,7 @@ impl<'a> Spiller<'a> {
         let mut end_pairs: Vec<Vec<(Temp, Inst)>> = vec![Vec::new(); func.blocks.len()];
         let mut early_spills: Vec<Vec<Inst>> = vec![Vec::new(); func.blocks.len()];
         // The memory phis whose slots each block's end writes.
-        let mut stored_here: Vec<BTreeSet<Temp>> = vec![BTreeSet::new(); func.blocks.len()];
+        let mut stored_here: Vec<LiveSet> = vec![LiveSet::new(); func.blocks.len()];
         for b in func.block_ids() {
             for phi in func.block(b).insts.iter().take_while(|i| i.op.is_phi()) {
                 let t = phi.defs[0].temp;
@@ -1018,7 +1015,7 @@ impl<'a> Spiller<'a> {
                     stats.spills += 1;
                     stored_here[p.index()].insert(t);
                     match op.temp_id() {
-                        Some(o) if !self.w_exit[p.index()].contains(&o) => {
+                        Some(o) if !self.w_exit[p.index()].contains(o) => {
                             end_pairs[p.index()].push((o, inst));
                         }
                         Some(o) if self.end_reloads[p.index()].contains(&o) => {
@@ -1058,7 +1055,7 @@ impl<'a> Spiller<'a> {
                     let (early_reloads, end_reloads): (Vec<Temp>, Vec<Temp>) = self.end_reloads
                         [b.index()]
                     .iter()
-                    .partition(|t| stored_here[b.index()].contains(t));
+                    .partition(|t| stored_here[b.index()].contains(**t));
                     for t in early_reloads {
                         new.push(make(out, t, &mut stats)?);
                     }
@@ -1067,7 +1064,7 @@ impl<'a> Spiller<'a> {
                     let (chained, pairs): (Vec<_>, Vec<_>) =
                         std::mem::take(&mut end_pairs[b.index()])
                             .into_iter()
-                            .partition(|(o, _)| stored_here[b.index()].contains(o));
+                            .partition(|(o, _)| stored_here[b.index()].contains(*o));
                     let (sequence, cycles) = slot_copies(chained, &slot, &self.remat, &mut stats);
                     for (o, mut store) in sequence {
                         let reload = make(out, o, &mut stats)?;
