@@ -7,7 +7,7 @@ use kiln_analysis::{InstDemand, Interference, LiveSet, Liveness, compute_livenes
 use kiln_ir::{Block, Cfg, Def, Demand, FileId, Function, Inst, Opcode, Operand, Temp};
 use rustc_hash::FxHashMap;
 use smallvec::SmallVec;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::fmt;
 
 /// What the spiller did.
@@ -194,6 +194,14 @@ fn preds_of(cfg: &Cfg, linear: bool, b: Block) -> &[Block] {
     } else {
         &cfg.logical.preds[b.index()]
     }
+}
+
+/// The blocks of `blocks` in order, each once (a block's neighbours in both CFGs: a few).
+fn blocks_once(blocks: impl Iterator<Item = Block>) -> SmallVec<[Block; 4]> {
+    let mut v: SmallVec<[Block; 4]> = blocks.collect();
+    v.sort_unstable();
+    v.dedup();
+    v
 }
 
 fn succs_of(cfg: &Cfg, linear: bool, b: Block) -> &[Block] {
@@ -625,12 +633,13 @@ impl<'a> Spiller<'a> {
         let mut shared = vec![false; nphi];
         for (k, phi) in insts[..nphi].iter().enumerate() {
             for &p in preds_of(cfg, phi.op == Opcode::LinearPhi, b) {
-                let succs: BTreeSet<Block> = cfg.linear.succs[p.index()]
-                    .iter()
-                    .chain(&cfg.logical.succs[p.index()])
-                    .copied()
-                    .filter(|&s| s != b)
-                    .collect();
+                let succs = blocks_once(
+                    cfg.linear.succs[p.index()]
+                        .iter()
+                        .chain(&cfg.logical.succs[p.index()])
+                        .copied()
+                        .filter(|&s| s != b),
+                );
                 if succs.is_empty() {
                     continue;
                 }
@@ -769,13 +778,15 @@ impl<'a> Spiller<'a> {
     fn demand(&self, inst: &Inst, w: &Resident) -> Demand {
         let func = self.func;
         let mut live_out = w.demand;
-        let mut seen = BTreeSet::new();
+        // (An instruction reads a few temps: a list, not a set.)
+        let mut seen: SmallVec<[Temp; 4]> = SmallVec::new();
         for op in &inst.operands {
             if let Some(t) = op.temp_id()
                 && op.is_first_kill()
                 && w.set.contains(t)
-                && seen.insert(t)
+                && !seen.contains(&t)
             {
+                seen.push(t);
                 live_out -= Demand::of(func.class(t));
             }
         }
@@ -786,9 +797,11 @@ impl<'a> Spiller<'a> {
     }
 
     /// Distance from instruction `k` of `b` to the next use of `t` after it.
-    fn distance(&self, uses: &FxHashMap<Temp, Vec<u32>>, b: Block, k: usize, t: Temp) -> u32 {
-        if let Some(u) = uses.get(&t)
-            && let Some(&j) = u.get(u.partition_point(|&j| j as usize <= k))
+    /// `uses`: the block's reads as (temp, instruction), ascending.
+    fn distance(&self, uses: &[(Temp, u32)], b: Block, k: usize, t: Temp) -> u32 {
+        let next = uses.partition_point(|&(u, j)| (u, j as usize) <= (t, k));
+        if let Some(&(u, j)) = uses.get(next)
+            && u == t
         {
             return j - k as u32;
         }
@@ -806,12 +819,13 @@ impl<'a> Spiller<'a> {
         let phi_demand = self.memory_phis(b);
         let entry = self.choose_entry(b, phi_demand);
         self.w_entry[b.index()] = entry.clone();
-        let preds: BTreeSet<Block> = self.cfg.logical.preds[b.index()]
-            .iter()
-            .chain(&self.cfg.linear.preds[b.index()])
-            .copied()
-            .filter(|p| self.processed[p.index()])
-            .collect();
+        let preds = blocks_once(
+            self.cfg.logical.preds[b.index()]
+                .iter()
+                .chain(&self.cfg.linear.preds[b.index()])
+                .copied()
+                .filter(|p| self.processed[p.index()]),
+        );
         for p in preds {
             self.reconcile(p, b);
         }
@@ -826,13 +840,14 @@ impl<'a> Spiller<'a> {
                 }
             }
         }
-        // Per temp, the instructions of the block that read it, ascending (looked up only).
-        let mut uses: FxHashMap<Temp, Vec<u32>> = FxHashMap::default();
-        for (k, inst) in insts.iter().enumerate().skip(nphi) {
-            for t in inst.used_temps() {
-                uses.entry(t).or_default().push(k as u32);
-            }
-        }
+        // The block's reads as (temp, instruction), ascending: one vector, searched by halving.
+        let mut uses: Vec<(Temp, u32)> = insts
+            .iter()
+            .enumerate()
+            .skip(nphi)
+            .flat_map(|(k, inst)| inst.used_temps().map(move |t| (t, k as u32)))
+            .collect();
+        uses.sort_unstable();
         for (k, inst) in insts.iter().enumerate().skip(nphi) {
             // The instruction's operands, each once, ascending.
             let mut ops: SmallVec<[Temp; 4]> = inst.used_temps().collect();
@@ -894,12 +909,13 @@ impl<'a> Spiller<'a> {
         self.w_exit[b.index()] = w.set;
         self.processed[b.index()] = true;
         // Back edges: the loop header already chose its registers.
-        let succs: BTreeSet<Block> = self.cfg.logical.succs[b.index()]
-            .iter()
-            .chain(&self.cfg.linear.succs[b.index()])
-            .copied()
-            .filter(|s| *s <= b)
-            .collect();
+        let succs = blocks_once(
+            self.cfg.logical.succs[b.index()]
+                .iter()
+                .chain(&self.cfg.linear.succs[b.index()])
+                .copied()
+                .filter(|s| *s <= b),
+        );
         for s in succs {
             self.reconcile(b, s);
         }
@@ -1174,8 +1190,9 @@ struct Reconstruct<'c> {
     /// that have copies (and those temps themselves).
     version_of: Vec<Option<Temp>>,
     /// Per block: the last definition of each versioned value in it.
-    last_def: Vec<BTreeMap<Temp, Temp>>,
-    entry: BTreeMap<(Block, Temp), Temp>,
+    last_def: Vec<FxHashMap<Temp, Temp>>,
+    /// The version of a value found at a block's entry, once per block and value.
+    entry: FxHashMap<(Block, Temp), Temp>,
     phis: Vec<NewPhi>,
     /// Exits of divergent loops: a linear value entering one always passes a phi.
     divergent_exit: Vec<bool>,
@@ -1196,7 +1213,7 @@ impl<'c> Reconstruct<'c> {
         linear: &[bool],
         version_of: Vec<Option<Temp>>,
     ) -> Reconstruct<'c> {
-        let mut last_def = vec![BTreeMap::new(); out.blocks.len()];
+        let mut last_def = vec![FxHashMap::default(); out.blocks.len()];
         for b in out.block_ids() {
             for d in out.block(b).insts.iter().flat_map(|i| &i.defs) {
                 if let Some(Some(v)) = version_of.get(d.temp.index()) {
@@ -1215,7 +1232,7 @@ impl<'c> Reconstruct<'c> {
             linear: linear.to_vec(),
             version_of,
             last_def,
-            entry: BTreeMap::new(),
+            entry: FxHashMap::default(),
             phis: Vec::new(),
             divergent_exit,
         }
@@ -1285,7 +1302,7 @@ impl<'c> Reconstruct<'c> {
         let cfg = self.cfg;
         // Uses in instruction order, with the current definition per value.
         for b in (0..out.blocks.len()).map(Block::new) {
-            let mut current: BTreeMap<Temp, Temp> = BTreeMap::new();
+            let mut current: FxHashMap<Temp, Temp> = FxHashMap::default();
             for k in 0..out.block(b).insts.len() {
                 let op = out.block(b).insts[k].op;
                 let nops = out.block(b).insts[k].operands.len();
@@ -1331,8 +1348,8 @@ impl<'c> Reconstruct<'c> {
         }
         // Trivial phis (one value besides themselves) are replaced by that value, to a
         // fixpoint: each round is linear in the phis, and a round removes at least one.
-        let mut replace: BTreeMap<Temp, Temp> = BTreeMap::new();
-        let resolve = |replace: &BTreeMap<Temp, Temp>, mut t: Temp| {
+        let mut replace: FxHashMap<Temp, Temp> = FxHashMap::default();
+        let resolve = |replace: &FxHashMap<Temp, Temp>, mut t: Temp| {
             while let Some(&r) = replace.get(&t) {
                 t = r;
             }
