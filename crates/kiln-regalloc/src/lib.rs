@@ -444,7 +444,7 @@ pub fn allocate_analysed(
             }
             if preferred.is_none() && over(lv.max, &budget, 1) {
                 uncoloured_homes = None;
-                let (s, v) = match spill::spill_with_versions(&mut work, &budget) {
+                let (s, v) = match spill::spill_analysed(&mut work, &budget, &cfg, Some(&lv)) {
                     Ok(r) => r,
                     Err(e) => fail!(RaError::Budget {
                         block: e.block,

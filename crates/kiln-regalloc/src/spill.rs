@@ -112,6 +112,17 @@ pub fn spill_with_versions(
     budget: &[u32],
 ) -> Result<(SpillStats, Vec<Temp>), SpillError> {
     let cfg = Cfg::compute(func).map_err(|e| err(e.block, 0, e.message))?;
+    spill_analysed(func, budget, &cfg, None)
+}
+
+/// [`spill_with_versions`] on `func` with its CFG, and its liveness where the caller has it
+/// (computed on `func` as it is, so that its kill flags are set): not computed again.
+pub(crate) fn spill_analysed(
+    func: &mut Function,
+    budget: &[u32],
+    cfg: &Cfg,
+    given: Option<&Liveness>,
+) -> Result<(SpillStats, Vec<Temp>), SpillError> {
     let files = func.target.files();
     if budget.len() < files.len() {
         return Err(err(
@@ -129,7 +140,28 @@ pub fn spill_with_versions(
         *l = budget[f].min(i32::MAX as u32) as i32;
     }
     let mut orig = func.clone();
-    let lv = compute_liveness(&mut orig, &cfg);
+    let computed;
+    let lv = match given {
+        Some(lv) => {
+            if cfg!(debug_assertions) {
+                let mut fresh = orig.clone();
+                let now = compute_liveness(&mut fresh, cfg);
+                assert!(
+                    *lv == now && fresh.blocks == orig.blocks,
+                    "the liveness given is the function's"
+                );
+                assert!(
+                    Cfg::compute(func).is_ok_and(|c| c == *cfg),
+                    "the CFG given is the function's"
+                );
+            }
+            lv
+        }
+        None => {
+            computed = compute_liveness(&mut orig, cfg);
+            &computed
+        }
+    };
     if !lv.max.exceeds(limit) {
         return Ok((SpillStats::default(), identity(func.temps.len())));
     }
