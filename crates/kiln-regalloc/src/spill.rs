@@ -165,19 +165,19 @@ pub(crate) fn spill_analysed(
     if !lv.max.exceeds(limit) {
         return Ok((SpillStats::default(), identity(func.temps.len())));
     }
-    let next = NextUses::compute(&orig, &cfg, &lv);
+    let next = NextUses::compute(&orig, cfg, lv);
     let mut reserve = Demand::ZERO;
     for attempt in 0..=ATTEMPTS {
         if attempt == ATTEMPTS {
             reserve = limit;
         }
-        let mut s = Spiller::new(&orig, &cfg, &lv, &next, limit, reserve);
+        let mut s = Spiller::new(&orig, cfg, lv, &next, limit, reserve);
         for b in orig.block_ids() {
             s.block(b)?;
         }
         let mut out = orig.clone();
         let (stats, versions) = s.materialize(&mut out)?;
-        let lv2 = compute_liveness(&mut out, &cfg);
+        let lv2 = compute_liveness(&mut out, cfg);
         if !lv2.max.exceeds(limit) {
             *func = out;
             return Ok((stats, versions));
