@@ -444,7 +444,12 @@ pub fn allocate_analysed(
             }
             if preferred.is_none() && over(lv.max, &budget, 1) {
                 uncoloured_homes = None;
-                let (s, v) = match spill::spill_analysed(&mut work, &budget, &cfg, Some(&lv)) {
+                let (s, v, spilled_lv) = match spill::spill_analysed(
+                    &mut work,
+                    &budget,
+                    &cfg,
+                    Some(&lv),
+                ) {
                     Ok(r) => r,
                     Err(e) => fail!(RaError::Budget {
                         block: e.block,
@@ -489,7 +494,10 @@ pub fn allocate_analysed(
                 checked_input = Some(checked);
                 // The spiller's phis in blocks of one predecessor become moves of the values
                 // they copy (the checker sees the program before spilling).
-                let (copied, _) = to_assignment_form(&mut work, &split_cfg, Opcode::ParallelCopy);
+                let (copied, formed) =
+                    to_assignment_form(&mut work, &split_cfg, Opcode::ParallelCopy);
+                // The spiller's liveness holds where neither changed the spilled function.
+                let unchanged = splits.is_empty() && !formed;
                 let v = versions.as_mut().expect("set above");
                 for (dup, t) in copied {
                     while v.len() <= dup.index() {
@@ -501,7 +509,16 @@ pub fn allocate_analysed(
                     eprintln!("; after spilling to {budget:?}\n{}", print_function(&work));
                 }
                 cfg = split_cfg;
-                lv = compute_liveness(&mut work, &cfg);
+                lv = match spilled_lv.filter(|_| unchanged) {
+                    Some(given) => {
+                        debug_assert!(
+                            given == compute_liveness(&mut work.clone(), &cfg),
+                            "the spiller's liveness is the spilled function's"
+                        );
+                        given
+                    }
+                    None => compute_liveness(&mut work, &cfg),
+                };
             }
             stats.time_spill += t0.elapsed();
             let t1 = Instant::now();

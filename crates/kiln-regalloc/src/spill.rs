@@ -112,17 +112,19 @@ pub fn spill_with_versions(
     budget: &[u32],
 ) -> Result<(SpillStats, Vec<Temp>), SpillError> {
     let cfg = Cfg::compute(func).map_err(|e| err(e.block, 0, e.message))?;
-    spill_analysed(func, budget, &cfg, None)
+    spill_analysed(func, budget, &cfg, None).map(|(stats, versions, _)| (stats, versions))
 }
 
 /// [`spill_with_versions`] on `func` with its CFG, and its liveness where the caller has it
-/// (computed on `func` as it is, so that its kill flags are set): not computed again.
+/// (computed on `func` as it is, so that its kill flags are set): not computed again. Also
+/// the liveness of the spilled function, which the spiller computes to check its demand
+/// (`None` where nothing was spilled: `func` is unchanged).
 pub(crate) fn spill_analysed(
     func: &mut Function,
     budget: &[u32],
     cfg: &Cfg,
     given: Option<&Liveness>,
-) -> Result<(SpillStats, Vec<Temp>), SpillError> {
+) -> Result<(SpillStats, Vec<Temp>, Option<Liveness>), SpillError> {
     let files = func.target.files();
     if budget.len() < files.len() {
         return Err(err(
@@ -139,15 +141,16 @@ pub(crate) fn spill_analysed(
     for (f, l) in limit.0.iter_mut().enumerate().take(files.len()) {
         *l = budget[f].min(i32::MAX as u32) as i32;
     }
-    let mut orig = func.clone();
-    let computed;
-    let lv = match given {
+    // The function the spiller reads: `func` itself where its liveness is given (its kill
+    // flags are set), else a copy whose kill flags the liveness computed here sets.
+    let (copy, computed);
+    let (orig, lv): (&Function, &Liveness) = match given {
         Some(lv) => {
             if cfg!(debug_assertions) {
-                let mut fresh = orig.clone();
+                let mut fresh = func.clone();
                 let now = compute_liveness(&mut fresh, cfg);
                 assert!(
-                    *lv == now && fresh.blocks == orig.blocks,
+                    *lv == now && fresh.blocks == func.blocks,
                     "the liveness given is the function's"
                 );
                 assert!(
@@ -155,23 +158,25 @@ pub(crate) fn spill_analysed(
                     "the CFG given is the function's"
                 );
             }
-            lv
+            (func, lv)
         }
         None => {
-            computed = compute_liveness(&mut orig, cfg);
-            &computed
+            let mut f = func.clone();
+            computed = compute_liveness(&mut f, cfg);
+            copy = f;
+            (&copy, &computed)
         }
     };
     if !lv.max.exceeds(limit) {
-        return Ok((SpillStats::default(), identity(func.temps.len())));
+        return Ok((SpillStats::default(), identity(func.temps.len()), None));
     }
-    let next = NextUses::compute(&orig, cfg, lv);
+    let next = NextUses::compute(orig, cfg, lv);
     let mut reserve = Demand::ZERO;
     for attempt in 0..=ATTEMPTS {
         if attempt == ATTEMPTS {
             reserve = limit;
         }
-        let mut s = Spiller::new(&orig, cfg, lv, &next, limit, reserve);
+        let mut s = Spiller::new(orig, cfg, lv, &next, limit, reserve);
         for b in orig.block_ids() {
             s.block(b)?;
         }
@@ -180,7 +185,7 @@ pub(crate) fn spill_analysed(
         let lv2 = compute_liveness(&mut out, cfg);
         if !lv2.max.exceeds(limit) {
             *func = out;
-            return Ok((stats, versions));
+            return Ok((stats, versions, Some(lv2)));
         }
         if attempt == ATTEMPTS {
             if kiln_analysis::DebugFlags::from_env().ra {
