@@ -1199,8 +1199,11 @@ impl<'a> Spiller<'a> {
                 .filter(|(_, (f, _, open))| shared && *open && *f == file)
                 .take(SLOT_SEARCH)
                 .find(|(_, (_, members, _))| {
+                    // The latest member first: the nearest to `t` in the walk, the likeliest
+                    // to interfere.
                     members
                         .iter()
+                        .rev()
                         .all(|&m| !interference.interferes(func, t, m))
                 })
                 .map(|(k, _)| k)
