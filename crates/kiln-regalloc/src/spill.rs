@@ -450,8 +450,9 @@ struct Spiller<'a> {
     /// per-lane file in all lanes, or where spilling may (prefix counts, for
     /// [`Spiller::clobbered_across`]).
     all_lanes_blocks: Vec<Vec<u32>>,
-    /// Reloads before instruction `k` of block `b`: `before[b][k]`.
-    before: Vec<Vec<Vec<Temp>>>,
+    /// Reloads before instructions, as (block, instruction, value) in the walk's order: by
+    /// block, then instruction (one list, not a vector per instruction).
+    before: Vec<(Block, u32, Temp)>,
     /// Reloads after the phis of a block, and before the terminator of a block.
     start_reloads: Vec<Vec<Temp>>,
     end_reloads: Vec<Vec<Temp>>,
@@ -529,11 +530,7 @@ impl<'a> Spiller<'a> {
             w_entry: vec![LiveSet::new(); n],
             w_exit: vec![LiveSet::new(); n],
             processed: vec![false; n],
-            before: func
-                .blocks
-                .iter()
-                .map(|b| vec![Vec::new(); b.insts.len()])
-                .collect(),
+            before: Vec::new(),
             start_reloads: vec![Vec::new(); n],
             end_reloads: vec![Vec::new(); n],
         }
@@ -606,7 +603,8 @@ impl<'a> Spiller<'a> {
             for &t in &live {
                 let lin = self.linear(t);
                 let preds = preds_of(cfg, lin, b);
-                let has: Vec<bool> = preds
+                // (A block has a few predecessors: no allocation per value.)
+                let has: SmallVec<[bool; 4]> = preds
                     .iter()
                     .map(|&p| self.w_exit[p.index()].contains(t) && !self.clobbered_across(p, b, t))
                     .collect();
@@ -893,7 +891,7 @@ impl<'a> Spiller<'a> {
             for &t in &ops {
                 if !w.set.contains(t) {
                     self.spilled[t.index()] = true;
-                    self.before[b.index()][k].push(t);
+                    self.before.push((b, k as u32, t));
                     w.insert(func, t);
                 }
             }
@@ -969,8 +967,7 @@ impl<'a> Spiller<'a> {
         let all_reloads = self
             .before
             .iter()
-            .flatten()
-            .flatten()
+            .map(|(_, _, t)| t)
             .chain(self.start_reloads.iter().flatten())
             .chain(self.end_reloads.iter().flatten());
         for &t in all_reloads {
@@ -1079,6 +1076,8 @@ impl<'a> Spiller<'a> {
                 }
             }
         }
+        debug_assert!(self.before.is_sorted_by_key(|&(b, k, _)| (b, k)));
+        let mut before = self.before.iter().peekable();
         for b in func.block_ids() {
             let insts = &func.block(b).insts;
             let nphi = func.block(b).phi_count();
@@ -1146,7 +1145,9 @@ impl<'a> Spiller<'a> {
                     new.append(&mut end_spills[b.index()]);
                 }
                 let Some(inst) = insts.get(k) else { break };
-                for &t in &self.before[b.index()][k] {
+                while let Some(&(_, _, t)) =
+                    before.next_if(|&&(rb, rk, _)| (rb, rk as usize) == (b, k))
+                {
                     new.push(make(out, t, &mut stats)?);
                 }
                 new.push(inst.clone());
@@ -1157,6 +1158,7 @@ impl<'a> Spiller<'a> {
             }
             out.block_mut(b).insts = new;
         }
+        debug_assert!(before.next().is_none(), "every reload is placed");
         let version_of = {
             let mut v = version_of;
             for (t, &x) in versioned.iter().enumerate() {
