@@ -61,6 +61,18 @@ impl Function {
         }
     }
 
+    /// A copy with as many blocks, each empty, and the same temps: for a pass that builds
+    /// every block anew from this function (not a copy of instructions it then drops).
+    pub fn with_empty_blocks(&self) -> Function {
+        Function {
+            name: self.name.clone(),
+            target: self.target.clone(),
+            blocks: vec![BlockData::default(); self.blocks.len()],
+            temps: self.temps.clone(),
+            allocated: self.allocated,
+        }
+    }
+
     pub fn new_temp(&mut self, class: RegClass) -> Temp {
         let t = Temp::new(self.temps.len());
         self.temps.push(class);

@@ -180,7 +180,8 @@ pub(crate) fn spill_analysed(
         for b in orig.block_ids() {
             s.block(b)?;
         }
-        let mut out = orig.clone();
+        // (The materialization builds every block of `out` anew.)
+        let mut out = orig.with_empty_blocks();
         let (stats, versions) = s.materialize(&mut out)?;
         let lv2 = compute_liveness(&mut out, cfg);
         if !lv2.max.exceeds(limit) {
@@ -957,8 +958,9 @@ impl<'a> Spiller<'a> {
         Ok(())
     }
 
-    /// Writes the decisions into `out` (a copy of the input): spills after definitions, reloads
-    /// and rematerialisations, slots, then SSA reconstruction.
+    /// Writes the decisions into `out` (the input's temps, its blocks empty: each is built
+    /// anew): spills after definitions, reloads and rematerialisations, slots, then SSA
+    /// reconstruction.
     fn materialize(&self, out: &mut Function) -> Result<(SpillStats, Vec<Temp>), SpillError> {
         let func = self.func;
         let mut stats = SpillStats::default();
