@@ -277,7 +277,8 @@ impl std::error::Error for RaError {}
 /// `options`: every operand and definition carries its register, phis become copies, spills
 /// and reloads are explicit. Blocks may be added first to split critical edges.
 pub fn allocate(func: &mut Function, options: &RaOptions) -> Result<RaStats, RaError> {
-    allocate_with_input(func, options).map(|(stats, _)| stats)
+    // (The SSA input is not kept: after spilling, no copy of it is made for the caller.)
+    allocate_keeping(func, options, None, false).map(|(stats, _)| stats)
 }
 
 /// [`allocate`], also returning the SSA function the allocation is an allocation of — the
@@ -299,8 +300,22 @@ pub fn allocate_analysed(
     options: &RaOptions,
     analysed: Option<(Cfg, Liveness)>,
 ) -> Result<(RaStats, Function), RaError> {
+    let (stats, ssa) = allocate_keeping(func, options, analysed, true)?;
+    Ok((stats, ssa.expect("the input is kept when asked for")))
+}
+
+/// [`allocate_analysed`], keeping the SSA function allocated where `keep_input` (or the checker
+/// runs): after spilling it is a copy of the input with its edges split as the result's are,
+/// which a caller that only wants the allocation does not pay for (`None`).
+fn allocate_keeping(
+    func: &mut Function,
+    options: &RaOptions,
+    analysed: Option<(Cfg, Liveness)>,
+    keep_input: bool,
+) -> Result<(RaStats, Option<Function>), RaError> {
     let debug = kiln_analysis::DebugFlags::from_env();
     let (print, verify) = (debug.print, debug.verify);
+    let keep_input = keep_input || options.check || verify;
     let target = func.target.clone();
     let limits = options.limits(&*target);
     // What the classes reach bounds a target that cannot spill (see `limits_for`).
@@ -318,39 +333,46 @@ pub fn allocate_analysed(
     let mut input_liveness = given_liveness.filter(|_| split.is_empty() && !copied);
     let mut input_cfg = Some(input_cfg);
     // The input, unchanged until the result replaces it, and `func` again on failure. An
-    // attempt works on a copy — but where nothing can be spilled (a target that cannot spill)
-    // an attempt changes nothing of it but its kill flags, and works on the input itself,
-    // which it gives back for the next attempt.
-    let in_place = options.refuse_spilling;
+    // attempt works on the input itself, changing nothing of it but its kill flags, until it
+    // spills: then it keeps a copy first (`keep!`). An attempt that did not spill gives it
+    // back for the next attempt. (A target that cannot spill never copies it.)
     let mut input = Some(std::mem::replace(
         func,
         Function::new(String::new(), target.clone()),
     ));
     let mut budget = limits.clone();
     let mut graph_fallback = false;
-    let outcome: Result<(RaStats, Function, Function), RaError> = 'run: {
+    let outcome: Result<(RaStats, Option<Function>, Function), RaError> = 'run: {
         // Assignment can need more than the demand the spiller meets (a vector finding no aligned
         // block, SIMT interference the demand does not count): then spill to a lower budget and
         // assign again.
         for attempt in 0.. {
-            let mut work = match (in_place, input.take()) {
-                (true, Some(f)) => f,
-                (false, Some(f)) => {
-                    let copy = f.clone();
-                    input = Some(f);
-                    copy
-                }
-                (_, None) => break 'run Err(internal("the input is back after every attempt")),
+            let Some(mut work) = input.take() else {
+                break 'run Err(internal("the input is back after every attempt"));
             };
-            // Leaves the attempt with `error`, the input back where the attempt worked on it.
+            // Gives the input back where the attempt did not spill (no copy was kept).
+            macro_rules! give_back {
+                ($f:expr) => {
+                    if input.is_none() {
+                        input = Some($f);
+                    }
+                };
+            }
+            // Leaves the attempt with `error`, the input back.
             macro_rules! fail {
                 ($error:expr) => {{
                     let error = $error;
-                    if in_place {
-                        input = Some(work);
-                    }
+                    give_back!(work);
                     break 'run Err(error);
                 }};
+            }
+            // Keeps a copy of the input before the attempt first changes it.
+            macro_rules! keep {
+                () => {
+                    if input.is_none() {
+                        input = Some(work.clone());
+                    }
+                };
             }
             // The input as it came, for an attempt that spills (on a copy).
             macro_rules! original {
@@ -419,11 +441,15 @@ pub fn allocate_analysed(
                 } else {
                     SPILL_ROUNDS
                 };
-                match colour_and_spill(&mut work, &cfg, &mut lv, &budget, &mut stats, rounds) {
+                match colour_and_spill(
+                    &mut work, &cfg, &mut lv, &budget, &mut stats, rounds, &mut input,
+                ) {
                     Ok((homes, v)) => {
                         if let Some(v) = v {
                             versions = Some(v);
-                            checked_input = Some(original!());
+                            if keep_input {
+                                checked_input = Some(original!());
+                            }
                         }
                         preferred = Some(homes);
                     }
@@ -444,6 +470,7 @@ pub fn allocate_analysed(
             }
             if preferred.is_none() && over(lv.max, &budget, 1) {
                 uncoloured_homes = None;
+                keep!();
                 let (s, v, spilled_lv) = match spill::spill_analysed(
                     &mut work,
                     &budget,
@@ -476,22 +503,24 @@ pub fn allocate_analysed(
                     Ok(r) => r,
                     Err(e) => fail!(e),
                 };
-                let mut checked = original!();
-                for round in &splits {
-                    let c = match Cfg::compute(&checked) {
-                        Ok(c) => c,
-                        Err(e) => fail!(structure(e)),
-                    };
-                    if let Err(m) = kiln_ir::layout::split_edges(&mut checked, &c, round) {
-                        fail!(RaError::Internal {
-                            block: round[0].0,
-                            inst: 0,
-                            message: format!("cannot split {round:?} again: {m}"),
-                        });
+                if keep_input {
+                    let mut checked = original!();
+                    for round in &splits {
+                        let c = match Cfg::compute(&checked) {
+                            Ok(c) => c,
+                            Err(e) => fail!(structure(e)),
+                        };
+                        if let Err(m) = kiln_ir::layout::split_edges(&mut checked, &c, round) {
+                            fail!(RaError::Internal {
+                                block: round[0].0,
+                                inst: 0,
+                                message: format!("cannot split {round:?} again: {m}"),
+                            });
+                        }
                     }
+                    checked_input = Some(checked);
                 }
                 stats.split_edges += splits.iter().map(Vec::len).sum::<usize>() as u32;
-                checked_input = Some(checked);
                 // The spiller's phis in blocks of one predecessor become moves of the values
                 // they copy (the checker sees the program before spilling).
                 let (copied, formed) =
@@ -565,9 +594,7 @@ pub fn allocate_analysed(
                     if debug.ra {
                         eprintln!("retry {attempt}: {e}; budget {budget:?}");
                     }
-                    if in_place {
-                        input = Some(work);
-                    }
+                    give_back!(work);
                     continue;
                 }
                 Err((e, _)) => fail!(e),
@@ -585,12 +612,19 @@ pub fn allocate_analysed(
                     print_function(&out)
                 );
             }
-            let ssa = checked_input.unwrap_or(work);
+            // The SSA function allocated: the input as spilled from (where kept), else `work`.
+            let ssa = match checked_input {
+                Some(checked) => Some(checked),
+                None => versions.is_none().then_some(work),
+            };
             if options.check || verify {
                 let t2 = Instant::now();
-                if let Err(e) = checker::check(&ssa, &out) {
-                    if in_place {
-                        input = Some(ssa);
+                let Some(checked) = &ssa else {
+                    break 'run Err(internal("the input is kept for the checker"));
+                };
+                if let Err(e) = checker::check(checked, &out) {
+                    if let Some(f) = ssa {
+                        give_back!(f);
                     }
                     break 'run Err(RaError::Check(e));
                 }
@@ -645,7 +679,8 @@ const SPILL_ROUNDS: usize = 6;
 /// the homes, and the versions of the temps made by spilling (`None` when nothing spilled), or
 /// an error when colouring still fails after `max_rounds` rounds: with the last colouring's
 /// homes when nothing was spilled (`work` unchanged), else `None` (`work` is then spilled
-/// partly; the caller starts again from the input).
+/// partly; the caller starts again from the input). Before it first spills, `work` is copied
+/// to `input` where that holds no copy yet.
 #[allow(clippy::type_complexity)]
 fn colour_and_spill(
     work: &mut Function,
@@ -654,6 +689,7 @@ fn colour_and_spill(
     budget: &[u32],
     stats: &mut RaStats,
     max_rounds: usize,
+    input: &mut Option<Function>,
 ) -> Result<
     (Vec<Option<kiln_ir::PhysReg>>, Option<Vec<kiln_ir::Temp>>),
     Option<Vec<Option<kiln_ir::PhysReg>>>,
@@ -676,6 +712,9 @@ fn colour_and_spill(
         }
         if c.spill.is_empty() || round + 1 == max_rounds {
             return Err((stats.spill_rounds == 0).then_some(c.homes));
+        }
+        if input.is_none() {
+            *input = Some(work.clone());
         }
         let s = spill_everywhere::spill_everywhere(
             work,
