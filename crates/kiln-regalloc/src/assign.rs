@@ -195,6 +195,19 @@ fn straight(
     })
 }
 
+/// The temps some phis define, per block: `temps[start[b]..start[b + 1]]`.
+#[derive(Default)]
+struct PhiDefs {
+    start: Vec<u32>,
+    temps: Vec<Temp>,
+}
+
+impl PhiDefs {
+    fn of(&self, b: Block) -> &[Temp] {
+        &self.temps[self.start[b.index()] as usize..self.start[b.index() + 1] as usize]
+    }
+}
+
 struct Assigner<'f> {
     func: &'f Function,
     cfg: &'f Cfg,
@@ -231,6 +244,8 @@ struct Assigner<'f> {
     vectors: Vec<Option<Rc<VectorUse>>>,
     /// Blocks whose phis read each temp, and whether those are linear phis.
     phi_uses: Vec<Vec<(Block, bool)>>,
+    /// Per kind of phi (`[logical, linear]`), the temps the phis of each block define.
+    phi_defs: [PhiDefs; 2],
     /// Temps made for constant vector operands, and the constants.
     consts: Vec<(Temp, Operand)>,
     /// Homes another allocator chose, tried first.
@@ -277,8 +292,12 @@ impl<'f> Assigner<'f> {
         let mut def_block = vec![u32::MAX; n];
         let mut gaps = Vec::new();
         let mut phi_uses = vec![Vec::new(); n];
+        let mut phi_defs = [PhiDefs::default(), PhiDefs::default()];
         let mut vectors = vec![None; n];
         for b in func.block_ids() {
+            for defs in &mut phi_defs {
+                defs.start.push(defs.temps.len() as u32);
+            }
             for inst in &func.block(b).insts {
                 vector_members(func, inst, &mut vectors);
                 for d in &inst.defs {
@@ -289,6 +308,7 @@ impl<'f> Assigner<'f> {
                     for t in inst.operands.iter().filter_map(Operand::temp_id) {
                         phi_uses[t.index()].push((b, linear));
                     }
+                    phi_defs[linear as usize].temps.push(inst.defs[0].temp);
                 }
                 if inst.op == Opcode::Phi {
                     for &p in &cfg.logical.preds[b.index()] {
@@ -299,6 +319,9 @@ impl<'f> Assigner<'f> {
                     }
                 }
             }
+        }
+        for defs in &mut phi_defs {
+            defs.start.push(defs.temps.len() as u32);
         }
         Assigner {
             func,
@@ -333,6 +356,7 @@ impl<'f> Assigner<'f> {
                 q
             },
             phi_uses,
+            phi_defs,
             consts: Vec::new(),
             full: None,
             away: Vec::new(),
@@ -522,17 +546,8 @@ impl<'f> Assigner<'f> {
                 if !loop_back_edge(cfg, p) || !self.lv.live_in[lp.exit.index()].contains(t) {
                     continue;
                 }
-                for phi in self
-                    .func
-                    .block(lp.header)
-                    .insts
-                    .iter()
-                    .take_while(|i| i.op.is_phi())
-                {
-                    let q = phi.defs[0].temp;
-                    if phi.op == Opcode::LinearPhi
-                        && let Some(h) = self.phi_home[q.index()]
-                    {
+                for &q in self.phi_defs[1].of(lp.header) {
+                    if let Some(h) = self.phi_home[q.index()] {
                         blocked.push(self.span(q, h));
                     }
                 }
@@ -554,17 +569,14 @@ impl<'f> Assigner<'f> {
             } else {
                 &cfg.logical.preds[s.index()]
             };
+            let other = &self.phi_defs[!linear as usize];
             for &p in preds {
                 let succs = cfg.linear.succs[p.index()]
                     .iter()
                     .chain(&cfg.logical.succs[p.index()]);
                 for &succ in succs {
-                    let phis = self.func.block(succ).insts.iter();
-                    for phi in phis.take_while(|i| i.op.is_phi()) {
-                        let q = phi.defs[0].temp;
-                        if (phi.op == Opcode::LinearPhi) != linear
-                            && let Some(h) = self.phi_home[q.index()]
-                        {
+                    for &q in other.of(succ) {
+                        if let Some(h) = self.phi_home[q.index()] {
                             blocked.push(self.span(q, h));
                         }
                     }
