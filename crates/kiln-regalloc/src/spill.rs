@@ -565,8 +565,26 @@ impl<'a> Spiller<'a> {
         let func = self.func;
         let cfg = self.cfg;
         let limit = self.entry_limit - phi_demand;
-        let dist = |t: Temp| self.next.start[b.index()].get(&t).copied().unwrap_or(INF);
-        let live: Vec<Temp> = self.lv.live_in[b.index()].iter().collect();
+        let live_in = &self.lv.live_in[b.index()];
+        let start = &self.next.start[b.index()];
+        // Per logical predecessor, the files whose per-lane values its edge clobbers
+        // (`clobbered_across`, which depends on the value only by its file): found once per
+        // edge. A linear value is never clobbered (and takes the linear predecessors).
+        let clobbers: SmallVec<[u32; 4]> = cfg.logical.preds[b.index()]
+            .iter()
+            .map(|&p| {
+                let gap = crate::skipped(cfg, p, b);
+                self.all_lanes_blocks
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, counts)| !gap.is_empty() && counts[gap.end] > counts[gap.start])
+                    .fold(0, |m, (f, _)| m | 1 << f)
+            })
+            .collect();
+        // Whether the edge from predecessor `j` of `t`'s CFG clobbers `t`.
+        let clobbered_from = |j: usize, t: Temp| {
+            !self.linear(t) && clobbers[j] >> func.class(t).file.index() & 1 != 0
+        };
         let mut chosen = Resident::default();
         let header = cfg.loops.iter().find(|l| l.header == b);
         if let Some(lp) = header {
@@ -575,17 +593,23 @@ impl<'a> Spiller<'a> {
             let fits_whole = (lp.header.index()..lp.exit.index())
                 .all(|k| !self.lv.block_max[k].exceeds(self.budget));
             let pre = &self.w_exit[lp.preheader.index()];
-            let mut cands: Vec<(u32, bool, Temp)> = live
+            // (The start distances are ascending by temp, as the live set is: one walk.)
+            let mut at = 0;
+            let mut cands: Vec<(u32, bool, Temp)> = live_in
                 .iter()
-                .map(|&t| (dist(t), !pre.contains(t), t))
+                .map(|t| {
+                    while at < start.0.len() && start.0[at].0 < t {
+                        at += 1;
+                    }
+                    let d = start.0.get(at).filter(|e| e.0 == t).map_or(INF, |e| e.1);
+                    (d, !pre.contains(t), t)
+                })
                 .collect();
             cands.sort_unstable();
             // A value a `continue` edge would carry in a register past blocks that write its
             // file in all lanes starts the loop in memory (as on any other edge: `has` below).
             let clobbered = |t: Temp| {
-                preds_of(cfg, self.linear(t), b)
-                    .iter()
-                    .any(|&p| self.clobbered_across(p, b, t))
+                (0..preds_of(cfg, self.linear(t), b).len()).any(|j| clobbered_from(j, t))
             };
             for (d, _, t) in cands {
                 if (d >= LOOP_EXIT && !fits_whole) || clobbered(t) {
@@ -598,27 +622,42 @@ impl<'a> Spiller<'a> {
             }
         } else {
             // In registers at the end of every predecessor first, then of some when the
-            // missing edges can take a reload.
+            // missing edges can take a reload. Only a value in a register at the end of some
+            // predecessor is either: the predecessors' registers are the candidates (a budget
+            // each), not every value live in.
+            let mut candidates: SmallVec<[Temp; 32]> = blocks_once(
+                cfg.logical.preds[b.index()]
+                    .iter()
+                    .chain(&cfg.linear.preds[b.index()])
+                    .copied(),
+            )
+            .iter()
+            .flat_map(|p| self.w_exit[p.index()].iter())
+            .filter(|&t| live_in.contains(t))
+            .collect();
+            candidates.sort_unstable();
+            candidates.dedup();
             let mut all = Vec::new();
             let mut some = Vec::new();
-            for &t in &live {
+            for t in candidates {
                 let lin = self.linear(t);
                 let preds = preds_of(cfg, lin, b);
                 // (A block has a few predecessors: no allocation per value.)
                 let has: SmallVec<[bool; 4]> = preds
                     .iter()
-                    .map(|&p| self.w_exit[p.index()].contains(t) && !self.clobbered_across(p, b, t))
+                    .enumerate()
+                    .map(|(j, &p)| self.w_exit[p.index()].contains(t) && !clobbered_from(j, t))
                     .collect();
+                let d = || start.get(&t).copied().unwrap_or(INF);
                 if !preds.is_empty() && has.iter().all(|&h| h) {
-                    all.push((dist(t), t));
+                    all.push((d(), t));
                 } else if has.iter().any(|&h| h) {
                     let placeable = preds.len() == 1
-                        || preds.iter().zip(&has).all(|(&p, &h)| {
-                            h || (succs_of(cfg, lin, p).len() == 1
-                                && !self.clobbered_across(p, b, t))
+                        || preds.iter().zip(&has).enumerate().all(|(j, (&p, &h))| {
+                            h || (succs_of(cfg, lin, p).len() == 1 && !clobbered_from(j, t))
                         });
                     if placeable {
-                        some.push((dist(t), t));
+                        some.push((d(), t));
                     }
                 }
             }
@@ -631,9 +670,13 @@ impl<'a> Spiller<'a> {
                 }
             }
         }
-        for &t in &live {
-            if !chosen.set.contains(t) {
-                self.spilled[t.index()] = true;
+        // The values live in and not chosen are spilled (both sets ascending: one walk).
+        {
+            let mut kept = chosen.set.iter().peekable();
+            for t in live_in.iter() {
+                if kept.next_if_eq(&t).is_none() {
+                    self.spilled[t.index()] = true;
+                }
             }
         }
         chosen.set
