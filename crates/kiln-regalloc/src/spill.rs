@@ -908,10 +908,13 @@ impl<'a> Spiller<'a> {
         for p in preds {
             self.reconcile(p, b);
         }
-        let mut w = Resident::default();
-        for t in entry.iter() {
-            w.insert(func, t);
-        }
+        // (The entry's set itself, not rebuilt by inserts.)
+        let mut w = Resident {
+            demand: entry
+                .iter()
+                .fold(Demand::ZERO, |d, t| d + Demand::of(func.class(t))),
+            set: entry,
+        };
         for inst in &insts[..nphi] {
             for d in inst.defs.iter().filter(|d| !d.dead) {
                 if !self.memory_phi[d.temp.index()] {
@@ -1344,7 +1347,8 @@ impl<'c> Reconstruct<'c> {
     /// recursion.
     fn at_entry(&mut self, out: &mut Function, b: Block, v: Temp) -> Result<Temp, SpillError> {
         let lin = self.is_linear(v);
-        let mut chain = Vec::new();
+        // The blocks walked up to the definition found (most walks are short).
+        let mut chain: SmallVec<[Block; 8]> = SmallVec::new();
         let mut cur = b;
         let found = loop {
             if let Some(&d) = self.entry.get(&(cur, v)) {
