@@ -499,7 +499,12 @@ fn allocate_keeping(
                 versions = Some(v);
                 // Phis the spiller made may sit on edges that need splitting; the checker's copy of
                 // the input gets the same blocks.
-                let (splits, split_cfg) = match split_critical_edges(&mut work, None) {
+                // (Spilling changes no block's edges: the CFG is the one spilled on.)
+                debug_assert!(
+                    Cfg::compute(&work).is_ok_and(|c| c == cfg),
+                    "the spilled function has the input's CFG"
+                );
+                let (splits, split_cfg) = match split_critical_edges(&mut work, Some(cfg)) {
                     Ok(r) => r,
                     Err(e) => fail!(e),
                 };

@@ -923,12 +923,15 @@ impl<'a> Spiller<'a> {
             }
         }
         // The block's reads as (temp, instruction), ascending: one vector, searched by halving.
-        let mut uses: Vec<(Temp, u32)> = insts
-            .iter()
-            .enumerate()
-            .skip(nphi)
-            .flat_map(|(k, inst)| inst.used_temps().map(move |t| (t, k as u32)))
-            .collect();
+        let reads = insts[nphi..].iter().map(|i| i.operands.len()).sum();
+        let mut uses: Vec<(Temp, u32)> = Vec::with_capacity(reads);
+        uses.extend(
+            insts
+                .iter()
+                .enumerate()
+                .skip(nphi)
+                .flat_map(|(k, inst)| inst.used_temps().map(move |t| (t, k as u32))),
+        );
         uses.sort_unstable();
         for (k, inst) in insts.iter().enumerate().skip(nphi) {
             // The instruction's operands, each once, ascending.
