@@ -11,6 +11,11 @@ impl LiveSet {
         LiveSet(Vec::new())
     }
 
+    /// An empty set with room for `n` temps.
+    pub fn with_capacity(n: usize) -> Self {
+        LiveSet(Vec::with_capacity(n))
+    }
+
     /// From indices in any order, with repeats.
     pub fn from_unsorted(mut v: Vec<u32>) -> Self {
         v.sort_unstable();

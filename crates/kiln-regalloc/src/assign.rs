@@ -607,7 +607,9 @@ impl<'f> Assigner<'f> {
                 self.phi(b, k, phi)?;
             }
         }
-        let mut out = Vec::with_capacity(insts.len() - nphi);
+        // (With room for some copies: growing would move the whole block.)
+        let body = insts.len() - nphi;
+        let mut out = Vec::with_capacity(body + body / 4 + 4);
         for (k, inst) in insts.iter().enumerate().skip(nphi) {
             self.inst(b, k, inst, &mut out)?;
         }

@@ -585,7 +585,12 @@ impl<'a> Spiller<'a> {
         let clobbered_from = |j: usize, t: Temp| {
             !self.linear(t) && clobbers[j] >> func.class(t).file.index() & 1 != 0
         };
-        let mut chosen = Resident::default();
+        // (Every value chosen takes a unit of the limit: room for as many as it has.)
+        let room: usize = limit.0.iter().map(|&u| u.max(0) as usize).sum();
+        let mut chosen = Resident {
+            set: LiveSet::with_capacity(room.min(live_in.len())),
+            demand: Demand::ZERO,
+        };
         let header = cfg.loops.iter().find(|l| l.header == b);
         if let Some(lp) = header {
             // Values used in the loop first, by next use; values only live through it when
@@ -637,8 +642,8 @@ impl<'a> Spiller<'a> {
             .collect();
             candidates.sort_unstable();
             candidates.dedup();
-            let mut all = Vec::new();
-            let mut some = Vec::new();
+            let mut all = Vec::with_capacity(candidates.len());
+            let mut some = Vec::with_capacity(candidates.len());
             for t in candidates {
                 let lin = self.linear(t);
                 let preds = preds_of(cfg, lin, b);
