@@ -1399,9 +1399,11 @@ impl<'c> Reconstruct<'c> {
     /// Renames every use, inserts the phis; returns the version map with the phis' temps.
     fn run(mut self, out: &mut Function) -> Result<Vec<Option<Temp>>, SpillError> {
         let cfg = self.cfg;
-        // Uses in instruction order, with the current definition per value.
+        // Uses in instruction order, with the current definition per value (one map, emptied
+        // per block).
+        let mut current: FxHashMap<Temp, Temp> = FxHashMap::default();
         for b in (0..out.blocks.len()).map(Block::new) {
-            let mut current: FxHashMap<Temp, Temp> = FxHashMap::default();
+            current.clear();
             for k in 0..out.block(b).insts.len() {
                 let op = out.block(b).insts[k].op;
                 let nops = out.block(b).insts[k].operands.len();
@@ -1482,8 +1484,8 @@ impl<'c> Reconstruct<'c> {
                 }
             }
         }
-        // Apply: resolve every operand, insert the remaining phis.
-        for block in out.blocks.iter_mut() {
+        // Apply: resolve every operand (where a phi was replaced), insert the remaining phis.
+        for block in out.blocks.iter_mut().filter(|_| !replace.is_empty()) {
             for inst in block.insts.iter_mut() {
                 for op in inst.operands.iter_mut() {
                     if let Some(t) = op.temp_id() {
