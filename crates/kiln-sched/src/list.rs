@@ -355,6 +355,16 @@ pub fn schedule_within(
     run(dag, earliest, class, prio, pairs, Some(live))
 }
 
+/// The bits of a node in a ready node's heap key, below its priority's 32 and its class's 8.
+const NODE_BITS: u32 = 24;
+/// The most nodes a list schedule takes (16,777,216: far beyond any program's region).
+pub const MAX_NODES: usize = 1 << NODE_BITS;
+
+/// Node `v`'s bits of a heap key, larger for an earlier node; its own inverse.
+fn node_bits(v: u32) -> u64 {
+    (MAX_NODES as u32 - 1 - v) as u64
+}
+
 fn run(
     dag: &Dag,
     earliest: &[u32],
@@ -366,13 +376,15 @@ fn run(
     let n = dag.len();
     let mut at: Vec<u32> = earliest.to_vec();
     let mut preds = dag.preds.clone();
-    // The order of (class, priority, earlier node) as one integer: one comparison per step
-    // of the heap.
-    let key =
-        |v: u32| (class[v as usize] as u128) << 64 | (prio[v as usize] as u128) << 32 | !v as u128;
-    let node = |k: u128| !(k as u32);
+    // The order of (class, priority, earlier node) as one 64-bit integer: one comparison per
+    // step of the heap. A node takes the low `NODE_BITS` bits (as `MAX_NODES - 1 - v`).
+    assert!(n <= MAX_NODES, "a region of at most {MAX_NODES} nodes");
+    let key = |v: u32| {
+        (class[v as usize] as u64) << 56 | (prio[v as usize] as u64) << NODE_BITS | node_bits(v)
+    };
+    let node = |k: u64| node_bits(k as u32 & (MAX_NODES as u32 - 1)) as u32;
     // (Each node is in each heap at most once.)
-    let mut ready: BinaryHeap<u128> = BinaryHeap::with_capacity(n);
+    let mut ready: BinaryHeap<u64> = BinaryHeap::with_capacity(n);
     let mut waiting: BinaryHeap<Reverse<(u32, u32)>> = BinaryHeap::with_capacity(n);
     for v in 0..n as u32 {
         if preds[v as usize] == 0 {
