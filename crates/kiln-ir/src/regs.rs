@@ -301,6 +301,14 @@ pub trait Target: fmt::Debug + Send + Sync {
     fn name(&self) -> &str;
     /// Parameters as written inside the parentheses of the `target` line, `key=value` pairs.
     fn params(&self) -> Vec<(String, u32)>;
+    /// The value of parameter `name`, if the target has it: [`Target::params`] without
+    /// building the list (a target overrides it where it knows its parameters).
+    fn param(&self, name: &str) -> Option<u32> {
+        self.params()
+            .into_iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v)
+    }
     /// Register files; at most [`MAX_FILES`].
     fn files(&self) -> &[RegFile];
     /// Named subsets of start positions.

@@ -613,9 +613,8 @@ impl<'a> Spiller<'a> {
             cands.sort_unstable();
             // A value a `continue` edge would carry in a register past blocks that write its
             // file in all lanes starts the loop in memory (as on any other edge: `has` below).
-            let clobbered = |t: Temp| {
-                (0..preds_of(cfg, self.linear(t), b).len()).any(|j| clobbered_from(j, t))
-            };
+            let clobbered =
+                |t: Temp| (0..preds_of(cfg, self.linear(t), b).len()).any(|j| clobbered_from(j, t));
             for (d, _, t) in cands {
                 if (d >= LOOP_EXIT && !fits_whole) || clobbered(t) {
                     continue;

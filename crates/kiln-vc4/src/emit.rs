@@ -458,11 +458,7 @@ pub fn emit(func: &Function, info: &ShaderInfo, mode: OutputMode) -> Result<Emit
         })
         .collect();
     let exec = crate::interface::needs_exec(func, &cfg);
-    let target_exec = func
-        .target
-        .params()
-        .iter()
-        .any(|(k, v)| k == "exec" && *v == 1);
+    let target_exec = func.target.param("exec") == Some(1);
     if exec && !target_exec {
         return Err(internal(
             "divergent control flow on a target without the execute-mask register (run the interface pass)",
@@ -550,11 +546,7 @@ pub fn emit(func: &Function, info: &ShaderInfo, mode: OutputMode) -> Result<Emit
         tex_in_r4: None,
         prefetch: None,
         sent: None,
-        threaded: func
-            .target
-            .params()
-            .iter()
-            .any(|(k, v)| k == "threads" && *v == 2),
+        threaded: func.target.param("threads") == Some(2),
         last_thrsw: None,
         discards: false,
         packing: false,

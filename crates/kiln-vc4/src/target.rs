@@ -169,6 +169,13 @@ impl Target for Vc4Target {
         }
         p
     }
+    fn param(&self, name: &str) -> Option<u32> {
+        match name {
+            "threads" => Some(self.threads),
+            "exec" => self.exec.then_some(1),
+            _ => None,
+        }
+    }
     fn files(&self) -> &[RegFile] {
         &self.files
     }
@@ -271,6 +278,20 @@ mod tests {
             .filter(|&u| t.reg_fits(PhysReg::new(Q, u), c))
             .map(|u| QpuReg::from_unit(u).unwrap())
             .collect()
+    }
+
+    /// A parameter read alone is the one the `target` line lists (the trait's default reads
+    /// the list), for every target a compile uses.
+    #[test]
+    fn param_is_the_listed_parameter() {
+        for (threads, exec) in [(1, false), (1, true), (2, false), (2, true)] {
+            let t = Vc4Target::shared(threads, exec);
+            let listed = t.params();
+            for name in ["threads", "exec", "lanes"] {
+                let from_list = listed.iter().find(|(k, _)| k == name).map(|(_, v)| *v);
+                assert_eq!(t.param(name), from_list, "{name} of {listed:?}");
+            }
+        }
     }
 
     /// The register counts of seed 002's classes (ra14/rb14 reserved), both thread modes.
