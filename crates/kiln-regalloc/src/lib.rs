@@ -334,8 +334,9 @@ fn allocate_keeping(
     let mut input_cfg = Some(input_cfg);
     // The input, unchanged until the result replaces it, and `func` again on failure. An
     // attempt works on the input itself, changing nothing of it but its kill flags, until it
-    // spills: then it keeps a copy first (`keep!`). An attempt that did not spill gives it
-    // back for the next attempt. (A target that cannot spill never copies it.)
+    // spills: the SSA spiller then hands back the function it replaced, and colouring's
+    // spilling keeps a copy first. An attempt that did not spill gives the input back for the
+    // next attempt. (A target that cannot spill never copies it.)
     let mut input = Some(std::mem::replace(
         func,
         Function::new(String::new(), target.clone()),
@@ -365,14 +366,6 @@ fn allocate_keeping(
                     give_back!(work);
                     break 'run Err(error);
                 }};
-            }
-            // Keeps a copy of the input before the attempt first changes it.
-            macro_rules! keep {
-                () => {
-                    if input.is_none() {
-                        input = Some(work.clone());
-                    }
-                };
             }
             // The input as it came, for an attempt that spills (on a copy).
             macro_rules! original {
@@ -470,8 +463,7 @@ fn allocate_keeping(
             }
             if preferred.is_none() && over(lv.max, &budget, 1) {
                 uncoloured_homes = None;
-                keep!();
-                let (s, v, spilled_lv) = match spill::spill_analysed(
+                let (s, v, spilled) = match spill::spill_analysed(
                     &mut work,
                     &budget,
                     &cfg,
@@ -497,6 +489,15 @@ fn allocate_keeping(
                 stats.remats = s.remats;
                 stats.spill_slots = s.slots;
                 versions = Some(v);
+                // The spiller hands back the function it replaced: the input, where no copy
+                // of it is kept yet.
+                let spilled_lv = match spilled {
+                    Some((spilled_lv, before)) => {
+                        give_back!(before);
+                        Some(spilled_lv)
+                    }
+                    None => None,
+                };
                 // Phis the spiller made may sit on edges that need splitting; the checker's copy of
                 // the input gets the same blocks.
                 // (Spilling changes no block's edges: the CFG is the one spilled on.)

@@ -116,15 +116,17 @@ pub fn spill_with_versions(
 }
 
 /// [`spill_with_versions`] on `func` with its CFG, and its liveness where the caller has it
-/// (computed on `func` as it is, so that its kill flags are set): not computed again. Also
-/// the liveness of the spilled function, which the spiller computes to check its demand
-/// (`None` where nothing was spilled: `func` is unchanged).
+/// (computed on `func` as it is, so that its kill flags are set): not computed again. Also,
+/// where it spilled, the liveness of the spilled function, which the spiller computes to
+/// check its demand, and the function it replaced (`None` where nothing was spilled: `func`
+/// is unchanged, as it is on an error).
+#[allow(clippy::type_complexity)]
 pub(crate) fn spill_analysed(
     func: &mut Function,
     budget: &[u32],
     cfg: &Cfg,
     given: Option<&Liveness>,
-) -> Result<(SpillStats, Vec<Temp>, Option<Liveness>), SpillError> {
+) -> Result<(SpillStats, Vec<Temp>, Option<(Liveness, Function)>), SpillError> {
     let files = func.target.files();
     if budget.len() < files.len() {
         return Err(err(
@@ -185,8 +187,8 @@ pub(crate) fn spill_analysed(
         let (stats, versions) = s.materialize(&mut out)?;
         let lv2 = compute_liveness(&mut out, cfg);
         if !lv2.max.exceeds(limit) {
-            *func = out;
-            return Ok((stats, versions, Some(lv2)));
+            let before = std::mem::replace(func, out);
+            return Ok((stats, versions, Some((lv2, before))));
         }
         if attempt == ATTEMPTS {
             if kiln_analysis::DebugFlags::from_env().ra {
