@@ -17,4 +17,4 @@ pub use interference::{Interference, wide_liveness};
 pub use kiln_ir::cfg::{Cfg, Edges, IfInfo, LoopInfo};
 pub use kiln_ir::dominance::DomTree;
 pub use live_set::LiveSet;
-pub use liveness::{LiveSets, Liveness, compute_liveness, live_sets};
+pub use liveness::{LiveSets, Liveness, compute_liveness, is_liveness_of, live_sets};

@@ -215,6 +215,14 @@ pub fn live_sets(func: &Function, cfg: &Cfg) -> LiveSets {
     }
 }
 
+/// Whether `lv` is what [`compute_liveness`] gives for `func` on `cfg`, its kill and dead
+/// flags already written in `func`: the debug check of a pass handed a liveness it did not
+/// compute (on a copy: `func` is left as it is).
+pub fn is_liveness_of(lv: &Liveness, func: &Function, cfg: &Cfg) -> bool {
+    let mut fresh = func.clone();
+    *lv == compute_liveness(&mut fresh, cfg) && fresh.blocks == func.blocks
+}
+
 /// Runs liveness on `func`, writing kill flags and dead flags into it.
 pub fn compute_liveness(func: &mut Function, cfg: &Cfg) -> Liveness {
     let n = func.blocks.len();

@@ -54,3 +54,30 @@ fn seed_003_color2_leaves_the_loop() {
     assert!(lv.linear[4]);
     assert!(!lv.linear[12]);
 }
+
+/// The debug check of a liveness handed to a pass: it holds for the function's own liveness,
+/// and fails for a function whose kill flags were never written and for another function's
+/// liveness.
+#[test]
+fn is_liveness_of_tells_the_functions_own() {
+    let fresh = generate(&GenConfig {
+        size: 200,
+        ..GenConfig::new(7)
+    });
+    let mut func = fresh.clone();
+    let cfg = Cfg::compute(&func).unwrap();
+    let lv = compute_liveness(&mut func, &cfg);
+    assert!(kiln_analysis::is_liveness_of(&lv, &func, &cfg));
+    assert!(
+        fresh.blocks != func.blocks,
+        "the generated function has kill flags to write"
+    );
+    assert!(!kiln_analysis::is_liveness_of(&lv, &fresh, &cfg));
+    let mut other = generate(&GenConfig {
+        size: 200,
+        ..GenConfig::new(8)
+    });
+    let other_cfg = Cfg::compute(&other).unwrap();
+    compute_liveness(&mut other, &other_cfg);
+    assert!(!kiln_analysis::is_liveness_of(&lv, &other, &other_cfg));
+}

@@ -385,14 +385,10 @@ fn allocate_keeping(
             };
             let mut lv = match input_liveness.take() {
                 Some(lv) => {
-                    if cfg!(debug_assertions) {
-                        let mut fresh = work.clone();
-                        let now = compute_liveness(&mut fresh, &cfg);
-                        assert!(
-                            lv == now && fresh.blocks == work.blocks,
-                            "the liveness given is the function's"
-                        );
-                    }
+                    debug_assert!(
+                        kiln_analysis::is_liveness_of(&lv, &work, &cfg),
+                        "the liveness given is the function's"
+                    );
                     lv
                 }
                 None => compute_liveness(&mut work, &cfg),
@@ -547,7 +543,7 @@ fn allocate_keeping(
                 lv = match spilled_lv.filter(|_| unchanged) {
                     Some(given) => {
                         debug_assert!(
-                            given == compute_liveness(&mut work.clone(), &cfg),
+                            kiln_analysis::is_liveness_of(&given, &work, &cfg),
                             "the spiller's liveness is the spilled function's"
                         );
                         given

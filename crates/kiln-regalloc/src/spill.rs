@@ -148,18 +148,14 @@ pub(crate) fn spill_analysed(
     let (copy, computed);
     let (orig, lv): (&Function, &Liveness) = match given {
         Some(lv) => {
-            if cfg!(debug_assertions) {
-                let mut fresh = func.clone();
-                let now = compute_liveness(&mut fresh, cfg);
-                assert!(
-                    *lv == now && fresh.blocks == func.blocks,
-                    "the liveness given is the function's"
-                );
-                assert!(
-                    Cfg::compute(func).is_ok_and(|c| c == *cfg),
-                    "the CFG given is the function's"
-                );
-            }
+            debug_assert!(
+                kiln_analysis::is_liveness_of(lv, func, cfg),
+                "the liveness given is the function's"
+            );
+            debug_assert!(
+                Cfg::compute(func).is_ok_and(|c| c == *cfg),
+                "the CFG given is the function's"
+            );
             (func, lv)
         }
         None => {
@@ -553,12 +549,22 @@ impl<'a> Spiller<'a> {
     /// registers across the edge (the assignment could need more registers than the demand to
     /// keep it apart from those writes): it is reloaded after it.
     fn clobbered_across(&self, p: Block, b: Block, t: Temp) -> bool {
-        if self.linear(t) {
-            return false;
-        }
+        !self.linear(t) && self.clobbered_files(p, b) >> self.func.class(t).file.index() & 1 != 0
+    }
+
+    /// The files (a mask, bit per file: at most [`kiln_ir::MAX_FILES`]) whose per-lane values
+    /// the logical edge `p → b` clobbers ([`Spiller::clobbered_across`], which depends on the
+    /// value only by its file).
+    fn clobbered_files(&self, p: Block, b: Block) -> u32 {
         let gap = crate::skipped(self.cfg, p, b);
-        let counts = &self.all_lanes_blocks[self.func.class(t).file.index()];
-        !gap.is_empty() && counts[gap.end] > counts[gap.start]
+        if gap.is_empty() {
+            return 0;
+        }
+        self.all_lanes_blocks
+            .iter()
+            .enumerate()
+            .filter(|(_, counts)| counts[gap.end] > counts[gap.start])
+            .fold(0, |m, (f, _)| m | 1 << f)
     }
 
     /// Chooses the values in registers at the entry of `b` (Braun & Hack's `initUsual` and
@@ -569,21 +575,13 @@ impl<'a> Spiller<'a> {
         let limit = self.entry_limit - phi_demand;
         let live_in = &self.lv.live_in[b.index()];
         let start = &self.next.start[b.index()];
-        // Per logical predecessor, the files whose per-lane values its edge clobbers
-        // (`clobbered_across`, which depends on the value only by its file): found once per
-        // edge. A linear value is never clobbered (and takes the linear predecessors).
+        // Per logical predecessor, the files its edge clobbers, found once per edge rather
+        // than per value. A linear value is never clobbered (and takes the linear predecessors).
         let clobbers: SmallVec<[u32; 4]> = cfg.logical.preds[b.index()]
             .iter()
-            .map(|&p| {
-                let gap = crate::skipped(cfg, p, b);
-                self.all_lanes_blocks
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, counts)| !gap.is_empty() && counts[gap.end] > counts[gap.start])
-                    .fold(0, |m, (f, _)| m | 1 << f)
-            })
+            .map(|&p| self.clobbered_files(p, b))
             .collect();
-        // Whether the edge from predecessor `j` of `t`'s CFG clobbers `t`.
+        // Whether the edge from predecessor `j` of `t`'s CFG clobbers `t` (`clobbered_across`).
         let clobbered_from = |j: usize, t: Temp| {
             !self.linear(t) && clobbers[j] >> func.class(t).file.index() & 1 != 0
         };
